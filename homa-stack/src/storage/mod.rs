@@ -1,0 +1,1 @@
+//! Caller-backed storage: the message pool and the reassembly tracker.
