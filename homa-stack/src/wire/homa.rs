@@ -1045,3 +1045,1163 @@ impl fmt::Display for DisplayWith<'_, '_> {
         self.repr.write(f, Some(self.addrs), self.prio)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Ipv4Addr, Ipv6Addr};
+    use proptest::prelude::*;
+
+    // Vectors built by hand from the tables of protocol.md 3.2-3.9.
+
+    /// Canonical DATA: client 32768 -> server 500, id 1234, offset 1424 in
+    /// both `sequence` and `seg.offset`, ack 1232:500, retransmit, cv 1.
+    static DATA_BYTES: [u8; 64] = [
+        0x80, 0x00, 0x01, 0xf4, // sport 32768, dport 500
+        0x00, 0x00, 0x05, 0x90, // sequence 1424
+        0x00, 0x00, 0x00, 0x10, // ack[3], type DATA
+        0xe0, 0x00, 0x00, 0x00, // doff 14, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd2, // sender_id 1234
+        0x00, 0x01, 0x86, 0xa0, // message_length 100000
+        0x00, 0x00, 0x9c, 0x40, // incoming 40000
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd0, // ack.client_id 1232
+        0x01, 0xf4, 0x00, 0x01, // ack.server_port 500, cutoff_version 1
+        0x01, 0x00, 0x00, 0x00, // retransmit, pad
+        0x00, 0x00, 0x05, 0x90, // seg.offset 1424
+        b'p', b'a', b'y', b'l', b'o', b'a', b'd', b'!', // payload
+    ];
+
+    /// DATA as Linux main sends a first transmission: seg.offset is the
+    /// sentinel and the offset (1424) is only in `sequence`; hijack markers
+    /// (flags 6, urgent 0xb97d) and a TCP-style checksum for
+    /// 10.0.0.1 -> 10.0.0.2 (0xeff8, computed independently).
+    static DATA_LINUX_BYTES: [u8; 60] = [
+        0x80, 0x01, 0x00, 0x63, // sport 32769, dport 99
+        0x00, 0x00, 0x05, 0x90, // sequence 1424
+        0x00, 0x00, 0x00, 0x10, // ack[3], type DATA
+        0xe0, 0x06, 0x00, 0x00, // doff 14, flags SYN|RST, window
+        0xef, 0xf8, 0xb9, 0x7d, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, // sender_id 2
+        0x00, 0x00, 0x0b, 0xb8, // message_length 3000
+        0x00, 0x00, 0x0b, 0xb8, // incoming 3000
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // no ack
+        0x00, 0x00, 0x00, 0x00, // ack.server_port, cutoff_version
+        0x00, 0x00, 0x00, 0x00, // retransmit, pad
+        0xff, 0xff, 0xff, 0xff, // seg.offset: "see sequence"
+        b'a', b'b', b'c', b'd', // payload
+    ];
+
+    /// What this crate emits for the same packet.
+    static DATA_LINUX_CANONICAL: [u8; 60] = [
+        0x80, 0x01, 0x00, 0x63, // sport 32769, dport 99
+        0x00, 0x00, 0x05, 0x90, // sequence 1424
+        0x00, 0x00, 0x00, 0x10, // ack[3], type DATA
+        0xe0, 0x00, 0x00, 0x00, // doff 14, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, // sender_id 2
+        0x00, 0x00, 0x0b, 0xb8, // message_length 3000
+        0x00, 0x00, 0x0b, 0xb8, // incoming 3000
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // no ack
+        0x00, 0x00, 0x00, 0x00, // ack.server_port, cutoff_version
+        0x00, 0x00, 0x00, 0x00, // retransmit, pad
+        0x00, 0x00, 0x05, 0x90, // seg.offset 1424
+        b'a', b'b', b'c', b'd', // payload
+    ];
+
+    static GRANT_BYTES: [u8; 33] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x11, // ack[3], type GRANT
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+        0x00, 0x03, 0x12, 0xd0, // offset 201424
+        0x03, // priority 3
+    ];
+
+    static RESEND_BYTES: [u8; 37] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x12, // ack[3], type RESEND
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+        0x00, 0x00, 0x4e, 0x20, // offset 20000
+        0x00, 0x00, 0x05, 0x90, // length 1424
+        0x06, // priority 6
+    ];
+
+    /// An upstream (stripped) RESEND: 36 bytes, no priority, "resend all".
+    static RESEND_UPSTREAM_BYTES: [u8; 36] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x12, // ack[3], type RESEND
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+        0x00, 0x00, 0x00, 0x00, // offset 0
+        0xff, 0xff, 0xff, 0xff, // length: all
+    ];
+
+    /// The same RESEND as emitted: 37 bytes with the highest priority.
+    static RESEND_UPSTREAM_CANONICAL: [u8; 37] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x12, // ack[3], type RESEND
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+        0x00, 0x00, 0x00, 0x00, // offset 0
+        0xff, 0xff, 0xff, 0xff, // length: all
+        0x07, // priority 7
+    ];
+
+    static RPC_UNKNOWN_BYTES: [u8; 28] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x13, // ack[3], type RPC_UNKNOWN
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+    ];
+
+    static BUSY_BYTES: [u8; 28] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x14, // ack[3], type BUSY
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd5, // sender_id 1237
+    ];
+
+    /// FREEZE with an id above i64::MAX (ids print unsigned).
+    static FREEZE_BYTES: [u8; 28] = [
+        0x80, 0x00, 0x01, 0xf4, // sport 32768, dport 500
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x16, // ack[3], type FREEZE
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // sender_id
+    ];
+
+    static NEED_ACK_BYTES: [u8; 28] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x17, // ack[3], type NEED_ACK
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+    ];
+
+    static CUTOFFS_BYTES: [u8; 62] = [
+        0x01, 0xf4, 0x80, 0x00, // sport 500, dport 32768
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x15, // ack[3], type CUTOFFS
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd3, // sender_id 1235
+        0x7f, 0xff, 0xff, 0xff, // cutoff 0: INT_MAX
+        0x00, 0x00, 0x9c, 0x40, // cutoff 1: 40000
+        0x00, 0x00, 0x4e, 0x20, // cutoff 2: 20000
+        0x00, 0x00, 0x27, 0x10, // cutoff 3: 10000
+        0x00, 0x00, 0x13, 0x88, // cutoff 4: 5000
+        0x00, 0x00, 0x07, 0xd0, // cutoff 5: 2000
+        0x00, 0x00, 0x03, 0xe8, // cutoff 6: 1000
+        0x00, 0x00, 0x01, 0xf4, // cutoff 7: 500
+        0x00, 0x03, // cutoff_version 3
+    ];
+
+    static ACK_BYTES: [u8; 80] = [
+        0x80, 0x00, 0x01, 0xf4, // sport 32768, dport 500
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x18, // ack[3], type ACK
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd2, // sender_id 1234
+        0x00, 0x02, // num_acks 2
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xd0, 0x01, 0xf4, // 1232:500
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xce, 0x01, 0xf5, // 1230:501
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // unused
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // unused
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // unused
+    ];
+
+    /// An ACK claiming 7 entries: receivers use the 5 that exist.
+    static ACK_CLAMPED_BYTES: [u8; 80] = [
+        0x80, 0x00, 0x01, 0xf4, // sport 32768, dport 500
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x18, // ack[3], type ACK
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, // sender_id 12
+        0x00, 0x07, // num_acks 7
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0xf4, // 2:500
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x01, 0xf4, // 4:500
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x06, 0x01, 0xf5, // 6:501
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x01, 0xf6, // 8:502
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x01, 0xf7, // 10:503
+    ];
+
+    /// The same ACK as emitted: `num_acks` 5.
+    static ACK_CLAMPED_CANONICAL: [u8; 80] = [
+        0x80, 0x00, 0x01, 0xf4, // sport 32768, dport 500
+        0x00, 0x00, 0x00, 0x00, // sequence
+        0x00, 0x00, 0x00, 0x18, // ack[3], type ACK
+        0x50, 0x00, 0x00, 0x00, // doff 5, flags, window
+        0x00, 0x00, 0x00, 0x00, // checksum, urgent
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, // sender_id 12
+        0x00, 0x05, // num_acks 5
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0xf4, // 2:500
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x01, 0xf4, // 4:500
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x06, 0x01, 0xf5, // 6:501
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x01, 0xf6, // 8:502
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x01, 0xf7, // 10:503
+    ];
+
+    fn acks(list: &[(u64, u16)]) -> heapless::Vec<Ack, MAX_ACKS> {
+        list.iter()
+            .map(|&(client_id, server_port)| Ack {
+                client_id,
+                server_port,
+            })
+            .collect()
+    }
+
+    fn data_repr() -> Repr<'static> {
+        Repr {
+            sport: 32768,
+            dport: 500,
+            sender_id: 1234,
+            kind: Kind::Data {
+                header: DataHeader {
+                    message_length: 100_000,
+                    incoming: 40_000,
+                    ack: Some(Ack {
+                        client_id: 1232,
+                        server_port: 500,
+                    }),
+                    cutoff_version: 1,
+                    retransmit: true,
+                    offset: 1424,
+                },
+                payload: b"payload!",
+            },
+        }
+    }
+
+    fn data_linux_repr() -> Repr<'static> {
+        Repr {
+            sport: 32769,
+            dport: 99,
+            sender_id: 2,
+            kind: Kind::Data {
+                header: DataHeader {
+                    message_length: 3000,
+                    incoming: 3000,
+                    ack: None,
+                    cutoff_version: 0,
+                    retransmit: false,
+                    offset: 1424,
+                },
+                payload: b"abcd",
+            },
+        }
+    }
+
+    fn control(sport: u16, dport: u16, sender_id: u64, kind: Kind<'static>) -> Repr<'static> {
+        Repr {
+            sport,
+            dport,
+            sender_id,
+            kind,
+        }
+    }
+
+    fn grant_repr() -> Repr<'static> {
+        let kind = Kind::Grant {
+            offset: 201_424,
+            priority: 3,
+        };
+        control(500, 32768, 1235, kind)
+    }
+
+    fn resend_repr() -> Repr<'static> {
+        let kind = Kind::Resend {
+            offset: 20_000,
+            length: 1424,
+            priority: 6,
+        };
+        control(500, 32768, 1235, kind)
+    }
+
+    fn resend_upstream_repr() -> Repr<'static> {
+        let kind = Kind::Resend {
+            offset: 0,
+            length: RESEND_ALL,
+            priority: 7,
+        };
+        control(500, 32768, 1235, kind)
+    }
+
+    fn rpc_unknown_repr() -> Repr<'static> {
+        control(500, 32768, 1235, Kind::RpcUnknown)
+    }
+
+    fn busy_repr() -> Repr<'static> {
+        control(500, 32768, 1237, Kind::Busy)
+    }
+
+    fn freeze_repr() -> Repr<'static> {
+        control(32768, 500, 0x8877_6655_4433_2211, Kind::Freeze)
+    }
+
+    fn need_ack_repr() -> Repr<'static> {
+        control(500, 32768, 1235, Kind::NeedAck)
+    }
+
+    fn cutoffs_repr() -> Repr<'static> {
+        let kind = Kind::Cutoffs {
+            unsched_cutoffs: [0x7fff_ffff, 40000, 20000, 10000, 5000, 2000, 1000, 500],
+            version: 3,
+        };
+        control(500, 32768, 1235, kind)
+    }
+
+    fn ack_repr() -> Repr<'static> {
+        let kind = Kind::Ack {
+            acks: acks(&[(1232, 500), (1230, 501)]),
+        };
+        control(32768, 500, 1234, kind)
+    }
+
+    fn ack_clamped_repr() -> Repr<'static> {
+        let kind = Kind::Ack {
+            acks: acks(&[(2, 500), (4, 500), (6, 501), (8, 502), (10, 503)]),
+        };
+        control(32768, 500, 12, kind)
+    }
+
+    struct Vector {
+        name: &'static str,
+        /// The bytes as received.
+        bytes: &'static [u8],
+        /// What emitting the parsed repr gives.
+        canonical: &'static [u8],
+        repr: fn() -> Repr<'static>,
+        display: &'static str,
+    }
+
+    const VECTORS: &[Vector] = &[
+        Vector {
+            name: "DATA",
+            bytes: &DATA_BYTES,
+            canonical: &DATA_BYTES,
+            repr: data_repr,
+            display: "DATA 32768 > 500 id 1234 off 1424 len 8/100000 incoming 40000 \
+                      ack 1232:500 retx cv 1",
+        },
+        Vector {
+            name: "DATA (Linux sentinel)",
+            bytes: &DATA_LINUX_BYTES,
+            canonical: &DATA_LINUX_CANONICAL,
+            repr: data_linux_repr,
+            display: "DATA 32769 > 99 id 2 off 1424 len 4/3000 incoming 3000",
+        },
+        Vector {
+            name: "GRANT",
+            bytes: &GRANT_BYTES,
+            canonical: &GRANT_BYTES,
+            repr: grant_repr,
+            display: "GRANT 500 > 32768 id 1235 offset 201424 prio 3",
+        },
+        Vector {
+            name: "RESEND",
+            bytes: &RESEND_BYTES,
+            canonical: &RESEND_BYTES,
+            repr: resend_repr,
+            display: "RESEND 500 > 32768 id 1235 off 20000 len 1424 prio 6",
+        },
+        Vector {
+            name: "RESEND (upstream, 36 bytes)",
+            bytes: &RESEND_UPSTREAM_BYTES,
+            canonical: &RESEND_UPSTREAM_CANONICAL,
+            repr: resend_upstream_repr,
+            display: "RESEND 500 > 32768 id 1235 off 0 len all prio 7",
+        },
+        Vector {
+            name: "RPC_UNKNOWN",
+            bytes: &RPC_UNKNOWN_BYTES,
+            canonical: &RPC_UNKNOWN_BYTES,
+            repr: rpc_unknown_repr,
+            display: "RPC_UNKNOWN 500 > 32768 id 1235",
+        },
+        Vector {
+            name: "BUSY",
+            bytes: &BUSY_BYTES,
+            canonical: &BUSY_BYTES,
+            repr: busy_repr,
+            display: "BUSY 500 > 32768 id 1237",
+        },
+        Vector {
+            name: "FREEZE",
+            bytes: &FREEZE_BYTES,
+            canonical: &FREEZE_BYTES,
+            repr: freeze_repr,
+            display: "FREEZE 32768 > 500 id 9833440827789222417",
+        },
+        Vector {
+            name: "NEED_ACK",
+            bytes: &NEED_ACK_BYTES,
+            canonical: &NEED_ACK_BYTES,
+            repr: need_ack_repr,
+            display: "NEED_ACK 500 > 32768 id 1235",
+        },
+        Vector {
+            name: "CUTOFFS",
+            bytes: &CUTOFFS_BYTES,
+            canonical: &CUTOFFS_BYTES,
+            repr: cutoffs_repr,
+            display: "CUTOFFS 500 > 32768 id 1235 cutoffs [2147483647, 40000, 20000, \
+                      10000, 5000, 2000, 1000, 500] version 3",
+        },
+        Vector {
+            name: "ACK",
+            bytes: &ACK_BYTES,
+            canonical: &ACK_BYTES,
+            repr: ack_repr,
+            display: "ACK 32768 > 500 id 1234 acks [1232:500, 1230:501]",
+        },
+        Vector {
+            name: "ACK (num_acks 7)",
+            bytes: &ACK_CLAMPED_BYTES,
+            canonical: &ACK_CLAMPED_CANONICAL,
+            repr: ack_clamped_repr,
+            display: "ACK 32768 > 500 id 12 acks [2:500, 4:500, 6:501, 8:502, 10:503]",
+        },
+    ];
+
+    fn parse(bytes: &[u8]) -> Result<Repr<'_>> {
+        Repr::parse(&Packet::new_checked(bytes)?)
+    }
+
+    fn emit(repr: &Repr<'_>) -> std::vec::Vec<u8> {
+        let mut buffer = std::vec![0u8; repr.buffer_len()];
+        repr.emit(&mut Packet::new_unchecked(&mut buffer[..]));
+        buffer
+    }
+
+    #[test]
+    fn vectors_cover_every_packet_type() {
+        for code in 0x10..=0x18u8 {
+            let ty = PacketType::from(code);
+            assert!(
+                VECTORS.iter().any(|v| (v.repr)().packet_type() == ty),
+                "{ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn deconstruct_data() {
+        let p = Packet::new_checked(&DATA_BYTES[..]).unwrap();
+        assert_eq!(p.sport(), 32768);
+        assert_eq!(p.dport(), 500);
+        assert_eq!(p.sequence(), 1424);
+        assert_eq!(p.common_ack(), [0; 3]);
+        assert_eq!(p.packet_type(), PacketType::Data);
+        assert_eq!(p.doff(), 14);
+        assert_eq!(p.flags(), 0);
+        assert_eq!(p.window(), 0);
+        assert_eq!(p.checksum(), 0);
+        assert_eq!(p.urgent(), 0);
+        assert_eq!(p.sender_id(), 1234);
+        assert_eq!(p.message_length(), 100_000);
+        assert_eq!(p.incoming(), 40_000);
+        assert_eq!(p.ack_client_id(), 1232);
+        assert_eq!(p.ack_server_port(), 500);
+        assert_eq!(p.cutoff_version(), 1);
+        assert!(p.retransmit());
+        assert_eq!(p.seg_offset(), 1424);
+        assert_eq!(p.offset(), 1424);
+        assert_eq!(p.payload(), b"payload!");
+    }
+
+    #[test]
+    fn deconstruct_data_with_offset_sentinel() {
+        let p = Packet::new_checked(&DATA_LINUX_BYTES[..]).unwrap();
+        assert_eq!(p.sport(), 32769);
+        assert_eq!(p.dport(), 99);
+        assert_eq!(p.sequence(), 1424);
+        assert_eq!(p.packet_type(), PacketType::Data);
+        assert_eq!(p.doff(), 14);
+        assert_eq!(p.flags(), 6);
+        assert_eq!(p.checksum(), 0xeff8);
+        assert_eq!(p.urgent(), 0xb97d);
+        assert_eq!(p.sender_id(), 2);
+        assert_eq!(p.message_length(), 3000);
+        assert_eq!(p.incoming(), 3000);
+        assert_eq!(p.ack_client_id(), 0);
+        assert_eq!(p.ack_server_port(), 0);
+        assert_eq!(p.cutoff_version(), 0);
+        assert!(!p.retransmit());
+        assert_eq!(p.seg_offset(), OFFSET_IN_SEQUENCE);
+        assert_eq!(p.offset(), 1424);
+        assert_eq!(p.payload(), b"abcd");
+    }
+
+    #[test]
+    fn a_real_seg_offset_wins_over_sequence() {
+        let mut bytes = DATA_BYTES;
+        Packet::new_unchecked(&mut bytes[..]).set_sequence(7);
+        let p = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.offset(), 1424);
+    }
+
+    #[test]
+    fn deconstruct_grant() {
+        let p = Packet::new_checked(&GRANT_BYTES[..]).unwrap();
+        assert_eq!((p.sport(), p.dport(), p.sequence()), (500, 32768, 0));
+        assert_eq!(p.packet_type(), PacketType::Grant);
+        assert_eq!(p.doff(), 5);
+        assert_eq!(p.sender_id(), 1235);
+        assert_eq!(p.grant_offset(), 201_424);
+        assert_eq!(p.grant_priority(), 3);
+    }
+
+    #[test]
+    fn deconstruct_resend() {
+        let p = Packet::new_checked(&RESEND_BYTES[..]).unwrap();
+        assert_eq!((p.sport(), p.dport(), p.sequence()), (500, 32768, 0));
+        assert_eq!(p.packet_type(), PacketType::Resend);
+        assert_eq!(p.doff(), 5);
+        assert_eq!(p.sender_id(), 1235);
+        assert_eq!(p.resend_offset(), 20_000);
+        assert_eq!(p.resend_length(), 1424);
+        assert_eq!(p.resend_priority(), Some(6));
+    }
+
+    #[test]
+    fn deconstruct_upstream_resend() {
+        let p = Packet::new_checked(&RESEND_UPSTREAM_BYTES[..]).unwrap();
+        assert_eq!(p.packet_type(), PacketType::Resend);
+        assert_eq!(p.sender_id(), 1235);
+        assert_eq!(p.resend_offset(), 0);
+        assert_eq!(p.resend_length(), RESEND_ALL);
+        assert_eq!(p.resend_priority(), None);
+    }
+
+    #[test]
+    fn deconstruct_header_only_types() {
+        let cases: [(&[u8], PacketType, u16, u16, u64); 4] = [
+            (&RPC_UNKNOWN_BYTES, PacketType::RpcUnknown, 500, 32768, 1235),
+            (&BUSY_BYTES, PacketType::Busy, 500, 32768, 1237),
+            (
+                &FREEZE_BYTES,
+                PacketType::Freeze,
+                32768,
+                500,
+                0x8877_6655_4433_2211,
+            ),
+            (&NEED_ACK_BYTES, PacketType::NeedAck, 500, 32768, 1235),
+        ];
+        for (bytes, ty, sport, dport, id) in cases {
+            let p = Packet::new_checked(bytes).unwrap();
+            assert_eq!(p.packet_type(), ty);
+            assert_eq!((p.sport(), p.dport()), (sport, dport), "{ty}");
+            assert_eq!(p.sequence(), 0, "{ty}");
+            assert_eq!(p.doff(), 5, "{ty}");
+            assert_eq!(p.sender_id(), id, "{ty}");
+        }
+    }
+
+    #[test]
+    fn deconstruct_cutoffs() {
+        let p = Packet::new_checked(&CUTOFFS_BYTES[..]).unwrap();
+        assert_eq!(p.packet_type(), PacketType::Cutoffs);
+        assert_eq!(p.sender_id(), 1235);
+        let cutoffs: std::vec::Vec<u32> =
+            (0..NUM_PRIORITIES).map(|i| p.unsched_cutoff(i)).collect();
+        assert_eq!(
+            cutoffs,
+            [0x7fff_ffff, 40000, 20000, 10000, 5000, 2000, 1000, 500]
+        );
+        assert_eq!(p.cutoffs_version(), 3);
+    }
+
+    #[test]
+    fn deconstruct_ack() {
+        let p = Packet::new_checked(&ACK_BYTES[..]).unwrap();
+        assert_eq!(p.packet_type(), PacketType::Ack);
+        assert_eq!((p.sport(), p.dport()), (32768, 500));
+        assert_eq!(p.sender_id(), 1234);
+        assert_eq!(p.num_acks(), 2);
+        let entries: std::vec::Vec<Ack> = (0..MAX_ACKS).map(|i| p.ack_entry(i)).collect();
+        assert_eq!(
+            &entries[..],
+            &acks(&[(1232, 500), (1230, 501), (0, 0), (0, 0), (0, 0)])[..]
+        );
+    }
+
+    #[test]
+    fn deconstruct_ack_with_too_many_entries() {
+        let p = Packet::new_checked(&ACK_CLAMPED_BYTES[..]).unwrap();
+        assert_eq!(p.num_acks(), 7);
+        assert_eq!(
+            p.ack_entry(4),
+            Ack {
+                client_id: 10,
+                server_port: 503
+            }
+        );
+    }
+
+    #[test]
+    fn parse_gives_the_exact_repr() {
+        for v in VECTORS {
+            assert_eq!(parse(v.bytes), Ok((v.repr)()), "{}", v.name);
+        }
+    }
+
+    #[test]
+    fn emit_gives_the_exact_bytes() {
+        for v in VECTORS {
+            let repr = (v.repr)();
+            assert_eq!(repr.buffer_len(), v.canonical.len(), "{}", v.name);
+            assert_eq!(&emit(&repr)[..], v.canonical, "{}", v.name);
+            // Every byte is written: stale contents don't leak.
+            let mut buffer = std::vec![0xa5u8; repr.buffer_len()];
+            repr.emit(&mut Packet::new_unchecked(&mut buffer[..]));
+            assert_eq!(&buffer[..], v.canonical, "{} over a dirty buffer", v.name);
+        }
+    }
+
+    #[test]
+    fn header_len_is_the_type_header() {
+        for v in VECTORS {
+            let repr = (v.repr)();
+            assert_eq!(
+                Some(repr.header_len()),
+                repr.packet_type().header_len(),
+                "{}",
+                v.name
+            );
+        }
+        assert_eq!(data_repr().header_len(), 56);
+        assert_eq!(data_repr().buffer_len(), 64);
+    }
+
+    #[test]
+    fn header_lengths_match_the_spec() {
+        assert_eq!(COMMON_HEADER_LEN, 28);
+        assert_eq!(DATA_HEADER_LEN, 56);
+        assert_eq!(GRANT_HEADER_LEN, 33);
+        assert_eq!(RESEND_HEADER_LEN, 37);
+        assert_eq!(RESEND_UPSTREAM_HEADER_LEN, 36);
+        assert_eq!(RPC_UNKNOWN_HEADER_LEN, 28);
+        assert_eq!(BUSY_HEADER_LEN, 28);
+        assert_eq!(FREEZE_HEADER_LEN, 28);
+        assert_eq!(NEED_ACK_HEADER_LEN, 28);
+        assert_eq!(CUTOFFS_HEADER_LEN, 62);
+        assert_eq!(ACK_HEADER_LEN, 80);
+        assert_eq!(PacketType::Unknown(0x19).header_len(), None);
+    }
+
+    #[test]
+    fn every_truncation_below_the_type_header_is_rejected() {
+        for v in VECTORS {
+            let ty = Packet::new_unchecked(v.bytes).packet_type();
+            let min = match ty {
+                PacketType::Resend => 36,
+                _ => ty.header_len().unwrap(),
+            };
+            for n in 0..min {
+                assert_eq!(parse(&v.bytes[..n]), Err(Error), "{} cut to {n}", v.name);
+                // `parse` checks the length itself, too.
+                let unchecked = Packet::new_unchecked(&v.bytes[..n]);
+                assert_eq!(Repr::parse(&unchecked), Err(Error), "{} cut to {n}", v.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_cut_data_payload_parses_as_a_shorter_payload() {
+        for v in &VECTORS[..2] {
+            for n in DATA_HEADER_LEN..v.bytes.len() {
+                match parse(&v.bytes[..n]) {
+                    Ok(Repr {
+                        kind: Kind::Data { payload, .. },
+                        ..
+                    }) => assert_eq!(payload, &v.bytes[DATA_HEADER_LEN..n]),
+                    other => panic!("{} cut to {n}: {other:?}", v.name),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_resend_cut_to_36_bytes_gets_the_highest_priority() {
+        let repr = parse(&RESEND_BYTES[..36]).unwrap();
+        let Kind::Resend { priority, .. } = repr.kind else {
+            panic!("{repr:?}")
+        };
+        assert_eq!(priority, 7);
+    }
+
+    #[test]
+    fn types_outside_data_to_ack_are_rejected() {
+        for code in [0x00, 0x0f, 0x19, 0xff] {
+            let mut bytes = [0u8; 100];
+            bytes[..80].copy_from_slice(&ACK_BYTES);
+            bytes[11] = code;
+            assert_eq!(
+                Packet::new_checked(&bytes[..]),
+                Err(Error),
+                "type {code:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn ignored_fields_do_not_change_the_repr() {
+        for v in VECTORS {
+            let mut bytes = v.bytes.to_vec();
+            let mut p = Packet::new_unchecked(&mut bytes[..]);
+            p.set_flags(6);
+            p.set_urgent(0xb97d);
+            p.set_window(0x1234);
+            p.set_common_ack([1, 2, 3]);
+            p.set_checksum(0xbeef);
+            p.set_doff(13);
+            assert_eq!(parse(&bytes), Ok((v.repr)()), "{}", v.name);
+        }
+    }
+
+    #[test]
+    fn data_pad_is_ignored() {
+        let mut bytes = DATA_BYTES;
+        bytes[49..52].copy_from_slice(&[9, 9, 9]);
+        assert_eq!(parse(&bytes), Ok(data_repr()));
+    }
+
+    #[test]
+    fn data_inconsistent_with_its_message_length_still_parses() {
+        let mut bytes = DATA_BYTES;
+        let mut p = Packet::new_unchecked(&mut bytes[..]);
+        p.set_message_length(MAX_MESSAGE_LENGTH + 1);
+        p.set_seg_offset(MAX_MESSAGE_LENGTH + 1000);
+        let repr = parse(&bytes).unwrap();
+        let Kind::Data { header, .. } = repr.kind else {
+            panic!("{repr:?}")
+        };
+        assert_eq!(header.offset, MAX_MESSAGE_LENGTH + 1000);
+        assert_eq!(header.message_length, MAX_MESSAGE_LENGTH + 1);
+    }
+
+    #[test]
+    fn construct_data_with_setters() {
+        let mut bytes = [0xa5u8; 64];
+        let mut p = Packet::new_unchecked(&mut bytes[..]);
+        p.set_sport(32768);
+        p.set_dport(500);
+        p.set_sequence(1424);
+        p.set_common_ack([0; 3]);
+        p.set_packet_type(PacketType::Data);
+        p.set_doff(14);
+        p.set_flags(0);
+        p.set_window(0);
+        p.set_checksum(0);
+        p.set_urgent(0);
+        p.set_sender_id(1234);
+        p.set_message_length(100_000);
+        p.set_incoming(40_000);
+        p.set_ack_client_id(1232);
+        p.set_ack_server_port(500);
+        p.set_cutoff_version(1);
+        p.set_retransmit(true);
+        p.buffer[49..52].fill(0);
+        p.set_seg_offset(1424);
+        p.payload_mut().copy_from_slice(b"payload!");
+        assert_eq!(bytes, DATA_BYTES);
+    }
+
+    #[test]
+    fn construct_control_types_with_setters() {
+        let mut grant = [0u8; 33];
+        let mut p = Packet::new_unchecked(&mut grant[..]);
+        p.set_sport(500);
+        p.set_dport(32768);
+        p.set_packet_type(PacketType::Grant);
+        p.set_doff(5);
+        p.set_sender_id(1235);
+        p.set_grant_offset(201_424);
+        p.set_grant_priority(3);
+        assert_eq!(grant, GRANT_BYTES);
+
+        let mut resend = GRANT_BYTES.to_vec();
+        resend.extend_from_slice(&[0; 4]);
+        let mut p = Packet::new_unchecked(&mut resend[..]);
+        p.set_packet_type(PacketType::Resend);
+        p.set_resend_offset(20_000);
+        p.set_resend_length(1424);
+        p.set_resend_priority(6);
+        assert_eq!(resend, RESEND_BYTES);
+
+        let mut cutoffs = [0u8; 62];
+        cutoffs[..28].copy_from_slice(&GRANT_BYTES[..28]);
+        let mut p = Packet::new_unchecked(&mut cutoffs[..]);
+        p.set_packet_type(PacketType::Cutoffs);
+        for (i, c) in [0x7fff_ffff, 40000, 20000, 10000, 5000, 2000, 1000, 500]
+            .into_iter()
+            .enumerate()
+        {
+            p.set_unsched_cutoff(i, c);
+        }
+        p.set_cutoffs_version(3);
+        assert_eq!(cutoffs, CUTOFFS_BYTES);
+
+        let mut ack = [0u8; 80];
+        ack[..28].copy_from_slice(&DATA_BYTES[..28]);
+        let mut p = Packet::new_unchecked(&mut ack[..]);
+        p.set_sequence(0);
+        p.set_packet_type(PacketType::Ack);
+        p.set_doff(5);
+        p.set_num_acks(2);
+        p.set_ack_entry(
+            0,
+            Ack {
+                client_id: 1232,
+                server_port: 500,
+            },
+        );
+        p.set_ack_entry(
+            1,
+            Ack {
+                client_id: 1230,
+                server_port: 501,
+            },
+        );
+        assert_eq!(ack, ACK_BYTES);
+    }
+
+    #[test]
+    fn getters_of_other_types_do_not_panic_on_short_packets() {
+        let p = Packet::new_checked(&BUSY_BYTES[..]).unwrap();
+        assert_eq!(p.message_length(), 0);
+        assert_eq!(p.seg_offset(), 0);
+        assert_eq!(p.payload(), &[] as &[u8]);
+        assert_eq!(p.grant_offset(), 0);
+        assert_eq!(p.grant_priority(), 0);
+        assert_eq!(p.resend_priority(), None);
+        assert_eq!(p.unsched_cutoff(7), 0);
+        assert_eq!(p.cutoffs_version(), 0);
+        assert_eq!(p.num_acks(), 0);
+        assert_eq!(p.ack_entry(4), Ack::default());
+        // Indices past the arrays read nothing, even when bytes follow.
+        let mut long = [0xffu8; 200];
+        long[..80].copy_from_slice(&ACK_CLAMPED_BYTES);
+        let p = Packet::new_checked(&long[..]).unwrap();
+        assert_eq!(p.ack_entry(MAX_ACKS), Ack::default());
+        assert_eq!(p.unsched_cutoff(NUM_PRIORITIES), 0);
+    }
+
+    #[test]
+    fn emit_does_not_touch_bytes_past_the_packet() {
+        let mut repr = data_linux_repr();
+        let mut buffer = [0xaau8; 100];
+        repr.emit(&mut Packet::new_unchecked(&mut buffer[..]));
+        assert_eq!(&buffer[..60], &DATA_LINUX_CANONICAL[..]);
+        assert!(buffer[60..].iter().all(|&b| b == 0xaa));
+
+        // A header with an empty payload slice: the caller writes the payload.
+        if let Kind::Data { payload, .. } = &mut repr.kind {
+            *payload = &[];
+        }
+        let mut buffer = [0xaau8; 100];
+        repr.emit(&mut Packet::new_unchecked(&mut buffer[..]));
+        assert_eq!(&buffer[..56], &DATA_LINUX_CANONICAL[..56]);
+        assert!(buffer[56..].iter().all(|&b| b == 0xaa));
+    }
+
+    #[test]
+    fn an_ack_with_client_id_zero_is_no_ack() {
+        let mut repr = data_repr();
+        if let Kind::Data { header, .. } = &mut repr.kind {
+            header.ack = Some(Ack {
+                client_id: 0,
+                server_port: 500,
+            });
+        }
+        let bytes = emit(&repr);
+        let p = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!((p.ack_client_id(), p.ack_server_port()), (0, 500));
+        let Kind::Data { header, .. } = parse(&bytes).unwrap().kind else {
+            unreachable!()
+        };
+        assert_eq!(header.ack, None);
+    }
+
+    #[test]
+    fn display_is_one_line_per_type() {
+        for v in VECTORS {
+            assert_eq!(std::format!("{}", (v.repr)()), v.display, "{}", v.name);
+        }
+    }
+
+    #[test]
+    fn display_with_addresses_and_priority() {
+        let repr = Repr {
+            kind: Kind::Data {
+                header: DataHeader {
+                    message_length: 100_000,
+                    incoming: 40_000,
+                    offset: 1424,
+                    ..DataHeader::default()
+                },
+                payload: &[0; 1424],
+            },
+            ..data_repr()
+        };
+        let v4 = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
+        assert_eq!(
+            std::format!("{}", repr.display_with(v4(1), v4(2), Some(5))),
+            "DATA 10.0.0.1:32768 > 10.0.0.2:500 id 1234 off 1424 len 1424/100000 incoming 40000 prio 5"
+        );
+        assert_eq!(
+            std::format!("{repr}"),
+            "DATA 32768 > 500 id 1234 off 1424 len 1424/100000 incoming 40000"
+        );
+        let v6 = |last| IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last));
+        assert_eq!(
+            std::format!("{}", busy_repr().display_with(v6(1), v6(2), None)),
+            "BUSY [fd00::1]:500 > [fd00::2]:32768 id 1237"
+        );
+    }
+
+    #[test]
+    fn packet_type_names() {
+        let names: std::vec::Vec<std::string::String> = (0x10..=0x19u8)
+            .map(|c| std::format!("{}", PacketType::from(c)))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "DATA",
+                "GRANT",
+                "RESEND",
+                "RPC_UNKNOWN",
+                "BUSY",
+                "CUTOFFS",
+                "FREEZE",
+                "NEED_ACK",
+                "ACK",
+                "0x19"
+            ]
+        );
+    }
+
+    const SRC4: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    const DST4: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+    const SRC6: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1));
+    const DST6: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2));
+
+    #[test]
+    fn a_linux_checksum_verifies() {
+        let p = Packet::new_checked(&DATA_LINUX_BYTES[..]).unwrap();
+        assert!(p.verify_checksum(&SRC4, &DST4));
+        assert!(!p.verify_checksum(&DST4, &IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3))));
+    }
+
+    #[test]
+    fn fill_checksum_matches_linux() {
+        let mut bytes = DATA_LINUX_BYTES;
+        let mut p = Packet::new_unchecked(&mut bytes[..]);
+        p.set_checksum(0x1234);
+        p.fill_checksum(&SRC4, &DST4);
+        assert_eq!(p.checksum(), 0xeff8);
+    }
+
+    #[test]
+    fn a_filled_checksum_verifies_and_any_flipped_bit_fails() {
+        for (src, dst) in [(SRC4, DST4), (SRC6, DST6)] {
+            let mut bytes = emit(&data_repr());
+            Packet::new_unchecked(&mut bytes[..]).fill_checksum(&src, &dst);
+            assert!(Packet::new_checked(&bytes[..])
+                .unwrap()
+                .verify_checksum(&src, &dst));
+            for bit in 0..bytes.len() * 8 {
+                let mut flipped = bytes.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                let p = Packet::new_unchecked(&flipped[..]);
+                assert!(!p.verify_checksum(&src, &dst), "{src}: bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_zero_checksum_field_verifies() {
+        let p = Packet::new_checked(&DATA_BYTES[..]).unwrap();
+        assert_eq!(p.checksum(), 0);
+        assert!(p.verify_checksum(&SRC4, &DST4));
+        assert!(p.verify_checksum(&SRC6, &DST6));
+    }
+
+    #[test]
+    fn mixed_address_families_neither_verify_nor_fill() {
+        let mut bytes = DATA_LINUX_BYTES;
+        let mut p = Packet::new_unchecked(&mut bytes[..]);
+        assert!(!p.verify_checksum(&SRC4, &DST6));
+        p.fill_checksum(&SRC6, &DST4);
+        assert_eq!(p.checksum(), 0);
+        assert!(!p.verify_checksum(&SRC6, &DST4));
+    }
+
+    /// Arbitrary reprs; DATA payloads are attached by the test (they borrow).
+    fn arb_repr() -> impl Strategy<Value = Repr<'static>> {
+        let ack = (any::<u64>(), any::<u16>()).prop_map(|(client_id, server_port)| Ack {
+            client_id,
+            server_port,
+        });
+        let data_ack = (1..=u64::MAX, any::<u16>()).prop_map(|(client_id, server_port)| Ack {
+            client_id,
+            server_port,
+        });
+        let data = (
+            any::<u32>(),
+            any::<u32>(),
+            proptest::option::of(data_ack),
+            any::<u16>(),
+            any::<bool>(),
+            any::<u32>(),
+        )
+            .prop_map(
+                |(message_length, incoming, ack, cutoff_version, retransmit, offset)| Kind::Data {
+                    header: DataHeader {
+                        message_length,
+                        incoming,
+                        ack,
+                        cutoff_version,
+                        retransmit,
+                        offset,
+                    },
+                    payload: &[],
+                },
+            );
+        let kind = prop_oneof![
+            data,
+            (any::<u32>(), any::<u8>())
+                .prop_map(|(offset, priority)| Kind::Grant { offset, priority }),
+            (any::<u32>(), any::<u32>(), any::<u8>()).prop_map(|(offset, length, priority)| {
+                Kind::Resend {
+                    offset,
+                    length,
+                    priority,
+                }
+            }),
+            Just(Kind::RpcUnknown),
+            Just(Kind::Busy),
+            (proptest::array::uniform8(any::<u32>()), any::<u16>()).prop_map(
+                |(unsched_cutoffs, version)| Kind::Cutoffs {
+                    unsched_cutoffs,
+                    version,
+                }
+            ),
+            Just(Kind::Freeze),
+            Just(Kind::NeedAck),
+            proptest::collection::vec(ack, 0..=MAX_ACKS).prop_map(|list| Kind::Ack {
+                acks: list.into_iter().collect(),
+            }),
+        ];
+        (any::<u16>(), any::<u16>(), any::<u64>(), kind).prop_map(
+            |(sport, dport, sender_id, kind)| Repr {
+                sport,
+                dport,
+                sender_id,
+                kind,
+            },
+        )
+    }
+
+    /// Calls every getter and formatter; the point is that none panics.
+    fn touch_everything<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) {
+        let _ = (
+            p.sport(),
+            p.dport(),
+            p.sequence(),
+            p.common_ack(),
+            p.packet_type(),
+        );
+        let _ = (
+            p.doff(),
+            p.flags(),
+            p.window(),
+            p.checksum(),
+            p.urgent(),
+            p.sender_id(),
+        );
+        let _ = (
+            p.message_length(),
+            p.incoming(),
+            p.ack_client_id(),
+            p.ack_server_port(),
+        );
+        let _ = (
+            p.cutoff_version(),
+            p.retransmit(),
+            p.seg_offset(),
+            p.offset(),
+            p.payload(),
+        );
+        let _ = (p.grant_offset(), p.grant_priority());
+        let _ = (p.resend_offset(), p.resend_length(), p.resend_priority());
+        let _ = (p.cutoffs_version(), p.num_acks());
+        for i in 0..=NUM_PRIORITIES {
+            let _ = p.unsched_cutoff(i);
+        }
+        for i in 0..=MAX_ACKS {
+            let _ = p.ack_entry(i);
+        }
+        let _ = p.verify_checksum(&SRC4, &DST4);
+        let _ = p.verify_checksum(&SRC6, &DST6);
+        let _ = std::format!("{}", p.packet_type());
+    }
+
+    proptest! {
+        #[test]
+        fn parse_of_emit_is_identity(repr in arb_repr(), payload in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let mut repr = repr;
+            if let Kind::Data { payload: p, .. } = &mut repr.kind {
+                *p = &payload[..];
+            }
+            let bytes = emit(&repr);
+            prop_assert_eq!(bytes.len(), repr.buffer_len());
+            prop_assert_eq!(parse(&bytes), Ok(repr));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            mut bytes in proptest::collection::vec(any::<u8>(), 0..120),
+            ty in proptest::option::of(0x10..=0x18u8),
+        ) {
+            // Mostly known types, so parsing gets past the type check.
+            if let (Some(ty), Some(b)) = (ty, bytes.get_mut(field::TYPE)) {
+                *b = ty;
+            }
+            touch_everything(&Packet::new_unchecked(&bytes[..]));
+            if let Ok(p) = Packet::new_checked(&bytes[..]) {
+                touch_everything(&p);
+                let repr = Repr::parse(&p);
+                prop_assert!(repr.is_ok());
+                if let Ok(repr) = repr {
+                    let _ = std::format!("{repr}");
+                    let _ = std::format!("{}", repr.display_with(SRC6, DST6, Some(7)));
+                    // A repr is never longer than its packet (but for the
+                    // priority byte of a 36-byte RESEND), and re-emits.
+                    prop_assert!(repr.buffer_len() <= bytes.len() + 1);
+                    let again = emit(&repr);
+                    prop_assert_eq!(parse(&again), Ok(repr));
+                }
+            }
+        }
+    }
+}
