@@ -8,8 +8,10 @@
 //!   for in RESEND.
 
 pub mod pool;
+pub mod reassembly;
 
 pub use pool::{
     buffer_len_for, pages_for, usable_bytes, Chunks, MessageBuf, MessageRef, Pool, PoolError,
     MAX_MESSAGE_LEN, MIN_PAGE_SIZE,
 };
+pub use reassembly::{AddOutcome, Gap, Reassembly, DEFAULT_GAPS};
