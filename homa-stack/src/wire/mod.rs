@@ -27,6 +27,7 @@ pub mod ipv6;
 
 pub use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub use self::arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use self::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 
 /// A packet could not be parsed (too short, malformed, unsupported) or a
