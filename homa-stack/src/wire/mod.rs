@@ -30,6 +30,7 @@ pub use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub use self::arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use self::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 pub use self::ipv4::{Ipv4Packet, Ipv4Repr};
+pub use self::ipv6::{Ipv6Packet, Ipv6Repr};
 
 /// A packet could not be parsed (too short, malformed, unsupported) or a
 /// representation could not be emitted.
