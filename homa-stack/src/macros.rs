@@ -6,18 +6,21 @@
 //! still evaluate their arguments, so no variable becomes unused.
 
 #[cfg(feature = "log")]
+#[allow(unused_macros)]
 macro_rules! net_log {
     (trace, $($arg:expr),*) => { log::trace!($($arg),*) };
     (debug, $($arg:expr),*) => { log::debug!($($arg),*) };
 }
 
 #[cfg(feature = "defmt")]
+#[allow(unused_macros)]
 macro_rules! net_log {
     (trace, $($arg:expr),*) => { defmt::trace!($($arg),*) };
     (debug, $($arg:expr),*) => { defmt::debug!($($arg),*) };
 }
 
 #[cfg(not(any(feature = "log", feature = "defmt")))]
+#[allow(unused_macros)]
 macro_rules! net_log {
     ($level:ident, $($arg:expr),*) => {{ $( let _ = &$arg; )* }};
 }

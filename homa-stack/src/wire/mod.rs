@@ -27,6 +27,12 @@ pub mod ipv6;
 
 pub use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub use self::arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use self::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
+pub use self::icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
+pub use self::ipv4::{Ipv4Packet, Ipv4Repr};
+pub use self::ipv6::{Ipv6Packet, Ipv6Repr};
+
 /// A packet could not be parsed (too short, malformed, unsupported) or a
 /// representation could not be emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
