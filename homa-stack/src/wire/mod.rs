@@ -30,6 +30,7 @@ pub use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub use self::arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use self::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 pub use self::icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
+pub use self::icmpv6::{Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
 pub use self::ipv4::{Ipv4Packet, Ipv4Repr};
 pub use self::ipv6::{Ipv6Packet, Ipv6Repr};
 
