@@ -1732,7 +1732,9 @@ mod tests {
                     Ok(Repr {
                         kind: Kind::Data { payload, .. },
                         ..
-                    }) => assert_eq!(payload, &v.bytes[DATA_HEADER_LEN..n]),
+                    }) => {
+                        assert_eq!(payload, &v.bytes[DATA_HEADER_LEN..n])
+                    }
                     other => panic!("{} cut to {n}: {other:?}", v.name),
                 }
             }
@@ -2103,13 +2105,13 @@ mod tests {
             (proptest::array::uniform8(any::<u32>()), any::<u16>()).prop_map(
                 |(unsched_cutoffs, version)| Kind::Cutoffs {
                     unsched_cutoffs,
-                    version,
+                    version
                 }
             ),
             Just(Kind::Freeze),
             Just(Kind::NeedAck),
             proptest::collection::vec(ack, 0..=MAX_ACKS).prop_map(|list| Kind::Ack {
-                acks: list.into_iter().collect(),
+                acks: list.into_iter().collect()
             }),
         ];
         (any::<u16>(), any::<u16>(), any::<u64>(), kind).prop_map(

@@ -474,29 +474,35 @@ impl fmt::Display for Icmpv4Repr<'_> {
                 ident,
                 seq_no,
                 data,
-            } => write!(
-                f,
-                "ICMPv4 echo request id {ident} seq {seq_no} len {}",
-                data.len()
-            ),
+            } => {
+                write!(
+                    f,
+                    "ICMPv4 echo request id {ident} seq {seq_no} len {}",
+                    data.len()
+                )
+            }
             Icmpv4Repr::EchoReply {
                 ident,
                 seq_no,
                 data,
-            } => write!(
-                f,
-                "ICMPv4 echo reply id {ident} seq {seq_no} len {}",
-                data.len()
-            ),
+            } => {
+                write!(
+                    f,
+                    "ICMPv4 echo reply id {ident} seq {seq_no} len {}",
+                    data.len()
+                )
+            }
             Icmpv4Repr::DstUnreachable {
                 reason,
                 header,
                 data,
-            } => write!(
-                f,
-                "ICMPv4 dst-unreachable {reason} ({header}) data {}",
-                data.len()
-            ),
+            } => {
+                write!(
+                    f,
+                    "ICMPv4 dst-unreachable {reason} ({header}) data {}",
+                    data.len()
+                )
+            }
         }
     }
 }

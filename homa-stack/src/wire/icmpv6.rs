@@ -357,13 +357,15 @@ impl<T: AsRef<[u8]>> fmt::Display for Icmpv6Packet<T> {
         let any = Ipv6Addr::UNSPECIFIED;
         match Icmpv6Repr::parse(&any, &any, &packet, false) {
             Ok(repr) => write!(f, "{repr}"),
-            Err(_) => write!(
-                f,
-                "ICMPv6 {} code {} len {}",
-                packet.msg_type(),
-                packet.msg_code(),
-                packet.payload().len()
-            ),
+            Err(_) => {
+                write!(
+                    f,
+                    "ICMPv6 {} code {} len {}",
+                    packet.msg_type(),
+                    packet.msg_code(),
+                    packet.payload().len()
+                )
+            }
         }
     }
 }
@@ -635,29 +637,35 @@ impl fmt::Display for Icmpv6Repr<'_> {
                 ident,
                 seq_no,
                 data,
-            } => write!(
-                f,
-                "ICMPv6 echo request id {ident} seq {seq_no} len {}",
-                data.len()
-            ),
+            } => {
+                write!(
+                    f,
+                    "ICMPv6 echo request id {ident} seq {seq_no} len {}",
+                    data.len()
+                )
+            }
             Icmpv6Repr::EchoReply {
                 ident,
                 seq_no,
                 data,
-            } => write!(
-                f,
-                "ICMPv6 echo reply id {ident} seq {seq_no} len {}",
-                data.len()
-            ),
+            } => {
+                write!(
+                    f,
+                    "ICMPv6 echo reply id {ident} seq {seq_no} len {}",
+                    data.len()
+                )
+            }
             Icmpv6Repr::DstUnreachable {
                 reason,
                 header,
                 data,
-            } => write!(
-                f,
-                "ICMPv6 dst-unreachable {reason} ({header}) data {}",
-                data.len()
-            ),
+            } => {
+                write!(
+                    f,
+                    "ICMPv6 dst-unreachable {reason} ({header}) data {}",
+                    data.len()
+                )
+            }
             Icmpv6Repr::NeighborSolicit {
                 target_addr,
                 lladdr,

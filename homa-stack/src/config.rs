@@ -1,0 +1,234 @@
+//! Every tunable of the Linux module (protocol.md 4.10) with its default, plus
+//! the local addresses, link rate, MTU and priority encoding.
+//!
+//! Names follow the Linux sysctls (`net.homa.*`) so settings carry over.
+
+use crate::time::Duration;
+use crate::wire::{EthernetAddress, Ipv4Addr};
+
+/// Number of priority levels on the wire (CUTOFFS carries eight entries).
+pub const NUM_PRIORITIES: usize = 8;
+
+/// How the Homa priority of a frame is marked on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PriorityEncoding {
+    /// IPv4 TOS = `priority << 5` (DSCP class selector), as Linux does.
+    Tos,
+    /// An 802.1Q tag with PCP = priority (VLAN id given), TOS 0.
+    Vlan {
+        /// VLAN id put in the tag (0 = priority-tagged frame).
+        vid: u16,
+    },
+    /// No marking on the wire; `PacketMeta` still carries the priority.
+    None,
+}
+
+/// Configuration of an endpoint.
+///
+/// Build with [`Config::new`] and change public fields; defaults are the
+/// Linux module's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Config {
+    /// This host's IPv4 address.
+    pub ipv4_addr: Ipv4Addr,
+    /// This host's Ethernet address.
+    pub ethernet_addr: EthernetAddress,
+    /// IP MTU in bytes (1500 gives 1424 payload bytes per DATA packet).
+    /// The device's frame MTU caps it further.
+    pub mtu: usize,
+    /// Seed of every random choice the endpoint makes (first client id).
+    pub random_seed: u64,
+    /// Link rate in Mbit/s for the pacer; the device's reported rate wins
+    /// when it has one. Linux default 25000.
+    pub link_mbps: u32,
+    /// How priorities are marked on the wire.
+    pub priority_encoding: PriorityEncoding,
+    /// Fill the TCP-style Homa checksum on transmit (Linux `main` does).
+    pub homa_checksum_tx: bool,
+    /// Verify non-zero Homa checksums on receive. Off by default: Linux never
+    /// checks it, and frames read before the kernel completes it do not verify.
+    pub homa_checksum_rx: bool,
+
+    /// Bytes sent before the first grant (`unsched_bytes`).
+    pub unsched_bytes: u32,
+    /// Fixed grant window in bytes; 0 = dynamic `max_incoming / (N + 1)`.
+    pub window: u32,
+    /// Cap on granted-but-not-received bytes over all messages.
+    pub max_incoming: u32,
+    /// Most messages granted to at once (at most 8).
+    pub max_overcommit: u8,
+    /// Bytes given by one FIFO grant to the oldest message.
+    pub fifo_grant_increment: u32,
+    /// Share of grants given FIFO, in thousandths (capped at 500).
+    pub grant_fifo_fraction: u32,
+    /// Share of pacer picks given to the oldest message, in thousandths.
+    pub pacer_fifo_fraction: u32,
+    /// Priority levels used (1..=8).
+    pub num_priorities: u8,
+    /// Unscheduled cutoffs announced to senders: entry i is the largest
+    /// message length that uses priority i for its unscheduled bytes.
+    pub unsched_cutoffs: [u32; NUM_PRIORITIES],
+    /// Version of `unsched_cutoffs` echoed by senders.
+    pub cutoff_version: u16,
+    /// Most the pacer lets the estimated NIC queue grow for long messages.
+    pub max_nic_est_backlog: Duration,
+    /// Messages with at most this many bytes left bypass the NIC-queue check.
+    pub defer_min_bytes: u32,
+    /// Silent ticks before the first RESEND.
+    pub resend_ticks: u32,
+    /// Ticks between RESENDs.
+    pub resend_interval: u32,
+    /// Silent ticks before an RPC is aborted.
+    pub timeout_ticks: u32,
+    /// Ticks after a response left before the server asks for an ACK.
+    pub request_ack_ticks: u32,
+    /// Ticks a server keeps asking for an ACK before it frees the RPC anyway.
+    /// Linux never stops (protocol.md 9); bounding it keeps state finite when
+    /// a client vanishes.
+    pub need_ack_timeout_ticks: u32,
+    /// Length of one timer tick (1 ms in Linux).
+    pub tick: Duration,
+    /// Most frames taken from the device in one `poll`.
+    pub max_rx_per_poll: usize,
+    /// Most frames sent in one `poll`.
+    pub max_tx_per_poll: usize,
+}
+
+impl Config {
+    /// A configuration with the Linux defaults for the given addresses.
+    pub const fn new(ipv4_addr: Ipv4Addr, ethernet_addr: EthernetAddress) -> Config {
+        Config {
+            ipv4_addr,
+            ethernet_addr,
+            mtu: 1500,
+            random_seed: 0,
+            link_mbps: 25_000,
+            priority_encoding: PriorityEncoding::Tos,
+            homa_checksum_tx: true,
+            homa_checksum_rx: false,
+            unsched_bytes: 40_000,
+            window: 0,
+            max_incoming: 400_000,
+            max_overcommit: 8,
+            fifo_grant_increment: 50_000,
+            grant_fifo_fraction: 50,
+            pacer_fifo_fraction: 50,
+            num_priorities: 8,
+            unsched_cutoffs: [0, 0, 0, 0, 1_000_000, 15_000, 2_800, 200],
+            cutoff_version: 1,
+            max_nic_est_backlog: Duration::from_micros(5),
+            defer_min_bytes: 1000,
+            resend_ticks: 5,
+            resend_interval: 5,
+            timeout_ticks: 100,
+            request_ack_ticks: 2,
+            need_ack_timeout_ticks: 1000,
+            tick: Duration::from_millis(1),
+            max_rx_per_poll: 64,
+            max_tx_per_poll: 64,
+        }
+    }
+
+    /// Highest priority used for scheduled packets: one below the highest
+    /// level whose cutoff reaches the largest message (Linux `max_sched_prio`).
+    pub fn max_sched_prio(&self) -> u8 {
+        let n = usize::from(self.num_priorities.clamp(1, NUM_PRIORITIES as u8));
+        for i in (0..n).rev() {
+            if self.unsched_cutoffs[i] >= crate::wire::homa::MAX_MESSAGE_LENGTH {
+                return i.saturating_sub(1) as u8;
+            }
+        }
+        0
+    }
+
+    /// The cutoffs as announced on the wire: entry 0 forced to `i32::MAX` as
+    /// Linux does when they are set.
+    pub fn announced_cutoffs(&self) -> [u32; NUM_PRIORITIES] {
+        let mut c = self.unsched_cutoffs;
+        c[0] = i32::MAX as u32;
+        c
+    }
+
+    /// Highest priority level (control packets use it).
+    pub fn highest_priority(&self) -> u8 {
+        self.num_priorities.clamp(1, NUM_PRIORITIES as u8) - 1
+    }
+
+    /// Checks that the values make sense together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=NUM_PRIORITIES as u8).contains(&self.num_priorities) {
+            return Err(ConfigError::Priorities);
+        }
+        if self.max_overcommit == 0 || self.max_overcommit > 8 {
+            return Err(ConfigError::Overcommit);
+        }
+        if self.mtu < 20 + crate::wire::homa::DATA_HEADER_LEN + 1 || self.mtu > 65_535 {
+            return Err(ConfigError::Mtu);
+        }
+        if self.tick == Duration::ZERO || self.link_mbps == 0 {
+            return Err(ConfigError::Timing);
+        }
+        if self.resend_interval == 0 {
+            return Err(ConfigError::Timing);
+        }
+        Ok(())
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConfigError {
+    /// `num_priorities` not in 1..=8.
+    Priorities,
+    /// `max_overcommit` not in 1..=8.
+    Overcommit,
+    /// MTU too small for one byte of DATA, or over 65535.
+    Mtu,
+    /// A zero tick, resend interval or link rate.
+    Timing,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ConfigError::Priorities => "num_priorities must be 1..=8",
+            ConfigError::Overcommit => "max_overcommit must be 1..=8",
+            ConfigError::Mtu => "MTU must leave room for a DATA header and at most 65535",
+            ConfigError::Timing => "tick, resend_interval and link_mbps must be non-zero",
+        })
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_defaults_give_max_sched_prio_3() {
+        let c = Config::new(
+            Ipv4Addr::new(10, 0, 0, 1),
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+        );
+        assert_eq!(c.max_sched_prio(), 3);
+        assert_eq!(c.highest_priority(), 7);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn w4_preset_cutoffs_give_max_sched_prio_6() {
+        let mut c = Config::new(
+            Ipv4Addr::new(10, 0, 0, 1),
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+        );
+        c.unsched_cutoffs = [
+            1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 68_608,
+        ];
+        assert_eq!(c.max_sched_prio(), 5);
+    }
+}

@@ -1,0 +1,437 @@
+//! The host layer: Ethernet in and out, ARP (answering, resolving peers),
+//! IPv4, and ICMP (echo replies, port unreachable both ways).
+//!
+//! Frames that need an immediate answer (ARP requests, pings, packets to
+//! closed ports) are answered through the transmit token the device hands out
+//! with the received frame, so no frame is ever copied into a queue.
+
+use super::{Endpoint, RpcError, State};
+use crate::config::{Config, PriorityEncoding};
+use crate::phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
+use crate::stats::Drop;
+use crate::time::{Duration, Instant};
+use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
+use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr};
+use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use crate::wire::{EthernetAddress, IpProtocol, Ipv4Addr};
+
+/// How long to wait before asking ARP again for the same peer.
+const ARP_RETRY: Duration = Duration::from_millis(10);
+
+/// IPv4 header length of every packet we send (no options).
+pub(super) const IPV4_HEADER_LEN: usize = 20;
+
+/// An answer to a received frame, built while the frame is still borrowed.
+pub(super) enum Reply<'f> {
+    Arp {
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv4Addr,
+    },
+    Echo {
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv4Addr,
+        ident: u16,
+        seq_no: u16,
+        data: &'f [u8],
+    },
+    PortUnreachable {
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv4Addr,
+        header: Ipv4Repr,
+        data: &'f [u8],
+    },
+}
+
+impl<'a> Endpoint<'a> {
+    /// Takes up to `max_rx_per_poll` frames from the device.
+    pub(super) fn ingress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
+        for _ in 0..self.config.max_rx_per_poll {
+            let Some((rx, tx)) = device.receive(now) else {
+                break;
+            };
+            self.stats.rx_frames += 1;
+            rx.consume(|frame| {
+                if let Some(reply) = self.process_frame(now, frame) {
+                    self.send_reply(tx, reply);
+                }
+            });
+        }
+    }
+
+    fn process_frame<'f>(&mut self, now: Instant, frame: &'f [u8]) -> Option<Reply<'f>> {
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            return self.drop_frame(Drop::Malformed, "short Ethernet frame");
+        };
+        let dst = eth.dst_addr();
+        if dst != self.config.ethernet_addr && !dst.is_broadcast() {
+            return self.drop_frame(Drop::NotForUs, "frame for another host");
+        }
+        let src_mac = eth.src_addr();
+        let payload = eth.payload();
+        match eth.ethertype() {
+            EtherType::Arp => self.process_arp(payload),
+            EtherType::Ipv4 => self.process_ipv4(now, src_mac, payload),
+            _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
+        }
+    }
+
+    pub(super) fn drop_frame<T>(&mut self, why: Drop, what: &str) -> Option<T> {
+        net_debug!("homa: drop ({:?}): {}", why, what);
+        self.stats.drops.count(why);
+        None
+    }
+
+    fn process_arp<'f>(&mut self, payload: &[u8]) -> Option<Reply<'f>> {
+        let Ok(repr) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
+            return self.drop_frame(Drop::Malformed, "bad ARP");
+        };
+        let ArpRepr::EthernetIpv4 {
+            operation,
+            source_hardware_addr,
+            source_protocol_addr,
+            target_protocol_addr,
+            ..
+        } = repr;
+        self.learn(source_protocol_addr, source_hardware_addr);
+        if operation == ArpOperation::Request
+            && target_protocol_addr == self.config.ipv4_addr
+            && source_hardware_addr.is_unicast()
+        {
+            self.stats.arp_replies += 1;
+            return Some(Reply::Arp {
+                dst_mac: source_hardware_addr,
+                dst_ip: source_protocol_addr,
+            });
+        }
+        None
+    }
+
+    /// Records the link address of a known peer (from ARP or from any frame
+    /// it sent us).
+    pub(super) fn learn(&mut self, addr: Ipv4Addr, mac: EthernetAddress) {
+        if !mac.is_unicast() {
+            return;
+        }
+        if let Some(p) = self
+            .peers
+            .iter_mut()
+            .filter_map(|p| p.peer.as_mut())
+            .find(|p| p.addr == addr)
+        {
+            p.link_addr = Some(mac);
+        }
+    }
+
+    fn process_ipv4<'f>(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        payload: &'f [u8],
+    ) -> Option<Reply<'f>> {
+        let verify = self.caps.checksum.ipv4.rx();
+        let Ok(packet) = Ipv4Packet::new_checked(payload) else {
+            return self.drop_frame(Drop::Malformed, "bad IPv4 header");
+        };
+        let Ok(ip) = Ipv4Repr::parse(&packet, verify) else {
+            return self.drop_frame(Drop::Malformed, "bad IPv4 packet");
+        };
+        if ip.dst_addr != self.config.ipv4_addr {
+            return self.drop_frame(Drop::NotForUs, "IPv4 packet for another host");
+        }
+        self.learn(ip.src_addr, src_mac);
+        let body = packet.payload();
+        match ip.next_header {
+            IpProtocol::Icmp => self.process_icmp(src_mac, &ip, body),
+            IpProtocol::Homa => self.process_homa(now, src_mac, &ip, body),
+            _ => self.drop_frame(Drop::Unsupported, "IP protocol not handled"),
+        }
+    }
+
+    fn process_icmp<'f>(
+        &mut self,
+        src_mac: EthernetAddress,
+        ip: &Ipv4Repr,
+        body: &'f [u8],
+    ) -> Option<Reply<'f>> {
+        let verify = self.caps.checksum.icmpv4.rx();
+        let Ok(repr) = Icmpv4Packet::new_checked(body).and_then(|p| Icmpv4Repr::parse(&p, verify))
+        else {
+            return self.drop_frame(Drop::Malformed, "bad ICMP");
+        };
+        match repr {
+            Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => {
+                if !src_mac.is_unicast() {
+                    return None;
+                }
+                Some(Reply::Echo {
+                    dst_mac: src_mac,
+                    dst_ip: ip.src_addr,
+                    ident,
+                    seq_no,
+                    data,
+                })
+            }
+            Icmpv4Repr::DstUnreachable {
+                reason,
+                header,
+                data,
+            } => {
+                self.stats.icmp_unreachable_received += 1;
+                if header.next_header != IpProtocol::Homa
+                    || header.src_addr != self.config.ipv4_addr
+                    || data.len() < 4
+                {
+                    return None;
+                }
+                let sport = u16::from_be_bytes([data[0], data[1]]);
+                let dport = u16::from_be_bytes([data[2], data[3]]);
+                let error = match reason {
+                    Icmpv4DstUnreachable::PortUnreachable => RpcError::PortUnreachable,
+                    _ => RpcError::PeerUnreachable,
+                };
+                let port_only = error == RpcError::PortUnreachable;
+                self.abort_client_rpcs(header.dst_addr, sport, port_only.then_some(dport), error);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Completes with `error` every unfinished client RPC to `addr` sent from
+    /// `local_port` (and to `peer_port`, when given).
+    fn abort_client_rpcs(
+        &mut self,
+        addr: Ipv4Addr,
+        local_port: u16,
+        peer_port: Option<u16>,
+        error: RpcError,
+    ) {
+        for s in self.rpcs.iter_mut() {
+            let Some(r) = s.rpc.as_mut() else { continue };
+            let matches = r.state.is_client()
+                && r.state != State::ClientDone
+                && r.peer_addr == addr
+                && r.local_port == local_port
+                && peer_port.is_none_or(|p| p == r.peer_port);
+            if matches {
+                net_debug!("homa: rpc {} aborted by ICMP: {}", r.id, error);
+                r.state = State::ClientDone;
+                r.error = Some(error);
+                r.reported = false;
+                self.stats.client_failed += 1;
+            }
+        }
+        self.grants_dirty = true;
+    }
+
+    /// Link-layer header length of the frames we send.
+    pub(super) fn link_header_len(&self) -> usize {
+        link_header_len(&self.config)
+    }
+}
+
+/// Where a frame goes and what it carries.
+pub(super) struct Route {
+    pub dst_mac: EthernetAddress,
+    pub dst: Ipv4Addr,
+    pub protocol: IpProtocol,
+    pub ip_payload_len: usize,
+    pub priority: u8,
+}
+
+/// Writes the Ethernet and IPv4 headers of a frame along `to`, with the
+/// priority marked as the configuration says; returns the offset where the
+/// IP payload starts.
+pub(super) fn emit_headers(
+    config: &Config,
+    caps: &DeviceCapabilities,
+    frame: &mut [u8],
+    to: &Route,
+) -> usize {
+    let (vlan, tos) = match config.priority_encoding {
+        PriorityEncoding::Tos => (None, to.priority << 5),
+        PriorityEncoding::Vlan { vid } => (
+            Some(VlanTag {
+                pcp: to.priority,
+                dei: false,
+                vid,
+            }),
+            0,
+        ),
+        PriorityEncoding::None => (None, 0),
+    };
+    let eth = EthernetRepr {
+        src_addr: config.ethernet_addr,
+        dst_addr: to.dst_mac,
+        vlan,
+        ethertype: EtherType::Ipv4,
+    };
+    eth.emit(&mut EthernetFrame::new_unchecked(&mut *frame));
+    let l2 = eth.header_len();
+    let ip = Ipv4Repr {
+        src_addr: config.ipv4_addr,
+        dst_addr: to.dst,
+        next_header: to.protocol,
+        payload_len: to.ip_payload_len,
+        hop_limit: 64,
+        tos,
+    };
+    ip.emit(
+        &mut Ipv4Packet::new_unchecked(&mut frame[l2..]),
+        caps.checksum.ipv4.tx(),
+    );
+    l2 + IPV4_HEADER_LEN
+}
+
+impl<'a> Endpoint<'a> {
+    fn send_reply<T: TxToken>(&mut self, mut tx: T, reply: Reply<'_>) {
+        let top = self.config.highest_priority();
+        tx.set_meta(PacketMeta::with_priority(top));
+        match reply {
+            Reply::Arp { dst_mac, dst_ip } => {
+                self.emit_arp(tx, ArpOperation::Reply, dst_mac, dst_ip)
+            }
+            Reply::Echo {
+                dst_mac,
+                dst_ip,
+                ident,
+                seq_no,
+                data,
+            } => {
+                let icmp = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                self.emit_icmp(tx, dst_mac, dst_ip, &icmp, top);
+                self.stats.icmp_echo_replies += 1;
+            }
+            Reply::PortUnreachable {
+                dst_mac,
+                dst_ip,
+                header,
+                data,
+            } => {
+                let icmp = Icmpv4Repr::DstUnreachable {
+                    reason: Icmpv4DstUnreachable::PortUnreachable,
+                    header,
+                    data,
+                };
+                self.emit_icmp(tx, dst_mac, dst_ip, &icmp, top);
+                self.stats.icmp_unreachable_sent += 1;
+            }
+        }
+        self.stats.tx_frames += 1;
+    }
+
+    fn emit_icmp<T: TxToken>(
+        &self,
+        tx: T,
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv4Addr,
+        icmp: &Icmpv4Repr<'_>,
+        priority: u8,
+    ) {
+        let len = self.link_header_len() + IPV4_HEADER_LEN + icmp.buffer_len();
+        let fill = self.caps.checksum.icmpv4.tx();
+        tx.consume(len, |frame| {
+            let at = emit_headers(
+                &self.config,
+                &self.caps,
+                frame,
+                &Route {
+                    dst_mac,
+                    dst: dst_ip,
+                    protocol: IpProtocol::Icmp,
+                    ip_payload_len: icmp.buffer_len(),
+                    priority,
+                },
+            );
+            icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut frame[at..]), fill);
+        });
+    }
+
+    /// Sends an ARP packet: a reply to `dst`, or a broadcast request for it.
+    pub(super) fn emit_arp<T: TxToken>(
+        &self,
+        tx: T,
+        operation: ArpOperation,
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv4Addr,
+    ) {
+        let arp = ArpRepr::EthernetIpv4 {
+            operation,
+            source_hardware_addr: self.config.ethernet_addr,
+            source_protocol_addr: self.config.ipv4_addr,
+            target_hardware_addr: if operation == ArpOperation::Request {
+                EthernetAddress([0; 6])
+            } else {
+                dst_mac
+            },
+            target_protocol_addr: dst_ip,
+        };
+        let eth = EthernetRepr {
+            src_addr: self.config.ethernet_addr,
+            dst_addr: if operation == ArpOperation::Request {
+                EthernetAddress::BROADCAST
+            } else {
+                dst_mac
+            },
+            vlan: None,
+            ethertype: EtherType::Arp,
+        };
+        tx.consume(eth.header_len() + arp.buffer_len(), |frame| {
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut *frame));
+            arp.emit(&mut ArpPacket::new_unchecked(
+                &mut frame[eth.header_len()..],
+            ));
+        });
+    }
+
+    /// Sends ARP requests for peers with work waiting
+    /// and no link address (at most once per `ARP_RETRY` each).
+    pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
+        for i in 0..self.peers.len() {
+            let Some(p) = self.peers[i].peer.as_ref() else {
+                continue;
+            };
+            if p.link_addr.is_some() || p.arp_sent.is_some_and(|t| now < t + ARP_RETRY) {
+                continue;
+            }
+            let addr = p.addr;
+            let wanted = self
+                .rpcs
+                .iter()
+                .any(|s| matches!(&s.rpc, Some(r) if usize::from(r.peer) == i))
+                || self
+                    .ctrl
+                    .iter()
+                    .any(|c| c.addr == addr && c.link_addr.is_none());
+            if !wanted {
+                continue;
+            }
+            let Some(tx) = device.transmit(now) else {
+                return;
+            };
+            self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, addr);
+            self.stats.arp_requests += 1;
+            self.stats.tx_frames += 1;
+            if let Some(p) = self.peers[i].peer.as_mut() {
+                p.arp_sent = Some(now);
+            }
+        }
+    }
+}
+
+/// Link-layer header length of the frames sent with this configuration.
+pub(super) fn link_header_len(config: &Config) -> usize {
+    match config.priority_encoding {
+        PriorityEncoding::Vlan { .. } => 18,
+        _ => 14,
+    }
+}

@@ -1,0 +1,488 @@
+//! Handling of each received Homa packet type (protocol.md 4.1 to 4.8).
+//!
+//! Every packet is judged against the RPC it names, found by
+//! (peer address, local id): local id = `sender_id XOR 1`, so even ids are our
+//! client RPCs and odd ids our server RPCs. Anything that does not fit is
+//! dropped with a counter and a debug line; nothing here can panic or grow
+//! state beyond the tables.
+
+use super::iface::Reply;
+use super::rpc::{MsgIn, Rpc, State};
+use super::{Ctrl, CtrlKind, Endpoint, Socket};
+use crate::stats::Drop;
+use crate::storage::AddOutcome;
+use crate::time::Instant;
+use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH, RESEND_ALL};
+use crate::wire::ipv4::Ipv4Repr;
+use crate::wire::{EthernetAddress, IpAddr, Ipv4Addr};
+
+/// Who sent a packet and to which of our ports.
+#[derive(Clone, Copy)]
+struct From {
+    addr: Ipv4Addr,
+    mac: EthernetAddress,
+    /// The sender's port.
+    sport: u16,
+    /// Our port.
+    dport: u16,
+    /// Our id for the RPC (`sender_id XOR 1`).
+    local_id: u64,
+}
+
+impl From {
+    /// A control packet answering this one: ports swapped, our id.
+    fn answer(&self, kind: CtrlKind) -> Ctrl {
+        Ctrl {
+            addr: self.addr,
+            link_addr: Some(self.mac),
+            sport: self.dport,
+            dport: self.sport,
+            sender_id: self.local_id,
+            kind,
+        }
+    }
+}
+
+impl<'a> Endpoint<'a> {
+    pub(super) fn process_homa<'f>(
+        &mut self,
+        now: Instant,
+        mac: EthernetAddress,
+        ip: &Ipv4Repr,
+        body: &'f [u8],
+    ) -> Option<Reply<'f>> {
+        let Ok(packet) = homa::Packet::new_checked(body) else {
+            return self.drop_frame(Drop::Malformed, "bad Homa header");
+        };
+        if self.config.homa_checksum_rx
+            && self.caps.checksum.homa.rx()
+            && !packet.verify_checksum(&IpAddr::V4(ip.src_addr), &IpAddr::V4(ip.dst_addr))
+        {
+            return self.drop_frame(Drop::Checksum, "Homa checksum mismatch");
+        }
+        let Ok(repr) = homa::Repr::parse(&packet) else {
+            return self.drop_frame(Drop::Malformed, "bad Homa packet");
+        };
+        self.stats.rx.count(u8::from(repr.kind.packet_type()));
+        net_trace!(
+            "homa: rx {}",
+            repr.display_with(IpAddr::V4(ip.src_addr), IpAddr::V4(ip.dst_addr), None)
+        );
+        let from = From {
+            addr: ip.src_addr,
+            mac,
+            sport: repr.sport,
+            dport: repr.dport,
+            local_id: repr.sender_id ^ 1,
+        };
+        let server_side = from.local_id & 1 == 1;
+        // A packet for a port with no socket, or a request for a socket that
+        // does not serve, gets ICMP port unreachable (protocol.md 2.5).
+        let socket = self.sockets.iter().position(|s| match s.sock {
+            Some(Socket {
+                server_port: Some(p),
+                ..
+            }) if server_side => p == from.dport,
+            Some(Socket { client_port, .. }) if !server_side => client_port == from.dport,
+            _ => false,
+        });
+        let Some(socket) = socket else {
+            if self.icmp_budget == 0 || !mac.is_unicast() {
+                return self.drop_frame(Drop::UnknownPort, "no socket for port");
+            }
+            self.icmp_budget -= 1;
+            self.stats.drops.count(Drop::UnknownPort);
+            let quote = &body[..body.len().min(8)];
+            return Some(Reply::PortUnreachable {
+                dst_mac: mac,
+                dst_ip: ip.src_addr,
+                header: *ip,
+                data: quote,
+            });
+        };
+        match repr.kind {
+            Kind::Data { header, payload } => {
+                self.data_pkt(now, from, socket as u16, &header, payload)
+            }
+            Kind::Grant { offset, priority } => self.grant_pkt(from, offset, priority),
+            Kind::Resend {
+                offset,
+                length,
+                priority,
+            } => self.resend_pkt(from, offset, length, priority),
+            Kind::RpcUnknown => self.rpc_unknown_pkt(from),
+            Kind::Busy => {
+                if let Some(i) = self.find_rpc(from.addr, from.local_id) {
+                    self.rpc_mut(i).silent_ticks = 0;
+                } else {
+                    self.stats.drops.count(Drop::UnknownRpc);
+                }
+            }
+            Kind::Cutoffs {
+                unsched_cutoffs,
+                version,
+            } => {
+                if let Some(p) = self.peer_index(from.addr, now) {
+                    if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+                        peer.set_cutoffs(unsched_cutoffs, version);
+                    }
+                }
+            }
+            Kind::Freeze => {}
+            Kind::NeedAck => self.need_ack_pkt(from),
+            Kind::Ack { acks } => {
+                self.ack_rpc(from.addr, from.local_id, from.dport);
+                for a in acks.iter() {
+                    self.ack_rpc(from.addr, a.client_id ^ 1, a.server_port);
+                }
+            }
+        }
+        None
+    }
+
+    /// The slot of the RPC with local id `id` shared with `addr`.
+    pub(super) fn find_rpc(&self, addr: Ipv4Addr, id: u64) -> Option<usize> {
+        self.rpcs
+            .iter()
+            .position(|s| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr))
+    }
+
+    pub(super) fn rpc_mut(&mut self, slot: usize) -> &mut Rpc {
+        // Callers pass slots just returned by `find_rpc` or a scan.
+        self.rpcs[slot].rpc.as_mut().expect("slot holds an RPC")
+    }
+
+    fn data_pkt(&mut self, now: Instant, from: From, socket: u16, h: &DataHeader, payload: &[u8]) {
+        if let Some(ack) = h.ack {
+            self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
+        }
+        if h.message_length == 0
+            || h.message_length > MAX_MESSAGE_LENGTH
+            || h.message_length as usize > self.pool.capacity_bytes()
+        {
+            self.stats.drops.count(Drop::BadRange);
+            return;
+        }
+        let slot = match self.find_rpc(from.addr, from.local_id) {
+            Some(i) => i,
+            None if from.local_id & 1 == 1 => match self.new_server_rpc(now, from, socket, h) {
+                Some(i) => i,
+                None => return,
+            },
+            None => {
+                self.stats.drops.count(Drop::UnknownRpc);
+                return;
+            }
+        };
+        self.check_cutoff_version(now, from, h.cutoff_version);
+        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            return;
+        };
+        match r.state {
+            State::ClientOutgoing => r.state = State::ClientIncoming,
+            State::ClientIncoming | State::ServerIncoming => {}
+            _ => {
+                self.stats.drops.count(Drop::WrongState);
+                return;
+            }
+        }
+        r.silent_ticks = 0;
+        if r.inp.is_none() {
+            r.inp = Some(MsgIn::new(h.message_length, h.incoming));
+        }
+        let Some(m) = r.inp.as_mut() else { return };
+        if m.length != h.message_length {
+            self.stats.drops.count(Drop::BadRange);
+            return;
+        }
+        if m.buf.is_none() {
+            match self.pool.alloc(m.length as usize) {
+                Ok(b) => m.buf = Some(b),
+                Err(_) => {
+                    // Linux drops the data and restarts the flow with
+                    // RESEND(0, all) once space frees (give_waiting_buffers).
+                    self.stats.drops.count(Drop::NoBuffer);
+                    return;
+                }
+            }
+        }
+        let len = payload.len() as u32;
+        match m.asm.add(h.offset, len, now) {
+            AddOutcome::New => {}
+            AddOutcome::Duplicate => return self.stats.drops.count(Drop::Duplicate),
+            AddOutcome::OutOfRange => return self.stats.drops.count(Drop::BadRange),
+            AddOutcome::TooManyGaps => return self.stats.drops.count(Drop::TooManyGaps),
+        }
+        if let Some(buf) = m.buf.as_mut() {
+            // Cannot fail: the reassembler accepted the range inside the message.
+            let _ = self.pool.write_at(buf, h.offset as usize, payload);
+        }
+        self.stats.rx_data_bytes += u64::from(len);
+        // The sender may overshoot a grant to the end of a packet.
+        m.granted = m.granted.max(m.asm.recv_end());
+        let complete = m.is_complete();
+        let grantable = m.granted < m.length;
+        if grantable || complete {
+            self.grants_dirty = true;
+        }
+        if complete {
+            self.message_complete(slot);
+        }
+    }
+
+    fn new_server_rpc(
+        &mut self,
+        now: Instant,
+        from: From,
+        socket: u16,
+        h: &DataHeader,
+    ) -> Option<usize> {
+        let Some(slot) = self.rpcs.iter().position(|s| s.rpc.is_none()) else {
+            return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
+        };
+        let peer = self.peer_index(from.addr, now)?;
+        if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
+            p.last_used = now;
+            p.link_addr.get_or_insert(from.mac);
+        }
+        self.births += 1;
+        self.rpcs[slot].rpc = Some(Rpc {
+            id: from.local_id,
+            socket,
+            peer,
+            peer_addr: from.addr,
+            peer_port: from.sport,
+            local_port: from.dport,
+            state: State::ServerIncoming,
+            out: None,
+            inp: Some(MsgIn::new(h.message_length, h.incoming)),
+            silent_ticks: 0,
+            done_ticks: 0,
+            error: None,
+            reported: false,
+            birth: self.births,
+        });
+        net_trace!(
+            "homa: new server rpc {} from {}:{}",
+            from.local_id,
+            from.addr,
+            from.sport
+        );
+        Some(slot)
+    }
+
+    fn message_complete(&mut self, slot: usize) {
+        let r = self.rpc_mut(slot);
+        r.reported = false;
+        match r.state {
+            State::ClientIncoming => {
+                r.state = State::ClientDone;
+                self.stats.client_completed += 1;
+            }
+            State::ServerIncoming => r.state = State::ServerReady,
+            _ => {}
+        }
+    }
+
+    /// A sender echoing an old cutoff version gets our CUTOFFS, at most once
+    /// per tick per peer, so a peer that ignores them cannot make us flood.
+    fn check_cutoff_version(&mut self, now: Instant, from: From, version: u16) {
+        if version == self.config.cutoff_version {
+            return;
+        }
+        let Some(p) = self.peer_index(from.addr, now) else {
+            return;
+        };
+        let tick = self.config.tick;
+        let Some(peer) = self.peers[usize::from(p)].peer.as_mut() else {
+            return;
+        };
+        if peer.cutoffs_sent.is_some_and(|t| now < t + tick) {
+            return;
+        }
+        peer.cutoffs_sent = Some(now);
+        self.push_ctrl(from.answer(CtrlKind::Cutoffs));
+    }
+
+    fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) {
+        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+            return self.stats.drops.count(Drop::UnknownRpc);
+        };
+        let top = self.config.highest_priority();
+        let r = self.rpc_mut(i);
+        r.silent_ticks = 0;
+        let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
+        match r.out.as_mut() {
+            Some(out) if sending => {
+                out.granted = out.granted.max(offset.min(out.length));
+                out.sched_priority = priority.min(top);
+            }
+            _ => self.stats.drops.count(Drop::WrongState),
+        }
+    }
+
+    fn resend_pkt(&mut self, from: From, offset: u32, length: u32, priority: u8) {
+        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+            self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
+            return;
+        };
+        let top = self.config.highest_priority();
+        let r = self.rpc_mut(i);
+        let out = match r.out.as_mut() {
+            // A server still receiving or computing owes its response: BUSY
+            // keeps the client from timing out (protocol.md 4.7).
+            Some(out)
+                if r.state != State::ServerIncoming
+                    && r.state != State::ServerReady
+                    && r.state != State::ServerInService =>
+            {
+                out
+            }
+            _ => {
+                self.push_ctrl(from.answer(CtrlKind::Busy));
+                return;
+            }
+        };
+        let tx_end = out.next_xmit;
+        let end = if length == RESEND_ALL {
+            tx_end
+        } else {
+            offset.saturating_add(length)
+        };
+        let end = end.min(out.length);
+        // Lost-GRANT recovery: asking for bytes means they are granted.
+        if end > out.granted {
+            out.granted = end;
+        }
+        if offset >= tx_end {
+            self.push_ctrl(from.answer(CtrlKind::Busy));
+            return;
+        }
+        out.request_resend(offset, end, priority.min(top));
+    }
+
+    fn rpc_unknown_pkt(&mut self, from: From) {
+        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+            return self.stats.drops.count(Drop::UnknownRpc);
+        };
+        let num_priorities = self.config.num_priorities;
+        let r = self.rpcs[i].rpc.as_ref();
+        match r.map(|r| r.state) {
+            Some(State::ClientOutgoing) => {
+                // The server lost the request: send everything sent so far again.
+                let peer = r.map_or(0, |r| r.peer);
+                let prio = match (
+                    self.peers[usize::from(peer)].peer.as_ref(),
+                    r.and_then(|r| r.out.as_ref()),
+                ) {
+                    (Some(p), Some(out)) => p.unsched_priority(out.length, num_priorities),
+                    _ => 0,
+                };
+                if let Some(out) = self.rpc_mut(i).out.as_mut() {
+                    out.request_resend(0, out.next_xmit, prio);
+                }
+            }
+            Some(s) if !s.is_client() => {
+                self.free_rpc(i);
+                self.stats.server_freed += 1;
+            }
+            _ => net_debug!("homa: RPC_UNKNOWN for rpc {} ignored", from.local_id),
+        }
+    }
+
+    fn need_ack_pkt(&mut self, from: From) {
+        let rpc = self.find_rpc(from.addr, from.local_id);
+        if let Some(i) = rpc {
+            let r = self.rpc_mut(i);
+            if matches!(r.state, State::ClientOutgoing | State::ClientIncoming) {
+                // Still missing response bytes: ask for them instead of acking.
+                self.request_retrans(i);
+                return;
+            }
+        }
+        let mut acks = heapless::Vec::new();
+        if let Some(p) = self
+            .peers
+            .iter_mut()
+            .filter_map(|p| p.peer.as_mut())
+            .find(|p| p.addr == from.addr)
+        {
+            acks = core::mem::take(&mut p.acks);
+        }
+        self.push_ctrl(from.answer(CtrlKind::Ack(acks)));
+    }
+
+    /// Frees our server RPC `id` from `addr` served on `port`, if its response
+    /// is out: the client has it.
+    fn ack_rpc(&mut self, addr: Ipv4Addr, id: u64, port: u16) {
+        if id & 1 == 0 {
+            return;
+        }
+        let Some(i) = self.find_rpc(addr, id) else {
+            return;
+        };
+        let r = self.rpc_mut(i);
+        if r.local_port != port {
+            return;
+        }
+        if r.state != State::ServerOutgoing {
+            return self.stats.drops.count(Drop::WrongState);
+        }
+        self.free_rpc(i);
+        self.stats.server_freed += 1;
+    }
+
+    /// Queues RESENDs for everything an incoming message misses: each gap,
+    /// the granted-but-missing tail, or all of it when nothing has arrived.
+    pub(super) fn request_retrans(&mut self, slot: usize) {
+        let top = self.config.highest_priority();
+        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            return;
+        };
+        let base = Ctrl {
+            addr: r.peer_addr,
+            link_addr: None,
+            sport: r.local_port,
+            dport: r.peer_port,
+            sender_id: r.id,
+            kind: CtrlKind::Busy,
+        };
+        let mut ranges: heapless::Vec<(u32, u32), { super::rpc::GAPS + 1 }> = heapless::Vec::new();
+        match &r.inp {
+            Some(m) if m.buf.is_some() => {
+                for g in m.asm.missing_ranges(m.granted) {
+                    let _ = ranges.push((g.start, g.end - g.start));
+                }
+            }
+            Some(_) => return, // waiting for pool space: the sender must wait too
+            None => {
+                let _ = ranges.push((0, RESEND_ALL));
+            }
+        }
+        for (offset, length) in ranges {
+            let mut c = base.clone();
+            c.kind = CtrlKind::Resend {
+                offset,
+                length,
+                priority: top,
+            };
+            self.push_ctrl(c);
+            self.stats.resends_requested += 1;
+        }
+    }
+}
+
+impl MsgIn {
+    /// A new incoming message; `incoming` is the sender's unscheduled bytes
+    /// as the first packet seen announces them.
+    pub(super) fn new(length: u32, incoming: u32) -> MsgIn {
+        MsgIn {
+            buf: None,
+            length,
+            asm: crate::storage::Reassembly::new(length),
+            granted: incoming.min(length),
+            grant_priority: 0,
+            grant_pending: false,
+        }
+    }
+}

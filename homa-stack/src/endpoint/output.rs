@@ -1,0 +1,420 @@
+//! Egress: control packets first (priority 7), then GRANTs from the
+//! scheduler, then DATA in the pacer's order, while the device takes frames
+//! and the NIC-queue estimate allows. Each frame is built in place in the
+//! transmit token's buffer; message bytes are copied once, from the pool.
+
+use super::iface::{emit_headers, link_header_len, Route, IPV4_HEADER_LEN};
+use super::rpc::State;
+use super::{grant, Ctrl, CtrlKind, Endpoint};
+use crate::phy::{Device, PacketMeta, TxToken};
+use crate::stats::Drop;
+use crate::time::Instant;
+use crate::wire::homa::{self, DataHeader, Kind, Repr};
+use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv4Addr};
+
+/// A DATA packet chosen by the pacer.
+struct DataPick {
+    slot: usize,
+    start: u32,
+    end: u32,
+    priority: u8,
+    retransmit: bool,
+}
+
+impl<'a> Endpoint<'a> {
+    pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
+        self.throttled_until = None;
+        self.egress_arp(now, device);
+        let mut budget = self.config.max_tx_per_poll;
+        while budget > 0 {
+            let Some(c) = self.ctrl.front() else { break };
+            let Some(mac) = c.link_addr.or_else(|| self.link_addr_of(c.addr)) else {
+                self.ctrl.pop_front();
+                self.stats.drops.count(Drop::Unresolved);
+                continue;
+            };
+            let Some(tx) = device.transmit(now) else {
+                return;
+            };
+            let Some(c) = self.ctrl.pop_front() else {
+                break;
+            };
+            self.emit_ctrl(now, tx, mac, &c);
+            budget -= 1;
+        }
+        if self.grants_dirty {
+            self.grants_dirty = false;
+            self.schedule_grants();
+        }
+        if now >= self.next_fifo_grant {
+            self.fifo_grant();
+            self.next_fifo_grant = grant::next_fifo(&self.config, self.link_mbps, now);
+        }
+        for slot in 0..self.rpcs.len() {
+            if budget == 0 {
+                return;
+            }
+            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+                continue;
+            };
+            if !r.inp.as_ref().is_some_and(|m| m.grant_pending) {
+                continue;
+            }
+            let Some(mac) = self.link_addr_of(r.peer_addr) else {
+                continue;
+            };
+            let Some(tx) = device.transmit(now) else {
+                return;
+            };
+            self.emit_grant(now, tx, mac, slot);
+            budget -= 1;
+        }
+        while budget > 0 {
+            let Some(pick) = self.pick_data(now) else {
+                return;
+            };
+            let Some(tx) = device.transmit(now) else {
+                return;
+            };
+            self.emit_data(now, tx, pick);
+            budget -= 1;
+        }
+    }
+
+    fn link_addr_of(&self, addr: Ipv4Addr) -> Option<EthernetAddress> {
+        self.peers
+            .iter()
+            .filter_map(|p| p.peer.as_ref())
+            .find(|p| p.addr == addr)?
+            .link_addr
+    }
+
+    /// Runs the SRPT scheduler over every grantable message and marks the
+    /// ones whose grant grew.
+    fn schedule_grants(&mut self) {
+        let active = grant::active_set(self.grant_candidates(), self.config.max_overcommit);
+        let total: u32 = self
+            .rpcs
+            .iter()
+            .filter_map(|s| s.rpc.as_ref()?.inp.as_ref())
+            .filter(|m| m.buf.is_some())
+            .map(|m| m.outstanding())
+            .fold(0u32, |a, b| a.saturating_add(b));
+        for d in grant::decide(&self.config, &active, total) {
+            self.apply_grant(d);
+            self.stats.grants_srpt += 1;
+        }
+    }
+
+    /// Gives the oldest waiting message its FIFO share.
+    fn fifo_grant(&mut self) {
+        if grant::fifo_interval(&self.config, self.link_mbps).is_none() {
+            return;
+        }
+        let active = grant::active_set(self.grant_candidates(), self.config.max_overcommit);
+        if let Some(d) = grant::fifo_decision(&self.config, self.grant_candidates(), &active) {
+            self.apply_grant(d);
+            self.stats.grants_fifo += 1;
+        }
+    }
+
+    /// Incoming messages that have pool space and are not fully granted.
+    fn grant_candidates(&self) -> impl Iterator<Item = grant::Candidate> + Clone + '_ {
+        self.rpcs.iter().enumerate().filter_map(|(i, s)| {
+            let r = s.rpc.as_ref()?;
+            if !matches!(r.state, State::ClientIncoming | State::ServerIncoming) {
+                return None;
+            }
+            let m = r.inp.as_ref()?;
+            m.buf.as_ref()?;
+            if m.granted >= m.length {
+                return None;
+            }
+            Some(grant::Candidate {
+                key: i as u16,
+                peer: r.peer,
+                length: m.length,
+                received: m.received(),
+                granted: m.granted,
+                birth: r.birth,
+            })
+        })
+    }
+
+    fn apply_grant(&mut self, d: grant::Decision) {
+        if let Some(m) = self.rpcs[usize::from(d.key)]
+            .rpc
+            .as_mut()
+            .and_then(|r| r.inp.as_mut())
+        {
+            if d.granted > m.granted {
+                m.granted = d.granted;
+                m.grant_priority = d.priority;
+                m.grant_pending = true;
+            }
+        }
+    }
+
+    /// Chooses the next DATA packet: a pending retransmission first, else the
+    /// message with the fewest bytes left (every `1000/pacer_fifo_fraction`-th
+    /// pick the oldest), if the NIC-queue estimate lets it go.
+    fn pick_data(&mut self, now: Instant) -> Option<DataPick> {
+        let mut srpt: Option<(u32, u64, usize)> = None;
+        let mut oldest: Option<(u64, usize)> = None;
+        for (i, s) in self.rpcs.iter().enumerate() {
+            let Some(r) = s.rpc.as_ref() else { continue };
+            let Some(out) = r.out.as_ref() else { continue };
+            if !self.peer_resolved(r.peer) {
+                continue;
+            }
+            if let Some((start, _, prio)) = out.resend {
+                let (s0, e0) = out.packet_at(start);
+                return Some(DataPick {
+                    slot: i,
+                    start: s0,
+                    end: e0,
+                    priority: prio,
+                    retransmit: true,
+                });
+            }
+            let sending = matches!(
+                r.state,
+                State::ClientOutgoing | State::ClientIncoming | State::ServerOutgoing
+            );
+            if !sending || !out.can_send_new() {
+                continue;
+            }
+            let left = out.bytes_left();
+            if srpt.is_none_or(|(l, b, _)| (left, r.birth) < (l, b)) {
+                srpt = Some((left, r.birth, i));
+            }
+            if oldest.is_none_or(|(b, _)| r.birth < b) {
+                oldest = Some((r.birth, i));
+            }
+        }
+        let (_, _, best) = srpt?;
+        let mut order: heapless::Vec<usize, 2> = heapless::Vec::new();
+        if let Some((_, o)) = oldest.filter(|&(_, o)| o != best) {
+            if self.pacer.fifo_turn(self.config.pacer_fifo_fraction) {
+                let _ = order.push(o);
+            }
+        }
+        let _ = order.push(best);
+        for slot in order {
+            let r = self.rpcs[slot].rpc.as_ref()?;
+            let out = r.out.as_ref()?;
+            if !self.pacer.may_send(
+                now,
+                out.bytes_left(),
+                self.config.defer_min_bytes,
+                self.config.max_nic_est_backlog,
+                false,
+            ) {
+                continue;
+            }
+            let (start, end) = out.packet_at(out.next_xmit);
+            let priority = if start < out.unscheduled {
+                let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
+                peer.unsched_priority(out.length, self.config.num_priorities)
+            } else {
+                out.sched_priority
+            };
+            return Some(DataPick {
+                slot,
+                start,
+                end,
+                priority,
+                retransmit: false,
+            });
+        }
+        self.stats.pacer_throttled += 1;
+        self.throttled_until = Some(self.pacer.next_slot(self.config.max_nic_est_backlog));
+        None
+    }
+
+    fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: DataPick) {
+        let Endpoint {
+            config,
+            caps,
+            rpcs,
+            peers,
+            pool,
+            stats,
+            pacer,
+            ..
+        } = self;
+        let Some(r) = rpcs[pick.slot].rpc.as_mut() else {
+            return;
+        };
+        let Some(peer) = peers[usize::from(r.peer)].peer.as_mut() else {
+            return;
+        };
+        let Some(mac) = peer.link_addr else { return };
+        let Some(out) = r.out.as_mut() else { return };
+        let payload_len = (pick.end - pick.start) as usize;
+        let incoming = match (pick.retransmit, out.resend) {
+            (true, Some((_, e, _))) => e,
+            _ => out.unscheduled,
+        };
+        let repr = Repr {
+            sport: r.local_port,
+            dport: r.peer_port,
+            sender_id: r.id,
+            kind: Kind::Data {
+                header: DataHeader {
+                    message_length: out.length,
+                    incoming,
+                    ack: peer.acks.pop(),
+                    cutoff_version: peer.cutoff_version,
+                    retransmit: pick.retransmit,
+                    offset: pick.start,
+                },
+                payload: &[],
+            },
+        };
+        let homa_len = homa::DATA_HEADER_LEN + payload_len;
+        let frame_len = link_header_len(config) + IPV4_HEADER_LEN + homa_len;
+        tx.set_meta(PacketMeta::with_priority(pick.priority));
+        let dst = r.peer_addr;
+        tx.consume(frame_len, |frame| {
+            let at = emit_headers(
+                config,
+                caps,
+                frame,
+                &Route {
+                    dst_mac: mac,
+                    dst,
+                    protocol: IpProtocol::Homa,
+                    ip_payload_len: homa_len,
+                    priority: pick.priority,
+                },
+            );
+            let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
+            repr.emit(&mut packet);
+            // Cannot fail: the range lies inside the message.
+            let _ = pool.read_at(
+                &mut out.buf,
+                pick.start as usize,
+                &mut packet.payload_mut()[..payload_len],
+            );
+            if config.homa_checksum_tx && caps.checksum.homa.tx() {
+                packet.fill_checksum(&IpAddr::V4(config.ipv4_addr), &IpAddr::V4(dst));
+            }
+        });
+        pacer.on_transmit(now, frame_len);
+        stats.tx.data += 1;
+        stats.tx_frames += 1;
+        stats.tx_data_bytes += payload_len as u64;
+        net_trace!(
+            "homa: tx {}",
+            repr.display_with(
+                IpAddr::V4(config.ipv4_addr),
+                IpAddr::V4(dst),
+                Some(pick.priority)
+            )
+        );
+        if pick.retransmit {
+            stats.retransmissions += 1;
+            out.resend = match out.resend {
+                Some((_, e, p)) if pick.end < e => Some((pick.end, e, p)),
+                _ => None,
+            };
+        } else {
+            out.next_xmit = pick.end;
+        }
+    }
+
+    fn emit_grant<T: TxToken>(&mut self, now: Instant, tx: T, mac: EthernetAddress, slot: usize) {
+        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            return;
+        };
+        let Some(m) = r.inp.as_mut() else { return };
+        m.grant_pending = false;
+        let repr = Repr {
+            sport: r.local_port,
+            dport: r.peer_port,
+            sender_id: r.id,
+            kind: Kind::Grant {
+                offset: m.granted,
+                priority: m.grant_priority,
+            },
+        };
+        let dst = r.peer_addr;
+        self.emit_control(now, tx, mac, dst, &repr);
+    }
+
+    fn emit_ctrl<T: TxToken>(&mut self, now: Instant, tx: T, mac: EthernetAddress, c: &Ctrl) {
+        let kind = match &c.kind {
+            CtrlKind::Resend {
+                offset,
+                length,
+                priority,
+            } => Kind::Resend {
+                offset: *offset,
+                length: *length,
+                priority: *priority,
+            },
+            CtrlKind::RpcUnknown => Kind::RpcUnknown,
+            CtrlKind::Busy => Kind::Busy,
+            CtrlKind::Cutoffs => Kind::Cutoffs {
+                unsched_cutoffs: self.config.announced_cutoffs(),
+                version: self.config.cutoff_version,
+            },
+            CtrlKind::NeedAck => Kind::NeedAck,
+            CtrlKind::Ack(acks) => Kind::Ack { acks: acks.clone() },
+        };
+        let repr = Repr {
+            sport: c.sport,
+            dport: c.dport,
+            sender_id: c.sender_id,
+            kind,
+        };
+        self.emit_control(now, tx, mac, c.addr, &repr);
+    }
+
+    /// Sends a control packet at the highest priority.
+    fn emit_control<T: TxToken>(
+        &mut self,
+        now: Instant,
+        mut tx: T,
+        mac: EthernetAddress,
+        dst: Ipv4Addr,
+        repr: &Repr<'_>,
+    ) {
+        let prio = self.config.highest_priority();
+        let homa_len = repr.buffer_len();
+        let frame_len = link_header_len(&self.config) + IPV4_HEADER_LEN + homa_len;
+        tx.set_meta(PacketMeta::with_priority(prio));
+        let (config, caps) = (&self.config, &self.caps);
+        tx.consume(frame_len, |frame| {
+            let at = emit_headers(
+                config,
+                caps,
+                frame,
+                &Route {
+                    dst_mac: mac,
+                    dst,
+                    protocol: IpProtocol::Homa,
+                    ip_payload_len: homa_len,
+                    priority: prio,
+                },
+            );
+            let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
+            repr.emit(&mut packet);
+            if config.homa_checksum_tx && caps.checksum.homa.tx() {
+                packet.fill_checksum(&IpAddr::V4(config.ipv4_addr), &IpAddr::V4(dst));
+            }
+        });
+        self.pacer.on_transmit(now, frame_len);
+        self.stats.tx.count(u8::from(repr.kind.packet_type()));
+        self.stats.tx_frames += 1;
+        net_trace!(
+            "homa: tx {}",
+            repr.display_with(
+                IpAddr::V4(self.config.ipv4_addr),
+                IpAddr::V4(dst),
+                Some(prio)
+            )
+        );
+    }
+}

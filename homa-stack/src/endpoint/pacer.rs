@@ -1,0 +1,157 @@
+//! The sender's transmit order and NIC-queue estimate (protocol.md 4.6).
+//!
+//! Homa keeps the NIC queue short so that a short message handed over later
+//! does not wait behind a long one already queued: `link_idle` estimates when
+//! the NIC will have drained everything given to it (at the link rate
+//! under-estimated by 1%), and a packet of a message with more than
+//! `defer_min_bytes` left is held back while that estimate is more than
+//! `max_nic_est_backlog` ahead of now. Held-back messages go in SRPT order
+//! (fewest bytes left to send first), except that every
+//! `1000 / pacer_fifo_fraction`-th pick goes to the oldest message so a long
+//! message is never starved.
+
+use crate::time::{Duration, Instant};
+
+/// Bytes a frame occupies on the wire beyond the frame itself: preamble and
+/// start delimiter (8), FCS (4) and inter-frame gap (12), Linux's
+/// `HOMA_ETH_FRAME_OVERHEAD`.
+pub const ETH_FRAME_OVERHEAD: usize = 24;
+
+/// The NIC-queue estimate and the FIFO pick counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacer {
+    /// When the NIC is estimated to have sent everything handed to it.
+    link_idle: Instant,
+    /// Picosecond per wire byte at 99% of the link rate.
+    ps_per_byte: u64,
+    /// Picks since the last FIFO pick.
+    picks: u32,
+}
+
+impl Pacer {
+    /// A pacer for a link of `link_mbps` Mbit/s.
+    pub fn new(link_mbps: u32) -> Pacer {
+        let mut p = Pacer {
+            link_idle: Instant::ZERO,
+            ps_per_byte: 0,
+            picks: 0,
+        };
+        p.set_rate(link_mbps);
+        p
+    }
+
+    /// Changes the link rate (e.g. when the device reports its own).
+    pub fn set_rate(&mut self, link_mbps: u32) {
+        // 8 bits per byte at 0.99 * mbps Mbit/s: 8e6 / (0.99 * mbps) ps.
+        self.ps_per_byte = 800_000_000 / (99 * u64::from(link_mbps.max(1)));
+    }
+
+    /// Time the link needs for a frame of `frame_len` bytes.
+    pub fn wire_time(&self, frame_len: usize) -> Duration {
+        let bytes = (frame_len + ETH_FRAME_OVERHEAD) as u64;
+        Duration::from_nanos(bytes * self.ps_per_byte / 1000)
+    }
+
+    /// How far ahead of `now` the estimated NIC queue reaches.
+    pub fn backlog(&self, now: Instant) -> Duration {
+        self.link_idle - now
+    }
+
+    /// Whether a packet of a message with `bytes_left` to send may go now.
+    /// Short messages and retransmissions (`force`) always may.
+    pub fn may_send(
+        &self,
+        now: Instant,
+        bytes_left: u32,
+        defer_min_bytes: u32,
+        max_backlog: Duration,
+        force: bool,
+    ) -> bool {
+        force || bytes_left <= defer_min_bytes || self.backlog(now) <= max_backlog
+    }
+
+    /// When a held-back long message may go again.
+    pub fn next_slot(&self, max_backlog: Duration) -> Instant {
+        self.link_idle - max_backlog
+    }
+
+    /// Records a frame of `frame_len` bytes handed to the NIC at `now`.
+    pub fn on_transmit(&mut self, now: Instant, frame_len: usize) {
+        let start = if self.link_idle > now {
+            self.link_idle
+        } else {
+            now
+        };
+        self.link_idle = start + self.wire_time(frame_len);
+    }
+
+    /// Whether this pick should go to the oldest message instead of the
+    /// shortest: true once every `1000 / fifo_fraction` picks.
+    pub fn fifo_turn(&mut self, fifo_fraction: u32) -> bool {
+        if fifo_fraction == 0 {
+            return false;
+        }
+        let period = (1000 / fifo_fraction.min(1000)).max(1);
+        self.picks += 1;
+        if self.picks >= period {
+            self.picks = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_time_at_10_gbps_is_about_1_23_us_for_a_full_frame() {
+        let p = Pacer::new(10_000);
+        // 1514 + 24 = 1538 bytes at 9.9 Gbit/s = 1242.8 ns.
+        let t = p.wire_time(1514).total_nanos();
+        assert!((1240..=1245).contains(&t), "{t}");
+    }
+
+    #[test]
+    fn backlog_grows_with_each_frame_and_drains_with_time() {
+        let mut p = Pacer::new(10_000);
+        let now = Instant::from_micros(100);
+        for _ in 0..10 {
+            p.on_transmit(now, 1514);
+        }
+        let b = p.backlog(now);
+        assert!(
+            b > Duration::from_micros(12) && b < Duration::from_micros(13),
+            "{b}"
+        );
+        assert_eq!(p.backlog(now + Duration::from_micros(20)), Duration::ZERO);
+        // An idle link starts counting from now, not from the past.
+        let later = Instant::from_millis(5);
+        p.on_transmit(later, 1514);
+        assert!(p.backlog(later) < Duration::from_micros(2));
+    }
+
+    #[test]
+    fn long_messages_wait_for_the_queue_short_ones_do_not() {
+        let mut p = Pacer::new(10_000);
+        let now = Instant::from_micros(1);
+        for _ in 0..10 {
+            p.on_transmit(now, 1514);
+        }
+        let max = Duration::from_micros(5);
+        assert!(!p.may_send(now, 100_000, 1000, max, false));
+        assert!(p.may_send(now, 1000, 1000, max, false));
+        assert!(p.may_send(now, 100_000, 1000, max, true));
+        assert!(p.may_send(p.next_slot(max), 100_000, 1000, max, false));
+    }
+
+    #[test]
+    fn fifo_turn_every_twentieth_pick_at_50_per_mille() {
+        let mut p = Pacer::new(25_000);
+        let turns: usize = (0..200).filter(|_| p.fifo_turn(50)).count();
+        assert_eq!(turns, 10);
+        assert!(!(0..100).any(|_| p.fifo_turn(0)));
+    }
+}

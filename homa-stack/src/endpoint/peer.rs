@@ -1,0 +1,112 @@
+//! Per-peer state: address, link address, the unscheduled cutoffs the peer
+//! announced and their version, and the acks waiting to be piggy-backed.
+//!
+//! The peer table doubles as the neighbour cache: Homa only ever sends to its
+//! peers, so the link address lives with the rest of the peer's state.
+
+use crate::config::NUM_PRIORITIES;
+use crate::time::Instant;
+use crate::wire::homa::Ack;
+use crate::wire::{EthernetAddress, Ipv4Addr};
+use heapless::Vec;
+
+/// Acks a client holds per peer before it sends an ACK packet.
+pub const MAX_ACKS: usize = 5;
+
+/// One entry of the caller-supplied peer table.
+#[derive(Debug, Clone)]
+pub struct PeerSlot {
+    pub(crate) peer: Option<Peer>,
+}
+
+impl PeerSlot {
+    /// An empty slot, for building tables: `[PeerSlot::EMPTY; 16]`.
+    pub const EMPTY: PeerSlot = PeerSlot { peer: None };
+}
+
+impl Default for PeerSlot {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    pub addr: Ipv4Addr,
+    /// Learned from ARP or from frames the peer sent.
+    pub link_addr: Option<EthernetAddress>,
+    /// When we last asked ARP for `link_addr`.
+    pub arp_sent: Option<Instant>,
+    /// The peer's cutoffs for our unscheduled packets to it.
+    pub cutoffs: [u32; NUM_PRIORITIES],
+    /// Version of `cutoffs`, echoed in our DATA (0 before any CUTOFFS).
+    pub cutoff_version: u16,
+    /// When we last sent CUTOFFS to this peer (at most one per tick).
+    pub cutoffs_sent: Option<Instant>,
+    /// Acks for the peer's server RPCs, popped into our DATA packets.
+    pub acks: Vec<Ack, MAX_ACKS>,
+    /// Last time the peer was used, for least-recently-used eviction.
+    pub last_used: Instant,
+}
+
+impl Peer {
+    pub fn new(addr: Ipv4Addr, now: Instant) -> Peer {
+        // Linux's initial cutoffs: everything unscheduled at priority 6 until
+        // the peer tells us otherwise ([7] = 0, [6] = INT_MAX, rest 0).
+        let mut cutoffs = [0; NUM_PRIORITIES];
+        cutoffs[6] = i32::MAX as u32;
+        Peer {
+            addr,
+            link_addr: None,
+            arp_sent: None,
+            cutoffs,
+            cutoff_version: 0,
+            cutoffs_sent: None,
+            acks: Vec::new(),
+            last_used: now,
+        }
+    }
+
+    /// Priority of the unscheduled packets of a message of `length` bytes:
+    /// the highest level whose cutoff covers the length.
+    pub fn unsched_priority(&self, length: u32, num_priorities: u8) -> u8 {
+        let n = usize::from(num_priorities.clamp(1, NUM_PRIORITIES as u8));
+        (0..n)
+            .rev()
+            .find(|&i| self.cutoffs[i] >= length)
+            .unwrap_or(0) as u8
+    }
+
+    /// Stores cutoffs received in a CUTOFFS packet.
+    pub fn set_cutoffs(&mut self, cutoffs: [u32; NUM_PRIORITIES], version: u16) {
+        self.cutoffs = cutoffs;
+        self.cutoffs[0] = i32::MAX as u32;
+        self.cutoff_version = version;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_peer_sends_unscheduled_at_priority_6() {
+        let p = Peer::new(Ipv4Addr::new(10, 0, 0, 2), Instant::ZERO);
+        assert_eq!(p.unsched_priority(1, 8), 6);
+        assert_eq!(p.unsched_priority(1_000_000, 8), 6);
+    }
+
+    #[test]
+    fn linux_default_cutoffs_map_sizes_to_7_6_5_4() {
+        let mut p = Peer::new(Ipv4Addr::new(10, 0, 0, 2), Instant::ZERO);
+        p.set_cutoffs([0, 0, 0, 0, 1_000_000, 15_000, 2_800, 200], 1);
+        assert_eq!(p.unsched_priority(200, 8), 7);
+        assert_eq!(p.unsched_priority(201, 8), 6);
+        assert_eq!(p.unsched_priority(2_800, 8), 6);
+        assert_eq!(p.unsched_priority(15_000, 8), 5);
+        assert_eq!(p.unsched_priority(1_000_000, 8), 4);
+        assert_eq!(p.cutoff_version, 1);
+        // Fewer priority levels cap the choice.
+        assert_eq!(p.unsched_priority(200, 4), 0);
+    }
+}

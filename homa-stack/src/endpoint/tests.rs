@@ -1,0 +1,529 @@
+//! Two endpoints over an in-memory wire, driven on a virtual clock.
+
+use super::*;
+use crate::phy::{DeviceCapabilities, PacketMeta, RxToken, TxToken};
+use crate::wire::homa;
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+/// One side of an in-memory wire: frames the endpoint sent wait in `tx`,
+/// frames for it in `rx`.
+#[derive(Default)]
+pub(crate) struct TestDevice {
+    pub rx: VecDeque<Vec<u8>>,
+    pub tx: VecDeque<(Vec<u8>, PacketMeta)>,
+    pub tx_limit: Option<usize>,
+}
+
+pub(crate) struct TestRx(Vec<u8>);
+pub(crate) struct TestTx<'a>(&'a mut VecDeque<(Vec<u8>, PacketMeta)>, PacketMeta);
+
+impl RxToken for TestRx {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl TxToken for TestTx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut buf = vec![0xa5; len];
+        let r = f(&mut buf);
+        self.0.push_back((buf, self.1));
+        r
+    }
+    fn set_meta(&mut self, meta: PacketMeta) {
+        self.1 = meta;
+    }
+}
+
+impl Device for TestDevice {
+    type RxToken<'a> = TestRx;
+    type TxToken<'a> = TestTx<'a>;
+    fn receive(&mut self, _: Instant) -> Option<(TestRx, TestTx<'_>)> {
+        let f = self.rx.pop_front()?;
+        Some((TestRx(f), TestTx(&mut self.tx, PacketMeta::default())))
+    }
+    fn transmit(&mut self, _: Instant) -> Option<TestTx<'_>> {
+        if self.tx_limit.is_some_and(|l| self.tx.len() >= l) {
+            return None;
+        }
+        Some(TestTx(&mut self.tx, PacketMeta::default()))
+    }
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.link_rate_mbps = Some(10_000);
+        c
+    }
+}
+
+pub(crate) const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+pub(crate) const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+pub(crate) const A_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+pub(crate) const B_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+
+pub(crate) fn endpoint(
+    ip: Ipv4Addr,
+    mac: EthernetAddress,
+    rpcs: usize,
+    pool: usize,
+) -> Endpoint<'static> {
+    endpoint_with(Config::new(ip, mac), rpcs, pool)
+}
+
+pub(crate) fn endpoint_with(config: Config, rpcs: usize, pool: usize) -> Endpoint<'static> {
+    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect());
+    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 8]);
+    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
+    let pool: &'static mut [u8] = Vec::leak(vec![0u8; pool]);
+    Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap()
+}
+
+/// Decides whether frame number `i` going `to_b` with these bytes arrives.
+pub(crate) type Filter = Box<dyn FnMut(usize, bool, &[u8]) -> bool>;
+
+/// Two endpoints, a wire between them with a one-way delay, and a clock.
+pub(crate) struct Pair {
+    pub a: Endpoint<'static>,
+    pub b: Endpoint<'static>,
+    pub da: TestDevice,
+    pub db: TestDevice,
+    pub now: Instant,
+    /// Frames in flight: (arrival time, to_b, frame).
+    pub flight: VecDeque<(Instant, bool, Vec<u8>)>,
+    pub delay: Duration,
+    /// Decides whether a frame (index, to_b, bytes) is delivered.
+    pub filter: Filter,
+    pub sent: usize,
+    /// Every frame put on the wire: (time, to_b, bytes, priority).
+    pub log: Vec<(Instant, bool, Vec<u8>, u8)>,
+}
+
+impl Pair {
+    pub fn new(a: Endpoint<'static>, b: Endpoint<'static>) -> Pair {
+        Pair {
+            a,
+            b,
+            da: TestDevice::default(),
+            db: TestDevice::default(),
+            now: Instant::from_millis(1),
+            flight: VecDeque::new(),
+            delay: Duration::from_micros(2),
+            filter: Box::new(|_, _, _| true),
+            sent: 0,
+            log: Vec::new(),
+        }
+    }
+
+    /// A pair that knows each other's link addresses.
+    pub fn linked(rpcs: usize, pool: usize) -> Pair {
+        let mut p = Pair::new(
+            endpoint(A_IP, A_MAC, rpcs, pool),
+            endpoint(B_IP, B_MAC, rpcs, pool),
+        );
+        p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+        p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+        p
+    }
+
+    /// Polls both sides and moves frames onto the wire.
+    pub fn step(&mut self) {
+        while self.flight.front().is_some_and(|f| f.0 <= self.now) {
+            let (_, to_b, f) = self.flight.pop_front().unwrap();
+            if to_b {
+                self.db.rx.push_back(f)
+            } else {
+                self.da.rx.push_back(f)
+            }
+        }
+        self.a.poll(self.now, &mut self.da);
+        self.b.poll(self.now, &mut self.db);
+        for (to_b, dev) in [(true, &mut self.da), (false, &mut self.db)] {
+            while let Some((f, meta)) = dev.tx.pop_front() {
+                let i = self.sent;
+                self.sent += 1;
+                self.log.push((self.now, to_b, f.clone(), meta.priority));
+                if (self.filter)(i, to_b, &f) {
+                    self.flight.push_back((self.now + self.delay, to_b, f));
+                }
+            }
+        }
+    }
+
+    /// The next time anything happens.
+    pub fn next_time(&self) -> Instant {
+        let mut t = Instant::MAX;
+        for p in [self.a.poll_at(), self.b.poll_at()].into_iter().flatten() {
+            t = t.min(p);
+        }
+        if let Some(f) = self.flight.front() {
+            t = t.min(f.0);
+        }
+        if !self.da.rx.is_empty() || !self.db.rx.is_empty() {
+            t = self.now;
+        }
+        t
+    }
+
+    /// Runs until `done` or `limit` of virtual time passes.
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
+        let end = self.now + limit;
+        let mut steps = 0u64;
+        while self.now < end {
+            self.step();
+            if done(self) {
+                return true;
+            }
+            let t = self.next_time();
+            self.now = if t <= self.now {
+                self.now + Duration::from_nanos(1)
+            } else {
+                t.min(end)
+            };
+            steps += 1;
+            assert!(steps < 50_000_000, "livelock");
+        }
+        false
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Sends one request from A to an echo server on B and returns the response.
+fn echo_rpc(p: &mut Pair, len: usize) -> Vec<u8> {
+    let server = p.b.bind(500).unwrap_or(SocketHandle(0));
+    let client = p.a.socket().unwrap();
+    let req = pattern(len, 7);
+    let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
+    let mut resp = None;
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        while let Some(Event::Request { rpc, len: n, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; n];
+            assert_eq!(p.b.message(rpc).unwrap().copy_to(&mut buf), n);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        match p.a.recv(client) {
+            Some(Event::Response { rpc, len: n }) => {
+                assert_eq!(rpc, h);
+                let mut buf = vec![0; n];
+                p.a.message(rpc).unwrap().copy_to(&mut buf);
+                p.a.release(rpc).unwrap();
+                resp = Some(buf);
+                true
+            }
+            Some(e) => panic!("unexpected {e:?}"),
+            None => false,
+        }
+    });
+    assert!(
+        ok,
+        "RPC of {len} bytes did not complete\nA: {}\nB: {}",
+        p.a.stats(),
+        p.b.stats()
+    );
+    let resp = resp.unwrap();
+    assert_eq!(resp, req, "response of {len} bytes differs");
+    resp
+}
+
+#[test]
+fn rpcs_of_every_boundary_size_complete_byte_exact() {
+    for &len in &[
+        1usize, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000,
+    ] {
+        let mut p = Pair::linked(16, 4 << 20);
+        echo_rpc(&mut p, len);
+        // The server frees its side once the ack arrives (NEED_ACK after 2 ticks).
+        p.run_until(Duration::from_millis(20), |p| p.b.rpcs_in_use() == 0);
+        assert_eq!(p.a.rpcs_in_use(), 0);
+        assert_eq!(
+            p.b.rpcs_in_use(),
+            0,
+            "server state for {len} bytes not freed"
+        );
+        assert_eq!(p.a.pool_free_bytes(), p.a.pool_capacity_bytes());
+        assert_eq!(p.b.pool_free_bytes(), p.b.pool_capacity_bytes());
+    }
+}
+
+#[test]
+fn long_messages_are_granted_and_short_ones_are_not() {
+    let mut p = Pair::linked(16, 4 << 20);
+    echo_rpc(&mut p, 1000);
+    assert_eq!(p.a.stats().tx.grant + p.b.stats().tx.grant, 0);
+    let mut p = Pair::linked(16, 4 << 20);
+    echo_rpc(&mut p, 100_000);
+    assert!(p.b.stats().tx.grant > 0, "the server grants the request");
+    assert!(p.a.stats().tx.grant > 0, "the client grants the response");
+}
+
+#[test]
+fn data_packets_follow_linux_geometry_and_priorities() {
+    let mut p = Pair::linked(16, 4 << 20);
+    echo_rpc(&mut p, 100_000);
+    let mut offsets = Vec::new();
+    for (_, to_b, f, prio) in &p.log {
+        let ip = &f[14..];
+        let h = homa::Packet::new_checked(&ip[20..]).unwrap();
+        if *to_b && h.packet_type() == homa::PacketType::Data {
+            let r = homa::Repr::parse(&h).unwrap();
+            let homa::Kind::Data { header, payload } = r.kind else {
+                unreachable!()
+            };
+            assert_eq!(h.sequence(), header.offset, "both offset fields set");
+            assert_eq!(h.doff(), 14);
+            assert_eq!(header.message_length, 100_000);
+            assert_eq!(ip[1] >> 5, *prio, "TOS carries the priority");
+            if !header.retransmit {
+                offsets.push((header.offset, payload.len()));
+                if header.offset < 40_000 {
+                    // A new peer sends unscheduled bytes at priority 6 (or by
+                    // the cutoffs once they arrive: 4 for 100 kB).
+                    assert!(*prio == 6 || *prio == 4, "unscheduled prio {prio}");
+                    assert_eq!(header.incoming, 40_000);
+                } else {
+                    assert!(*prio <= 3, "scheduled prio {prio}");
+                }
+            }
+        } else if h.packet_type() != homa::PacketType::Data {
+            assert_eq!(*prio, 7, "control packets at the highest priority");
+            assert_eq!(h.doff(), 5);
+        }
+    }
+    offsets.sort();
+    assert_eq!(offsets[0], (0, 1424));
+    assert!(
+        offsets.contains(&(39_872, 128)),
+        "a packet boundary at the unscheduled limit"
+    );
+    assert!(offsets.contains(&(40_000, 1424)));
+    assert_eq!(offsets.iter().map(|o| o.1).sum::<usize>(), 100_000);
+}
+
+#[test]
+fn sixty_four_concurrent_rpcs_of_mixed_sizes() {
+    let mut p = Pair::linked(80, 16 << 20);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let sizes: Vec<usize> = (0..64)
+        .map(|i| [1, 100, 1500, 20_000, 40_001, 150_000, 7, 3000][i % 8] + i)
+        .collect();
+    let mut want = std::collections::HashMap::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let data = pattern(n, i as u8);
+        let h = p.a.send_request(client, B_IP, 500, &data).unwrap();
+        want.insert(h, data);
+    }
+    let mut done = 0;
+    let ok = p.run_until(Duration::from_secs(10), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        while let Some(e) = p.a.recv(client) {
+            let Event::Response { rpc, .. } = e else {
+                panic!("{e:?}")
+            };
+            assert!(p.a.message(rpc).unwrap().eq_bytes(&want[&rpc]));
+            p.a.release(rpc).unwrap();
+            done += 1;
+        }
+        done == 64
+    });
+    assert!(ok, "only {done} of 64 completed");
+    p.run_until(Duration::from_millis(50), |p| p.b.rpcs_in_use() == 0);
+    assert_eq!(p.b.rpcs_in_use(), 0);
+    assert_eq!(p.b.pool_free_bytes(), p.b.pool_capacity_bytes());
+}
+
+#[test]
+fn full_rpc_table_is_an_error_not_a_panic() {
+    let mut p = Pair::linked(2, 1 << 20);
+    let client = p.a.socket().unwrap();
+    assert_eq!(
+        p.a.send_request(client, B_IP, 500, &[]),
+        Err(SendError::Empty)
+    );
+    assert_eq!(
+        p.a.send_request(client, B_IP, 500, &vec![0; 1_000_001]),
+        Err(SendError::MessageTooLong)
+    );
+    p.a.send_request(client, B_IP, 500, b"x").unwrap();
+    p.a.send_request(client, B_IP, 500, b"y").unwrap();
+    assert_eq!(
+        p.a.send_request(client, B_IP, 500, b"z"),
+        Err(SendError::TableFull)
+    );
+    assert_eq!(p.a.rpcs_in_use(), 2);
+}
+
+#[test]
+fn request_larger_than_free_pool_space_succeeds_once_space_frees() {
+    // The server's pool holds one 300 kB message at a time: the second
+    // request waits (its DATA dropped and counted) until the first is
+    // answered and acked, then RESEND(0, all) restarts it.
+    let mut a = endpoint(A_IP, A_MAC, 8, 4 << 20);
+    let b = endpoint(B_IP, B_MAC, 8, 400 * 1024);
+    a.add_neighbor(Instant::ZERO, B_IP, B_MAC).unwrap();
+    let mut p = Pair::new(a, b);
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let r1 = pattern(300_000, 1);
+    let r2 = pattern(300_000, 2);
+    p.a.send_request(client, B_IP, 500, &r1).unwrap();
+    p.a.send_request(client, B_IP, 500, &r2).unwrap();
+    let mut got = Vec::new();
+    let mut held = Vec::new();
+    let start = p.now;
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            held.push(rpc);
+        }
+        // Hold the first request 10 ms so the second must wait for space.
+        if p.now > start + Duration::from_millis(10) {
+            for rpc in held.drain(..) {
+                p.b.reply(rpc, b"ok").unwrap();
+            }
+        }
+        while let Some(Event::Response { rpc, .. }) = p.a.recv(client) {
+            got.push(rpc);
+            p.a.release(rpc).unwrap();
+        }
+        got.len() == 2
+    });
+    assert!(ok, "{got:?} stats {}", p.b.stats());
+    assert!(
+        p.b.stats().drops.no_buffer > 0,
+        "the second request had to wait"
+    );
+}
+
+#[test]
+fn ping_gets_an_echo_reply() {
+    let mut p = Pair::linked(4, 1 << 20);
+    let mut frame = vec![0u8; 14 + 20 + 8 + 4];
+    frame[0..6].copy_from_slice(&A_MAC.0);
+    frame[6..12].copy_from_slice(&B_MAC.0);
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = crate::wire::ipv4::Ipv4Repr {
+        src_addr: B_IP,
+        dst_addr: A_IP,
+        next_header: crate::wire::IpProtocol::Icmp,
+        payload_len: 12,
+        hop_limit: 64,
+        tos: 0,
+    };
+    ip.emit(
+        &mut crate::wire::ipv4::Ipv4Packet::new_unchecked(&mut frame[14..]),
+        true,
+    );
+    let icmp = crate::wire::icmpv4::Icmpv4Repr::EchoRequest {
+        ident: 7,
+        seq_no: 9,
+        data: b"ping",
+    };
+    icmp.emit(
+        &mut crate::wire::icmpv4::Icmpv4Packet::new_unchecked(&mut frame[34..]),
+        true,
+    );
+    p.da.rx.push_back(frame);
+    p.a.poll(p.now, &mut p.da);
+    let (reply, _) = p.da.tx.pop_front().expect("an echo reply");
+    let ipp = crate::wire::ipv4::Ipv4Packet::new_checked(&reply[14..]).unwrap();
+    let ipr = crate::wire::ipv4::Ipv4Repr::parse(&ipp, true).unwrap();
+    assert_eq!((ipr.src_addr, ipr.dst_addr), (A_IP, B_IP));
+    let r = crate::wire::icmpv4::Icmpv4Repr::parse(
+        &crate::wire::icmpv4::Icmpv4Packet::new_checked(ipp.payload()).unwrap(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        crate::wire::icmpv4::Icmpv4Repr::EchoReply {
+            ident: 7,
+            seq_no: 9,
+            data: b"ping"
+        }
+    );
+    assert_eq!(p.a.stats().icmp_echo_replies, 1);
+}
+
+#[test]
+fn peers_are_resolved_with_arp() {
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 5000);
+    assert!(p.a.stats().arp_requests >= 1);
+    assert!(p.b.stats().arp_replies >= 1);
+}
+
+#[test]
+fn request_to_a_closed_port_fails_with_port_unreachable() {
+    let mut p = Pair::linked(4, 1 << 20);
+    let client = p.a.socket().unwrap();
+    let h = p.a.send_request(client, B_IP, 999, b"hello").unwrap();
+    let mut ev = None;
+    p.run_until(Duration::from_millis(50), |p| {
+        ev = p.a.recv(client);
+        ev.is_some()
+    });
+    assert_eq!(
+        ev,
+        Some(Event::Failed {
+            rpc: h,
+            error: RpcError::PortUnreachable
+        })
+    );
+    assert_eq!(p.b.stats().icmp_unreachable_sent, 1);
+    p.a.release(h).unwrap();
+    assert_eq!(p.a.rpcs_in_use(), 0);
+}
+
+#[test]
+fn lost_packets_are_recovered_by_resend() {
+    for len in [1usize, 5000, 100_000, 300_000] {
+        let mut p = Pair::linked(8, 4 << 20);
+        // Lose one frame in seven, at random, in both directions.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        p.filter = Box::new(move |_, _, _| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % 7 != 0
+        });
+        echo_rpc(&mut p, len);
+        p.run_until(Duration::from_millis(200), |p| p.b.rpcs_in_use() == 0);
+        assert_eq!(p.b.rpcs_in_use(), 0);
+    }
+}
+
+#[test]
+fn server_that_vanishes_makes_the_client_time_out() {
+    let mut p = Pair::linked(4, 1 << 20);
+    p.filter = Box::new(|_, to_b, _| !to_b);
+    let client = p.a.socket().unwrap();
+    let h = p.a.send_request(client, B_IP, 500, b"hello").unwrap();
+    let mut ev = None;
+    p.run_until(Duration::from_millis(500), |p| {
+        ev = p.a.recv(client);
+        ev.is_some()
+    });
+    assert_eq!(
+        ev,
+        Some(Event::Failed {
+            rpc: h,
+            error: RpcError::TimedOut
+        })
+    );
+    assert!(
+        p.a.stats().tx.resend >= 10,
+        "RESEND every 5 ms before the 100 ms timeout"
+    );
+}

@@ -1,0 +1,105 @@
+//! The 1 ms timer (protocol.md 4.7, 4.8): silent ticks, RESEND, timeouts and
+//! NEED_ACK.
+//!
+//! Silence is counted only while an RPC waits on its peer: not while the
+//! application holds it, not while it has granted data of its own to send,
+//! not while it waits for pool space or for its own grants. RESENDs go out at
+//! `resend_ticks`, then every `resend_interval`; at `timeout_ticks` a client
+//! RPC fails with [`RpcError::TimedOut`] and a server RPC is dropped. A
+//! server whose response is out asks for an ACK every tick after
+//! `request_ack_ticks` and, unlike Linux, gives up after
+//! `need_ack_timeout_ticks` so a vanished client cannot pin its state.
+
+use super::rpc::State;
+use super::{Ctrl, CtrlKind, Endpoint, RpcError, ICMP_PER_TICK};
+use crate::time::Instant;
+
+impl<'a> Endpoint<'a> {
+    pub(super) fn tick(&mut self, now: Instant) {
+        let _ = now;
+        self.icmp_budget = ICMP_PER_TICK;
+        for slot in 0..self.rpcs.len() {
+            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+                continue;
+            };
+            match r.state {
+                State::ClientDone | State::ServerReady | State::ServerInService => {
+                    r.silent_ticks = 0;
+                    continue;
+                }
+                State::ServerOutgoing => {
+                    let sent = r
+                        .out
+                        .as_ref()
+                        .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_none());
+                    r.silent_ticks = 0;
+                    if !sent {
+                        r.done_ticks = 0;
+                        continue;
+                    }
+                    r.done_ticks += 1;
+                    if r.done_ticks > self.config.need_ack_timeout_ticks {
+                        net_debug!("homa: server rpc {} freed without ACK", r.id);
+                        self.free_rpc(slot);
+                        self.stats.server_freed += 1;
+                        self.stats.server_ack_timeouts += 1;
+                    } else if r.done_ticks >= self.config.request_ack_ticks {
+                        let c = Ctrl {
+                            addr: r.peer_addr,
+                            link_addr: None,
+                            sport: r.local_port,
+                            dport: r.peer_port,
+                            sender_id: r.id,
+                            kind: CtrlKind::NeedAck,
+                        };
+                        self.push_ctrl(c);
+                    }
+                    continue;
+                }
+                State::ClientOutgoing => {
+                    if r.out
+                        .as_ref()
+                        .is_some_and(|o| o.can_send_new() || o.resend.is_some())
+                    {
+                        r.silent_ticks = 0;
+                        continue;
+                    }
+                }
+                State::ClientIncoming | State::ServerIncoming => {
+                    let waiting_on_us = match &r.inp {
+                        Some(m) => {
+                            m.buf.is_none()
+                                || (m.asm.gap_count() == 0 && m.asm.recv_end() >= m.granted)
+                        }
+                        None => false,
+                    };
+                    if waiting_on_us {
+                        r.silent_ticks = 0;
+                        continue;
+                    }
+                }
+            }
+            r.silent_ticks += 1;
+            let silent = r.silent_ticks;
+            if silent >= self.config.timeout_ticks {
+                self.stats.timeouts += 1;
+                if r.state.is_client() {
+                    net_debug!("homa: rpc {} timed out", r.id);
+                    r.state = State::ClientDone;
+                    r.error = Some(RpcError::TimedOut);
+                    r.reported = false;
+                    self.stats.client_failed += 1;
+                    self.grants_dirty = true;
+                } else {
+                    net_debug!("homa: server rpc {} timed out", r.id);
+                    self.free_rpc(slot);
+                    self.stats.server_freed += 1;
+                }
+            } else if silent >= self.config.resend_ticks
+                && (silent - self.config.resend_ticks) % self.config.resend_interval == 0
+            {
+                self.request_retrans(slot);
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Counters in the spirit of `/proc/net/homa_metrics`: every packet type sent
+//! and received, every drop by its reason, grants and retransmissions.
+//!
+//! Counters only grow (wrapping at 2^64, which no run reaches).
+
+use core::fmt;
+
+/// Counters indexed by Homa packet type (0x10..=0x18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PerType {
+    /// DATA.
+    pub data: u64,
+    /// GRANT.
+    pub grant: u64,
+    /// RESEND.
+    pub resend: u64,
+    /// RPC_UNKNOWN.
+    pub rpc_unknown: u64,
+    /// BUSY.
+    pub busy: u64,
+    /// CUTOFFS.
+    pub cutoffs: u64,
+    /// FREEZE.
+    pub freeze: u64,
+    /// NEED_ACK.
+    pub need_ack: u64,
+    /// ACK.
+    pub ack: u64,
+}
+
+impl PerType {
+    /// Counts one packet of type `code` (0x10..=0x18; others are ignored).
+    pub fn count(&mut self, code: u8) {
+        let c = match code {
+            0x10 => &mut self.data,
+            0x11 => &mut self.grant,
+            0x12 => &mut self.resend,
+            0x13 => &mut self.rpc_unknown,
+            0x14 => &mut self.busy,
+            0x15 => &mut self.cutoffs,
+            0x16 => &mut self.freeze,
+            0x17 => &mut self.need_ack,
+            0x18 => &mut self.ack,
+            _ => return,
+        };
+        *c = c.wrapping_add(1);
+    }
+    /// Sum over all types.
+    pub fn total(&self) -> u64 {
+        self.data
+            + self.grant
+            + self.resend
+            + self.rpc_unknown
+            + self.busy
+            + self.cutoffs
+            + self.freeze
+            + self.need_ack
+            + self.ack
+    }
+}
+
+/// Why a received frame or packet was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Drop {
+    /// Ethernet, IP, ARP, ICMP or Homa header did not parse.
+    Malformed,
+    /// Homa checksum verification failed.
+    Checksum,
+    /// Not addressed to this host (IP or Ethernet destination).
+    NotForUs,
+    /// An IP protocol or EtherType this stack does not handle.
+    Unsupported,
+    /// No socket bound to the destination port.
+    UnknownPort,
+    /// A packet for an RPC that does not exist (and needs no reply).
+    UnknownRpc,
+    /// DATA whose range is outside its message, or a bad message length.
+    BadRange,
+    /// DATA already received, or partly overlapping received data.
+    Duplicate,
+    /// DATA that would need more reassembly gaps than a slot holds.
+    TooManyGaps,
+    /// DATA for a message with no pool space yet.
+    NoBuffer,
+    /// A new incoming RPC found the RPC table full.
+    RpcTableFull,
+    /// The peer table was full with no idle peer to evict.
+    PeerTableFull,
+    /// The control-packet queue was full.
+    ControlQueueFull,
+    /// A packet for an RPC in a state that does not accept it.
+    WrongState,
+    /// A frame that could not be sent because the peer's link address is unknown.
+    Unresolved,
+}
+
+/// Counters of dropped packets, one per [`Drop`] reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Drops {
+    /// [`Drop::Malformed`].
+    pub malformed: u64,
+    /// [`Drop::Checksum`].
+    pub checksum: u64,
+    /// [`Drop::NotForUs`].
+    pub not_for_us: u64,
+    /// [`Drop::Unsupported`].
+    pub unsupported: u64,
+    /// [`Drop::UnknownPort`].
+    pub unknown_port: u64,
+    /// [`Drop::UnknownRpc`].
+    pub unknown_rpc: u64,
+    /// [`Drop::BadRange`].
+    pub bad_range: u64,
+    /// [`Drop::Duplicate`].
+    pub duplicate: u64,
+    /// [`Drop::TooManyGaps`].
+    pub too_many_gaps: u64,
+    /// [`Drop::NoBuffer`].
+    pub no_buffer: u64,
+    /// [`Drop::RpcTableFull`].
+    pub rpc_table_full: u64,
+    /// [`Drop::PeerTableFull`].
+    pub peer_table_full: u64,
+    /// [`Drop::ControlQueueFull`].
+    pub control_queue_full: u64,
+    /// [`Drop::WrongState`].
+    pub wrong_state: u64,
+    /// [`Drop::Unresolved`].
+    pub unresolved: u64,
+}
+
+impl Drops {
+    /// Counts one drop.
+    pub fn count(&mut self, why: Drop) {
+        let c = match why {
+            Drop::Malformed => &mut self.malformed,
+            Drop::Checksum => &mut self.checksum,
+            Drop::NotForUs => &mut self.not_for_us,
+            Drop::Unsupported => &mut self.unsupported,
+            Drop::UnknownPort => &mut self.unknown_port,
+            Drop::UnknownRpc => &mut self.unknown_rpc,
+            Drop::BadRange => &mut self.bad_range,
+            Drop::Duplicate => &mut self.duplicate,
+            Drop::TooManyGaps => &mut self.too_many_gaps,
+            Drop::NoBuffer => &mut self.no_buffer,
+            Drop::RpcTableFull => &mut self.rpc_table_full,
+            Drop::PeerTableFull => &mut self.peer_table_full,
+            Drop::ControlQueueFull => &mut self.control_queue_full,
+            Drop::WrongState => &mut self.wrong_state,
+            Drop::Unresolved => &mut self.unresolved,
+        };
+        *c = c.wrapping_add(1);
+    }
+    /// Sum over all reasons.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            + self.checksum
+            + self.not_for_us
+            + self.unsupported
+            + self.unknown_port
+            + self.unknown_rpc
+            + self.bad_range
+            + self.duplicate
+            + self.too_many_gaps
+            + self.no_buffer
+            + self.rpc_table_full
+            + self.peer_table_full
+            + self.control_queue_full
+            + self.wrong_state
+            + self.unresolved
+    }
+}
+
+/// All counters of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Stats {
+    /// Frames taken from the device.
+    pub rx_frames: u64,
+    /// Frames handed to the device.
+    pub tx_frames: u64,
+    /// Homa packets received, by type.
+    pub rx: PerType,
+    /// Homa packets sent, by type.
+    pub tx: PerType,
+    /// Drops by reason.
+    pub drops: Drops,
+    /// DATA payload bytes received and accepted.
+    pub rx_data_bytes: u64,
+    /// DATA payload bytes sent (first transmissions and retransmissions).
+    pub tx_data_bytes: u64,
+    /// DATA packets sent again in answer to RESEND or RPC_UNKNOWN.
+    pub retransmissions: u64,
+    /// GRANTs sent by the SRPT scheduler.
+    pub grants_srpt: u64,
+    /// GRANTs sent to the oldest message (FIFO share).
+    pub grants_fifo: u64,
+    /// RESENDs sent by the timer.
+    pub resends_requested: u64,
+    /// Times the pacer held a long message back because the NIC queue was full.
+    pub pacer_throttled: u64,
+    /// ARP requests sent.
+    pub arp_requests: u64,
+    /// ARP replies sent.
+    pub arp_replies: u64,
+    /// ICMP echo replies sent.
+    pub icmp_echo_replies: u64,
+    /// ICMP destination-unreachable messages sent.
+    pub icmp_unreachable_sent: u64,
+    /// ICMP destination-unreachable messages received.
+    pub icmp_unreachable_received: u64,
+    /// Client RPCs completed with a response.
+    pub client_completed: u64,
+    /// Client RPCs that failed (timeout, peer unreachable).
+    pub client_failed: u64,
+    /// Client RPCs that timed out.
+    pub timeouts: u64,
+    /// Server RPCs freed (by ACK, RPC_UNKNOWN or timeout).
+    pub server_freed: u64,
+    /// Server RPCs freed without an ACK after `need_ack_timeout_ticks`.
+    pub server_ack_timeouts: u64,
+    /// Peers evicted from a full peer table.
+    pub peers_evicted: u64,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "frames rx {} tx {}", self.rx_frames, self.tx_frames)?;
+        writeln!(f, "rx {:?}", self.rx)?;
+        writeln!(f, "tx {:?}", self.tx)?;
+        writeln!(f, "drops {:?}", self.drops)?;
+        write!(
+            f,
+            "data bytes rx {} tx {} retransmissions {} grants srpt {} fifo {} resends {} throttled {} \
+             completed {} failed {} timeouts {} server freed {}",
+            self.rx_data_bytes,
+            self.tx_data_bytes,
+            self.retransmissions,
+            self.grants_srpt,
+            self.grants_fifo,
+            self.resends_requested,
+            self.pacer_throttled,
+            self.client_completed,
+            self.client_failed,
+            self.timeouts,
+            self.server_freed
+        )
+    }
+}
