@@ -15,8 +15,12 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod loopback;
 pub mod time;
 
+#[cfg(feature = "std")]
+pub use loopback::BoxedLoopback;
+pub use loopback::{FrameSlot, Loopback};
 pub use time::{Duration, Instant};
 
 /// A network device: a source of received frames and a sink for frames to send.
