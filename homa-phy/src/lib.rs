@@ -15,9 +15,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fault;
 pub mod loopback;
 pub mod time;
 
+pub use fault::{FaultConfig, FaultInjector, FaultStats};
 #[cfg(feature = "std")]
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
