@@ -18,12 +18,14 @@
 pub mod fault;
 pub mod loopback;
 pub mod time;
+pub mod tracer;
 
 pub use fault::{FaultConfig, FaultInjector, FaultStats};
 #[cfg(feature = "std")]
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
 pub use time::{Duration, Instant};
+pub use tracer::{Tracer, TracerDirection, TracerPacket};
 
 /// A network device: a source of received frames and a sink for frames to send.
 pub trait Device {
