@@ -17,6 +17,7 @@
 
 pub mod fault;
 pub mod loopback;
+pub mod pcap;
 pub mod time;
 pub mod tracer;
 
@@ -24,6 +25,7 @@ pub use fault::{FaultConfig, FaultInjector, FaultStats};
 #[cfg(feature = "std")]
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
+pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
 pub use time::{Duration, Instant};
 pub use tracer::{Tracer, TracerDirection, TracerPacket};
 
