@@ -18,6 +18,10 @@
 pub mod fault;
 pub mod loopback;
 pub mod pcap;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub mod raw_socket;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub mod tap;
 pub mod time;
 pub mod tracer;
 
@@ -26,6 +30,10 @@ pub use fault::{FaultConfig, FaultInjector, FaultStats};
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
 pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use raw_socket::RawSocket;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use tap::{wait, TapInterface};
 pub use time::{Duration, Instant};
 pub use tracer::{Tracer, TracerDirection, TracerPacket};
 
