@@ -18,6 +18,7 @@
 pub mod fault;
 pub mod loopback;
 pub mod pcap;
+pub mod pipe;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod raw_socket;
 #[cfg(all(feature = "std", target_os = "linux"))]
@@ -30,6 +31,7 @@ pub use fault::{FaultConfig, FaultInjector, FaultStats};
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
 pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
+pub use pipe::{forward, Moved};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use raw_socket::RawSocket;
 #[cfg(all(feature = "std", target_os = "linux"))]
