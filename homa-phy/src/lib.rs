@@ -15,6 +15,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "embassy")]
+pub mod embassy;
 pub mod fault;
 pub mod loopback;
 pub mod pcap;
@@ -25,6 +27,8 @@ pub mod tap;
 pub mod time;
 pub mod tracer;
 
+#[cfg(feature = "embassy")]
+pub use embassy::DriverAdapter;
 pub use fault::{FaultConfig, FaultInjector, FaultStats};
 #[cfg(feature = "std")]
 pub use loopback::BoxedLoopback;
