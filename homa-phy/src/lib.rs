@@ -134,7 +134,7 @@ pub mod tracer;
 
 #[cfg(feature = "embassy")]
 pub use embassy::DriverAdapter;
-pub use fault::{FaultConfig, FaultInjector, FaultStats};
+pub use fault::{FaultConfig, FaultCounters, FaultInjector, FaultStats, RateLimit};
 #[cfg(feature = "std")]
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
