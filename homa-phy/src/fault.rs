@@ -531,8 +531,9 @@ impl<D: Device, const HOLD: usize, const BUF: usize> FaultInjector<D, HOLD, BUF>
     }
 
     /// The earliest time a held frame becomes due, so an event loop can wake
-    /// up for it; `None` when nothing is held. A reordered frame may come out
-    /// earlier, as soon as a later frame passes it.
+    /// up for it (`Instant::ZERO` when one is due at once); `None` when
+    /// nothing is held. A reordered frame may come out earlier, as soon as a
+    /// later frame passes it.
     pub fn poll_at(&self) -> Option<Instant> {
         let held = self
             .held

@@ -11,10 +11,117 @@
 //! packet, and an optional receive timestamp.
 //!
 //! This crate knows frames and priorities, never Homa.
+//!
+//! # What is here
+//!
+//! | | `no_std`, no heap | needs |
+//! |---|---|---|
+//! | [`Loopback`]: a fixed ring of frames | yes | |
+//! | [`FaultInjector`]: seeded drop, delay, reorder, duplicate, corrupt, rate limits | yes | |
+//! | [`Tracer`]: every frame to a callback | yes | |
+//! | [`PcapWriter`] over a [`PcapSink`]: captures for Wireshark/tcpdump | yes | files under `std` |
+//! | `embassy::DriverAdapter`: any embassy-net driver | yes | feature `embassy` |
+//! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
+//!
+//! Middleware wraps any device and is a device itself, so they stack:
+//! `PcapWriter<FaultInjector<TapInterface>, File>` records what the stack
+//! saw after the faults. Each has `get_ref`, `get_mut` and `into_inner`.
+//!
+//! # Writing a driver
+//!
+//! A NIC with one receive and one transmit buffer, as on many small
+//! microcontrollers. `receive` copies a waiting frame into the RX buffer and
+//! lends it out; `transmit` lends the TX buffer, and the frame goes out when
+//! the stack has filled it. Both tokens borrow the device, so nothing is
+//! copied twice and nothing is allocated. The register accesses are stubs
+//! here.
+//!
+//! ```
+//! use homa_phy::{Device, DeviceCapabilities, Instant, RxToken, TxToken};
+//!
+//! /// Largest frame: 1500-byte IP MTU plus the 14-byte Ethernet header.
+//! const MTU: usize = 1514;
+//!
+//! /// The NIC's registers (stubbed: one frame waits, the TX FIFO is free).
+//! mod nic {
+//!     pub fn rx_frame_len() -> Option<usize> { Some(60) }
+//!     pub fn read_rx_fifo(frame: &mut [u8]) { frame.fill(0xab) }
+//!     pub fn tx_fifo_free() -> bool { true }
+//!     pub fn write_tx_fifo(_frame: &[u8]) {}
+//! }
+//!
+//! /// The driver. On bare metal it lives in a `static` (e.g. through
+//! /// `static_cell`), so the two buffers are static memory.
+//! pub struct EthPhy {
+//!     rx_buffer: [u8; MTU],
+//!     tx_buffer: [u8; MTU],
+//! }
+//!
+//! impl EthPhy {
+//!     pub const fn new() -> Self {
+//!         EthPhy { rx_buffer: [0; MTU], tx_buffer: [0; MTU] }
+//!     }
+//! }
+//!
+//! impl Device for EthPhy {
+//!     type RxToken<'a> = EthRxToken<'a>;
+//!     type TxToken<'a> = EthTxToken<'a>;
+//!
+//!     fn receive(&mut self, _now: Instant) -> Option<(EthRxToken<'_>, EthTxToken<'_>)> {
+//!         let len = nic::rx_frame_len()?;
+//!         // A frame longer than the buffer is the hardware's doing, not the
+//!         // stack's: drop it rather than panic (a real driver discards it in
+//!         // the FIFO too).
+//!         let frame = self.rx_buffer.get_mut(..len)?;
+//!         nic::read_rx_fifo(frame);
+//!         Some((EthRxToken(frame), EthTxToken(&mut self.tx_buffer)))
+//!     }
+//!
+//!     fn transmit(&mut self, _now: Instant) -> Option<EthTxToken<'_>> {
+//!         // No token without room: `consume` cannot fail afterwards.
+//!         nic::tx_fifo_free().then(|| EthTxToken(&mut self.tx_buffer))
+//!     }
+//!
+//!     fn capabilities(&self) -> DeviceCapabilities {
+//!         let mut caps = DeviceCapabilities::default();
+//!         caps.max_transmission_unit = MTU;
+//!         // One TX buffer: the stack should not burst more than one frame.
+//!         caps.max_burst_size = Some(1);
+//!         caps
+//!     }
+//! }
+//!
+//! pub struct EthRxToken<'a>(&'a [u8]);
+//!
+//! impl RxToken for EthRxToken<'_> {
+//!     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+//!         f(self.0)
+//!     }
+//! }
+//!
+//! pub struct EthTxToken<'a>(&'a mut [u8; MTU]);
+//!
+//! impl TxToken for EthTxToken<'_> {
+//!     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+//!         // The stack never asks for more than `max_transmission_unit`.
+//!         let frame = &mut self.0[..len];
+//!         let result = f(frame);
+//!         nic::write_tx_fifo(frame);
+//!         result
+//!     }
+//! }
+//!
+//! let mut phy = EthPhy::new();
+//! let (rx, _reply) = phy.receive(Instant::ZERO).unwrap();
+//! assert_eq!(rx.consume(|frame| frame.len()), 60);
+//! phy.transmit(Instant::ZERO).unwrap().consume(42, |frame| frame.fill(0));
+//! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "embassy")]
+pub mod embassy;
 pub mod fault;
 pub mod loopback;
 pub mod pcap;
@@ -26,7 +133,9 @@ pub mod tap;
 pub mod time;
 pub mod tracer;
 
-pub use fault::{FaultConfig, FaultInjector, FaultStats};
+#[cfg(feature = "embassy")]
+pub use embassy::DriverAdapter;
+pub use fault::{FaultConfig, FaultCounters, FaultInjector, FaultStats, RateLimit};
 #[cfg(feature = "std")]
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};

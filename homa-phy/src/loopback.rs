@@ -450,6 +450,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "std")]
     fn a_1024_frame_ring_is_built_on_the_heap() {
         // 1024 x 1514 bytes: far beyond a test thread's 2 MB stack if built
         // there (more so in debug builds, which copy it).
