@@ -20,7 +20,10 @@ impl Args {
     }
 
     /// Parses the given words.
-    pub fn parse_from(words: impl IntoIterator<Item = String>, flags: &[&str]) -> Result<Args, String> {
+    pub fn parse_from(
+        words: impl IntoIterator<Item = String>,
+        flags: &[&str],
+    ) -> Result<Args, String> {
         let mut values = HashMap::new();
         let mut set = Vec::new();
         let mut positional = Vec::new();
@@ -39,7 +42,11 @@ impl Args {
                 positional.push(w);
             }
         }
-        Ok(Args { values, flags: set, positional })
+        Ok(Args {
+            values,
+            flags: set,
+            positional,
+        })
     }
 
     /// Whether `--name` was given.

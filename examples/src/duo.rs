@@ -1,15 +1,16 @@
 //! Two endpoints, a client and a server, on in-memory devices wired back to
 //! back, driven on a virtual clock.
 //!
-//! Each endpoint polls its own loopback ring wrapped in a fault injector (the
-//! faults hit the frames it receives); after each poll the frames it sent
-//! move to the other ring. The clock models a link of `link_mbps` with a
+//! Each endpoint polls its own device: a receive ring and a transmit ring
+//! ([`Split`]) behind a fault injector (the faults hit the frames it
+//! receives); after each poll the frames it sent move to the other's receive
+//! ring. The clock models a link of `link_mbps` with a
 //! one-way delay: moving frames costs their serialisation time, and an idle
 //! pair jumps straight to the earliest timer, so a run takes as long as the
 //! computer needs, not as long as the protocol's timers.
 
 use homa_phy::fault::{FaultConfig, FaultInjector};
-use homa_phy::{forward, BoxedLoopback, Duration, Instant, PcapMode, PcapWriter};
+use homa_phy::{forward, BoxedLoopback, Duration, Instant, PcapMode, PcapWriter, Split};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint};
@@ -18,8 +19,17 @@ use std::io::Write;
 /// Frames a ring holds.
 pub const RING: usize = 1024;
 
-/// One endpoint's device: a loopback ring behind a fault injector.
-pub type Side = FaultInjector<BoxedLoopback<RING>, 16>;
+/// A ring of frames.
+pub type Ring = BoxedLoopback<RING>;
+
+/// One endpoint's device: receive and transmit rings behind a fault injector.
+pub type Side = FaultInjector<Split<Ring, Ring>, 16>;
+
+fn side(seed: u64, mut faults: FaultConfig) -> Side {
+    // Both ends have an injector: each frame meets the faults once, on receipt.
+    faults.transmit_faults = false;
+    FaultInjector::with_config(Split::new(Ring::boxed(), Ring::boxed()), seed, faults)
+}
 
 /// The client's device also writes every frame it sends or receives to a
 /// pcap sink (a discarding one unless asked).
@@ -55,8 +65,15 @@ impl Storage {
 
     /// An endpoint over this memory.
     pub fn endpoint(&mut self, config: Config) -> Endpoint<'_> {
-        Endpoint::new(config, &mut self.rpcs[..], &mut self.peers[..], &mut self.sockets[..], &mut self.pool[..], 4096)
-            .expect("valid configuration")
+        Endpoint::new(
+            config,
+            &mut self.rpcs[..],
+            &mut self.peers[..],
+            &mut self.sockets[..],
+            &mut self.pool[..],
+            4096,
+        )
+        .expect("valid configuration")
     }
 }
 
@@ -102,8 +119,8 @@ impl<'a> Duo<'a> {
         Duo {
             client,
             server,
-            client_dev: PcapWriter::new(FaultInjector::with_config(BoxedLoopback::boxed(), seed, faults), sink, mode),
-            server_dev: FaultInjector::with_config(BoxedLoopback::boxed(), seed ^ 0x5a5a, faults),
+            client_dev: PcapWriter::new(side(seed, faults), sink, mode),
+            server_dev: side(seed ^ 0x5a5a, faults),
             now: Instant::from_millis(1),
             link_mbps: 10_000,
             delay: Duration::from_micros(1),
@@ -114,9 +131,17 @@ impl<'a> Duo<'a> {
     /// any frame moved.
     pub fn step(&mut self) -> bool {
         self.client.poll(self.now, &mut self.client_dev);
-        let a = forward(self.client_dev.get_mut().get_mut(), self.server_dev.get_mut(), self.now);
+        let a = forward(
+            self.client_dev.get_mut().get_mut().tx_mut(),
+            self.server_dev.get_mut().rx_mut(),
+            self.now,
+        );
         self.server.poll(self.now, &mut self.server_dev);
-        let b = forward(self.server_dev.get_mut(), self.client_dev.get_mut().get_mut(), self.now);
+        let b = forward(
+            self.server_dev.get_mut().tx_mut(),
+            self.client_dev.get_mut().get_mut().rx_mut(),
+            self.now,
+        );
         let bytes = (a.bytes + b.bytes) as u64;
         if bytes > 0 {
             // Both directions share nothing, so the busier one sets the pace.
@@ -141,7 +166,8 @@ impl<'a> Duo<'a> {
         {
             t = t.min(at);
         }
-        let pending = !self.client_dev.get_ref().get_ref().is_empty() || !self.server_dev.get_ref().is_empty();
+        let pending = !self.client_dev.get_ref().get_ref().rx_ref().is_empty()
+            || !self.server_dev.get_ref().rx_ref().is_empty();
         self.now = if pending || t <= self.now {
             self.now + Duration::from_nanos(100)
         } else if t == Instant::MAX {

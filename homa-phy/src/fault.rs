@@ -118,6 +118,10 @@ pub struct FaultConfig {
     pub rx_rate_limit: Option<RateLimit>,
     /// Transmit rate limit.
     pub tx_rate_limit: Option<RateLimit>,
+    /// Whether drop and corrupt also apply to transmitted frames (the
+    /// default). Turn it off when both ends of a link have an injector, so
+    /// each frame meets the configured rates once, not twice.
+    pub transmit_faults: bool,
 }
 
 impl FaultConfig {
@@ -134,6 +138,7 @@ impl FaultConfig {
             max_size: None,
             rx_rate_limit: None,
             tx_rate_limit: None,
+            transmit_faults: true,
         }
     }
 }
@@ -301,6 +306,9 @@ fn rx_fate(draw: Draw, config: &FaultConfig) -> Fate {
 
 fn draw_tx_fate(rng: &mut Rng, config: &FaultConfig) -> Fate {
     let r = rng.below(u64::from(PPM)) as u32;
+    if !config.transmit_faults {
+        return Fate::Pass;
+    }
     if r < config.drop_ppm {
         Fate::Drop
     } else if r < config.drop_ppm.saturating_add(config.corrupt_ppm) {
@@ -933,8 +941,14 @@ impl<D: Device, const HOLD: usize, const BUF: usize> Device for FaultInjector<D,
         })
     }
 
+    /// The inner device's, except that an injector that flips bits cannot
+    /// vouch for any checksum: the stack must compute and verify them all.
     fn capabilities(&self) -> DeviceCapabilities {
-        self.inner.capabilities()
+        let mut caps = self.inner.capabilities();
+        if self.config.corrupt_ppm > 0 {
+            caps.checksum = crate::ChecksumCapabilities::default();
+        }
+        caps
     }
 }
 
@@ -1273,5 +1287,26 @@ mod tests {
         assert_eq!(rx.meta().priority, 6);
         let inner: Loopback<16, 256> = dev.into_inner();
         assert!(inner.is_empty());
+    }
+
+    #[test]
+    fn transmit_faults_off_leaves_transmitted_frames_alone() {
+        let mut config = FaultConfig::new();
+        config.drop_ppm = PPM;
+        config.corrupt_ppm = 0;
+        config.transmit_faults = false;
+        let mut dev: Inj = FaultInjector::with_config(Loopback::new(), 3, config);
+        for _ in 0..8 {
+            dev.transmit(Instant::ZERO)
+                .unwrap()
+                .consume(4, |buf| buf.copy_from_slice(&[1, 2, 3, 4]));
+        }
+        assert_eq!(dev.stats().tx.dropped, 0);
+        assert_eq!(dev.get_ref().len(), 8);
+        // Receive still drops everything.
+        while let Some((rx, _)) = dev.receive(Instant::ZERO) {
+            rx.consume(|_| ());
+        }
+        assert_eq!(dev.stats().rx.dropped, 8);
     }
 }

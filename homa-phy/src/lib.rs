@@ -140,7 +140,7 @@ pub use fault::{FaultConfig, FaultCounters, FaultInjector, FaultStats, RateLimit
 pub use loopback::BoxedLoopback;
 pub use loopback::{FrameSlot, Loopback};
 pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
-pub use pipe::{forward, Moved};
+pub use pipe::{forward, Moved, Split};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use raw_socket::RawSocket;
 #[cfg(all(feature = "std", target_os = "linux"))]

@@ -1,12 +1,73 @@
 //! Wiring two in-memory devices back to back.
 //!
 //! Two endpoints on one host (tests, the loopback example, firmware demos)
-//! each poll their own [`Loopback`](crate::loopback::Loopback): what an
-//! endpoint transmits waits in its ring until [`forward`] moves it into the
-//! other ring, so neither endpoint ever reads its own frames. Call `forward`
-//! right after each poll.
+//! each poll a [`Split`] device: frames arrive in one ring and leave through
+//! another, so an endpoint never reads back what it sent (not even the reply
+//! it wrote while handling a received frame). [`forward`] moves what one end
+//! sent into the other end's receive ring; call it after each poll.
 
-use crate::{Device, Instant, RxToken, TxToken};
+use crate::{Device, DeviceCapabilities, Instant, RxToken, TxToken};
+
+/// A device made of two: frames are received from `rx` and sent into `tx`.
+///
+/// With two [`Loopback`](crate::loopback::Loopback)s it is one end of an
+/// in-memory wire: `forward(a.tx_mut(), b.rx_mut(), now)` delivers what `a`
+/// sent to `b`. Capabilities are those of `tx`.
+#[derive(Debug, Default)]
+pub struct Split<R, T> {
+    rx: R,
+    tx: T,
+}
+
+impl<R: Device, T: Device> Split<R, T> {
+    /// A device receiving from `rx` and sending into `tx`.
+    pub fn new(rx: R, tx: T) -> Self {
+        Split { rx, tx }
+    }
+    /// The receive side.
+    pub fn rx_mut(&mut self) -> &mut R {
+        &mut self.rx
+    }
+    /// The transmit side.
+    pub fn tx_mut(&mut self) -> &mut T {
+        &mut self.tx
+    }
+    /// The receive side.
+    pub fn rx_ref(&self) -> &R {
+        &self.rx
+    }
+    /// The transmit side.
+    pub fn tx_ref(&self) -> &T {
+        &self.tx
+    }
+}
+
+impl<R: Device, T: Device> Device for Split<R, T> {
+    type RxToken<'a>
+        = R::RxToken<'a>
+    where
+        Self: 'a;
+    type TxToken<'a>
+        = T::TxToken<'a>
+    where
+        Self: 'a;
+
+    fn receive(&mut self, timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        // Take the transmit slot first: a frame is never taken without a way
+        // to answer it.
+        let tx = self.tx.transmit(timestamp)?;
+        let (rx, _) = self.rx.receive(timestamp)?;
+        Some((rx, tx))
+    }
+
+    fn transmit(&mut self, timestamp: Instant) -> Option<Self::TxToken<'_>> {
+        self.tx.transmit(timestamp)
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        self.tx.capabilities()
+    }
+}
 
 /// What [`forward`] moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -20,15 +81,23 @@ pub struct Moved {
 /// Moves every frame waiting on `from`'s receive side to `to`'s transmit
 /// side, keeping each frame's priority. Stops early when `to` is full (the
 /// remaining frames stay in `from`).
-pub fn forward<A: Device + ?Sized, B: Device + ?Sized>(from: &mut A, to: &mut B, now: Instant) -> Moved {
+pub fn forward<A: Device + ?Sized, B: Device + ?Sized>(
+    from: &mut A,
+    to: &mut B,
+    now: Instant,
+) -> Moved {
     let mut moved = Moved::default();
     loop {
         // Check for room first so a frame is never taken and then lost.
         if to.transmit(now).is_none() {
             return moved;
         }
-        let Some((rx, _)) = from.receive(now) else { return moved };
-        let Some(mut tx) = to.transmit(now) else { return moved };
+        let Some((rx, _)) = from.receive(now) else {
+            return moved;
+        };
+        let Some(mut tx) = to.transmit(now) else {
+            return moved;
+        };
         tx.set_meta(rx.meta());
         let len = rx.consume(|frame| {
             tx.consume(frame.len(), |buf| buf.copy_from_slice(frame));
@@ -54,7 +123,13 @@ mod tests {
             tx.set_meta(PacketMeta::with_priority(prio));
             tx.consume(3, |buf| buf.fill(i));
         }
-        assert_eq!(forward(&mut a, &mut b, Instant::ZERO), Moved { frames: 2, bytes: 6 });
+        assert_eq!(
+            forward(&mut a, &mut b, Instant::ZERO),
+            Moved {
+                frames: 2,
+                bytes: 6
+            }
+        );
         assert!(a.is_empty());
         for (i, prio) in [(1u8, 7u8), (2, 3)] {
             let (rx, _) = b.receive(Instant::ZERO).unwrap();
@@ -64,11 +139,39 @@ mod tests {
     }
 
     #[test]
+    fn split_ends_never_read_their_own_frames() {
+        let mut a: Split<Loopback<4>, Loopback<4>> = Split::new(Loopback::new(), Loopback::new());
+        let mut b: Split<Loopback<4>, Loopback<4>> = Split::new(Loopback::new(), Loopback::new());
+        a.transmit(Instant::ZERO)
+            .unwrap()
+            .consume(2, |buf| buf.copy_from_slice(b"hi"));
+        assert!(
+            a.receive(Instant::ZERO).is_none(),
+            "a does not see its own frame"
+        );
+        forward(a.tx_mut(), b.rx_mut(), Instant::ZERO);
+        let (rx, tx) = b.receive(Instant::ZERO).unwrap();
+        rx.consume(|f| assert_eq!(f, b"hi"));
+        tx.consume(3, |buf| buf.copy_from_slice(b"ack"));
+        assert!(
+            b.receive(Instant::ZERO).is_none(),
+            "b does not see its own reply"
+        );
+        forward(b.tx_mut(), a.rx_mut(), Instant::ZERO);
+        a.receive(Instant::ZERO)
+            .unwrap()
+            .0
+            .consume(|f| assert_eq!(f, b"ack"));
+    }
+
+    #[test]
     fn a_full_destination_keeps_frames_at_the_source() {
         let mut a: Loopback<4> = Loopback::new();
         let mut b: Loopback<1> = Loopback::new();
         for _ in 0..3 {
-            a.transmit(Instant::ZERO).unwrap().consume(1, |buf| buf[0] = 9);
+            a.transmit(Instant::ZERO)
+                .unwrap()
+                .consume(1, |buf| buf[0] = 9);
         }
         assert_eq!(forward(&mut a, &mut b, Instant::ZERO).frames, 1);
         assert_eq!(a.len(), 2);

@@ -12,11 +12,13 @@ macro_rules! net_log {
     (debug, $($arg:expr),*) => { log::debug!($($arg),*) };
 }
 
+// defmt formats with its own trait, so every argument goes through its
+// `Display` impl: log lines use `{}` with `Display` arguments only.
 #[cfg(feature = "defmt")]
 #[allow(unused_macros)]
 macro_rules! net_log {
-    (trace, $($arg:expr),*) => { defmt::trace!($($arg),*) };
-    (debug, $($arg:expr),*) => { defmt::debug!($($arg),*) };
+    (trace, $fmt:literal $(, $arg:expr)*) => { defmt::trace!($fmt $(, defmt::Display2Format(&$arg))*) };
+    (debug, $fmt:literal $(, $arg:expr)*) => { defmt::debug!($fmt $(, defmt::Display2Format(&$arg))*) };
 }
 
 #[cfg(not(any(feature = "log", feature = "defmt")))]

@@ -96,6 +96,28 @@ pub enum Drop {
     Unresolved,
 }
 
+impl fmt::Display for Drop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Drop::Malformed => "malformed",
+            Drop::Checksum => "bad checksum",
+            Drop::NotForUs => "not for us",
+            Drop::Unsupported => "unsupported protocol",
+            Drop::UnknownPort => "no socket for port",
+            Drop::UnknownRpc => "unknown RPC",
+            Drop::BadRange => "DATA outside its message",
+            Drop::Duplicate => "duplicate DATA",
+            Drop::TooManyGaps => "too many reassembly gaps",
+            Drop::NoBuffer => "no pool space",
+            Drop::RpcTableFull => "RPC table full",
+            Drop::PeerTableFull => "peer table full",
+            Drop::ControlQueueFull => "control queue full",
+            Drop::WrongState => "RPC in wrong state",
+            Drop::Unresolved => "peer link address unknown",
+        })
+    }
+}
+
 /// Counters of dropped packets, one per [`Drop`] reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

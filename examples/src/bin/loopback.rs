@@ -19,7 +19,9 @@ use homa_stack::{Event, RpcHandle};
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-const SIZES: [usize; 10] = [1, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000];
+const SIZES: [usize; 10] = [
+    1, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000,
+];
 const PORT: u16 = 500;
 
 const USAGE: &str = "usage: loopback [--pcap FILE] [--rpcs N] [--concurrency K] [--seed S]
@@ -57,7 +59,16 @@ fn run() -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     args.reject_unknown(&[
-        "help", "pcap", "rpcs", "concurrency", "seed", "loss", "dup", "reorder", "corrupt", "max-size",
+        "help",
+        "pcap",
+        "rpcs",
+        "concurrency",
+        "seed",
+        "loss",
+        "dup",
+        "reorder",
+        "corrupt",
+        "max-size",
     ])?;
     let seed: u64 = args.get("seed", 1)?;
     let mut faults = FaultConfig::new();
@@ -98,13 +109,24 @@ fn run() -> Result<ExitCode, String> {
     let deadline = d.now + Duration::from_secs(3600);
     while completed + failed < total && d.now < deadline {
         while sent < total && pending.len() < concurrency {
-            let len = if soak { soak_size(&mut rng, max_size) } else { SIZES[sent] };
+            let len = if soak {
+                soak_size(&mut rng, max_size)
+            } else {
+                SIZES[sent]
+            };
             let seed = rng.next_u64();
             buf.resize(len, 0);
             fill_pattern(seed, &mut buf);
             match d.client.send_request(csock, SERVER_IP, PORT, &buf) {
                 Ok(h) => {
-                    pending.insert(h, Pending { seed, len, started: d.now });
+                    pending.insert(
+                        h,
+                        Pending {
+                            seed,
+                            len,
+                            started: d.now,
+                        },
+                    );
                     sent += 1;
                 }
                 Err(_) => break, // pool or table full: retry once RPCs finish
@@ -127,7 +149,8 @@ fn run() -> Result<ExitCode, String> {
                     completed += 1;
                     buf.resize(p.len, 0);
                     fill_pattern(p.seed, &mut buf);
-                    let ok = len == p.len && d.client.message(rpc).is_some_and(|m| m.eq_bytes(&buf));
+                    let ok =
+                        len == p.len && d.client.message(rpc).is_some_and(|m| m.eq_bytes(&buf));
                     if ok {
                         verified += 1;
                     } else {
@@ -135,7 +158,12 @@ fn run() -> Result<ExitCode, String> {
                     }
                     if !soak {
                         let rtt = d.now - p.started;
-                        println!("{:>9} bytes  rtt {:>9.1} us  {}", p.len, rtt.total_nanos() as f64 / 1e3, if ok { "ok" } else { "MISMATCH" });
+                        println!(
+                            "{:>9} bytes  rtt {:>9.1} us  {}",
+                            p.len,
+                            rtt.total_nanos() as f64 / 1e3,
+                            if ok { "ok" } else { "MISMATCH" }
+                        );
                     }
                     let _ = d.client.release(rpc);
                 }
@@ -168,8 +196,14 @@ fn run() -> Result<ExitCode, String> {
             d.server_dev.stats().rx,
         );
     }
-    println!("sent {sent} completed {completed} verified {verified} failed {failed} leaked {leaked}");
-    Ok(if verified == total && leaked == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    println!(
+        "sent {sent} completed {completed} verified {verified} failed {failed} leaked {leaked}"
+    );
+    Ok(if verified == total && leaked == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Mixed sizes: mostly short, some medium, a few up to `max`.

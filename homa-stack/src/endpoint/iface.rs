@@ -76,10 +76,17 @@ impl<'a> Endpoint<'a> {
         }
     }
 
+    /// Counts a dropped frame with a debug line saying what was wrong.
     pub(super) fn drop_frame<T>(&mut self, why: Drop, what: &str) -> Option<T> {
-        net_debug!("homa: drop ({:?}): {}", why, what);
+        net_debug!("homa: drop ({}): {}", why, what);
         self.stats.drops.count(why);
         None
+    }
+
+    /// Counts a dropped packet with a debug line.
+    pub(super) fn count_drop(&mut self, why: Drop) {
+        net_debug!("homa: drop: {}", why);
+        self.stats.drops.count(why);
     }
 
     fn process_arp<'f>(&mut self, payload: &[u8]) -> Option<Reply<'f>> {

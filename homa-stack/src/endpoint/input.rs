@@ -91,7 +91,7 @@ impl<'a> Endpoint<'a> {
                 return self.drop_frame(Drop::UnknownPort, "no socket for port");
             }
             self.icmp_budget -= 1;
-            self.stats.drops.count(Drop::UnknownPort);
+            self.count_drop(Drop::UnknownPort);
             let quote = &body[..body.len().min(8)];
             return Some(Reply::PortUnreachable {
                 dst_mac: mac,
@@ -115,7 +115,7 @@ impl<'a> Endpoint<'a> {
                 if let Some(i) = self.find_rpc(from.addr, from.local_id) {
                     self.rpc_mut(i).silent_ticks = 0;
                 } else {
-                    self.stats.drops.count(Drop::UnknownRpc);
+                    self.count_drop(Drop::UnknownRpc);
                 }
             }
             Kind::Cutoffs {
@@ -160,7 +160,7 @@ impl<'a> Endpoint<'a> {
             || h.message_length > MAX_MESSAGE_LENGTH
             || h.message_length as usize > self.pool.capacity_bytes()
         {
-            self.stats.drops.count(Drop::BadRange);
+            self.count_drop(Drop::BadRange);
             return;
         }
         let slot = match self.find_rpc(from.addr, from.local_id) {
@@ -170,7 +170,7 @@ impl<'a> Endpoint<'a> {
                 None => return,
             },
             None => {
-                self.stats.drops.count(Drop::UnknownRpc);
+                self.count_drop(Drop::UnknownRpc);
                 return;
             }
         };
@@ -182,7 +182,7 @@ impl<'a> Endpoint<'a> {
             State::ClientOutgoing => r.state = State::ClientIncoming,
             State::ClientIncoming | State::ServerIncoming => {}
             _ => {
-                self.stats.drops.count(Drop::WrongState);
+                self.count_drop(Drop::WrongState);
                 return;
             }
         }
@@ -192,7 +192,7 @@ impl<'a> Endpoint<'a> {
         }
         let Some(m) = r.inp.as_mut() else { return };
         if m.length != h.message_length {
-            self.stats.drops.count(Drop::BadRange);
+            self.count_drop(Drop::BadRange);
             return;
         }
         if m.buf.is_none() {
@@ -201,7 +201,7 @@ impl<'a> Endpoint<'a> {
                 Err(_) => {
                     // Linux drops the data and restarts the flow with
                     // RESEND(0, all) once space frees (give_waiting_buffers).
-                    self.stats.drops.count(Drop::NoBuffer);
+                    self.count_drop(Drop::NoBuffer);
                     return;
                 }
             }
@@ -209,9 +209,9 @@ impl<'a> Endpoint<'a> {
         let len = payload.len() as u32;
         match m.asm.add(h.offset, len, now) {
             AddOutcome::New => {}
-            AddOutcome::Duplicate => return self.stats.drops.count(Drop::Duplicate),
-            AddOutcome::OutOfRange => return self.stats.drops.count(Drop::BadRange),
-            AddOutcome::TooManyGaps => return self.stats.drops.count(Drop::TooManyGaps),
+            AddOutcome::Duplicate => return self.count_drop(Drop::Duplicate),
+            AddOutcome::OutOfRange => return self.count_drop(Drop::BadRange),
+            AddOutcome::TooManyGaps => return self.count_drop(Drop::TooManyGaps),
         }
         if let Some(buf) = m.buf.as_mut() {
             // Cannot fail: the reassembler accepted the range inside the message.
@@ -306,7 +306,7 @@ impl<'a> Endpoint<'a> {
 
     fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
-            return self.stats.drops.count(Drop::UnknownRpc);
+            return self.count_drop(Drop::UnknownRpc);
         };
         let top = self.config.highest_priority();
         let r = self.rpc_mut(i);
@@ -317,7 +317,7 @@ impl<'a> Endpoint<'a> {
                 out.granted = out.granted.max(offset.min(out.length));
                 out.sched_priority = priority.min(top);
             }
-            _ => self.stats.drops.count(Drop::WrongState),
+            _ => self.count_drop(Drop::WrongState),
         }
     }
 
@@ -363,7 +363,7 @@ impl<'a> Endpoint<'a> {
 
     fn rpc_unknown_pkt(&mut self, from: From) {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
-            return self.stats.drops.count(Drop::UnknownRpc);
+            return self.count_drop(Drop::UnknownRpc);
         };
         let num_priorities = self.config.num_priorities;
         let r = self.rpcs[i].rpc.as_ref();
@@ -426,7 +426,7 @@ impl<'a> Endpoint<'a> {
             return;
         }
         if r.state != State::ServerOutgoing {
-            return self.stats.drops.count(Drop::WrongState);
+            return self.count_drop(Drop::WrongState);
         }
         self.free_rpc(i);
         self.stats.server_freed += 1;

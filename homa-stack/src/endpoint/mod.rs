@@ -731,7 +731,7 @@ impl<'a> Endpoint<'a> {
                         i
                     }
                     None => {
-                        self.stats.drops.count(crate::stats::Drop::PeerTableFull);
+                        self.count_drop(crate::stats::Drop::PeerTableFull);
                         return None;
                     }
                 }
@@ -773,7 +773,7 @@ impl<'a> Endpoint<'a> {
 
     fn push_ctrl(&mut self, c: Ctrl) {
         if self.ctrl.push_back(c).is_err() {
-            self.stats.drops.count(crate::stats::Drop::ControlQueueFull);
+            self.count_drop(crate::stats::Drop::ControlQueueFull);
         }
     }
 

@@ -30,7 +30,7 @@ impl<'a> Endpoint<'a> {
             let Some(c) = self.ctrl.front() else { break };
             let Some(mac) = c.link_addr.or_else(|| self.link_addr_of(c.addr)) else {
                 self.ctrl.pop_front();
-                self.stats.drops.count(Drop::Unresolved);
+                self.count_drop(Drop::Unresolved);
                 continue;
             };
             let Some(tx) = device.transmit(now) else {
