@@ -15,6 +15,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod time;
 
 pub use time::{Duration, Instant};
