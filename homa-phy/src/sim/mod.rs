@@ -163,9 +163,7 @@ impl Fabric {
         self.layout.rack_of(host)
     }
 
-    /// Number of ports of `node` (see the numbering in [`NodeId`]'s module:
-    /// ToR ports to hosts by slot, then one uplink per aggregation switch;
-    /// aggregation port `r` to ToR `r`; a host has port 0).
+    /// Number of ports of `node` (numbering: see [`NodeId`]).
     pub fn port_count(&self, node: NodeId) -> usize {
         self.layout.port_count(node)
     }
@@ -242,12 +240,18 @@ impl Fabric {
     }
 
     /// Frames visible to `receive` on `host` and not yet taken.
+    ///
+    /// # Panics
+    /// If `host >= self.hosts()`.
     pub fn rx_pending(&self, host: usize) -> usize {
         self.hosts[host].rx.len()
     }
 
     /// Frames `host` has accepted for sending that are not yet fully on its
     /// link (the quantity [`Config::nic_queue_frames`] limits).
+    ///
+    /// # Panics
+    /// If `host >= self.hosts()`.
     pub fn nic_backlog(&self, host: usize) -> usize {
         self.hosts[host].nic_backlog
     }

@@ -1,20 +1,20 @@
 //! Who is wired to whom: switch and port numbering, routing, and the path
-//! between two hosts.
-//!
-//! Numbering (public, so drivers and tests can name ports):
-//! - hosts `0..racks * hosts_per_rack`; host `h` sits in rack
-//!   `h / hosts_per_rack` at slot `h % hosts_per_rack`;
-//! - switches: ToR `r` is switch `r` (`0..racks`), aggregation switch `a` is
-//!   switch `racks + a`;
-//! - ToR ports `0..hosts_per_rack` lead down to the rack's hosts (port = slot),
-//!   ports `hosts_per_rack + a` lead up to aggregation switch `a`;
-//! - aggregation switch port `r` leads down to ToR `r`;
-//! - a host has one port, 0, leading to its ToR.
+//! between two hosts. The numbering is public; see [`NodeId`].
 
 use super::config::{Config, ConfigError, Topology};
 use super::rng::Rng;
 
 /// A node of the fabric.
+///
+/// Numbering, so drivers and tests can name ports:
+/// - hosts `0..racks * hosts_per_rack`; host `h` sits in rack
+///   `h / hosts_per_rack` at slot `h % hosts_per_rack`;
+/// - switches: ToR `r` is switch `r` (`0..racks`), aggregation switch `a` is
+///   switch `racks + a`;
+/// - ToR ports `0..hosts_per_rack` lead down to the rack's hosts (port = slot),
+///   ports `hosts_per_rack + a` lead up to aggregation switch `a`;
+/// - aggregation switch port `r` leads down to ToR `r`;
+/// - a host has one port, 0, leading to its ToR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NodeId {
     /// A host (index `0..hosts`).
