@@ -130,6 +130,8 @@ pub mod pipe;
 pub mod raw_socket;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod tap;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod time;
 pub mod tracer;
 

@@ -1,0 +1,67 @@
+//! A frame in flight and the priority rule for frames without metadata.
+
+/// A frame travelling through the fabric.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Frame {
+    /// The link-layer frame, without FCS.
+    pub(crate) data: Vec<u8>,
+    /// Strict-priority level 0 (lowest) to 7, fixed when the host sent it.
+    pub(crate) priority: u8,
+    /// Destination host, or `None` for a MAC no host has (dropped at the ToR).
+    pub(crate) dst: Option<usize>,
+}
+
+/// The priority (0..=7) a switch reads from a frame's bytes, used for frames
+/// sent without [`PacketMeta`](crate::PacketMeta):
+///
+/// - 802.1Q / 802.1ad tag (EtherType 0x8100 / 0x88a8): the PCP, the top 3 bits
+///   of the tag (an L2 switch trusts the tag before looking deeper);
+/// - IPv4 (0x0800): the top 3 bits of the TOS byte, i.e. the DSCP class
+///   selector, as Linux Homa encodes its priorities;
+/// - IPv6 (0x86DD): the top 3 bits of the traffic class;
+/// - anything else, or a frame too short to hold the field: 0.
+pub fn priority_from_frame(frame: &[u8]) -> u8 {
+    let byte = |i: usize| frame.get(i).copied();
+    let ethertype = match (byte(12), byte(13)) {
+        (Some(hi), Some(lo)) => u16::from_be_bytes([hi, lo]),
+        _ => return 0,
+    };
+    let top3 = match ethertype {
+        0x8100 | 0x88a8 => byte(14),
+        0x0800 => byte(15),
+        // The traffic class straddles bytes 14 and 15; its top 3 bits are
+        // bits 3..1 of byte 14.
+        0x86dd => byte(14).map(|b| (b & 0x0f) << 4),
+        _ => None,
+    };
+    top3.map_or(0, |b| b >> 5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eth(ethertype: u16, rest: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(rest);
+        f
+    }
+
+    #[test]
+    fn priority_from_each_encoding() {
+        assert_eq!(priority_from_frame(&eth(0x0800, &[0x45, 0xb8])), 5);
+        assert_eq!(priority_from_frame(&eth(0x8100, &[0xe0, 0x00])), 7);
+        assert_eq!(priority_from_frame(&eth(0x88a8, &[0x60, 0x00])), 3);
+        // Traffic class 0xc0 (CS6): version 6 nibble then 0xc, 0x0.
+        assert_eq!(priority_from_frame(&eth(0x86dd, &[0x6c, 0x00])), 6);
+        assert_eq!(priority_from_frame(&eth(0x0806, &[0xff, 0xff])), 0);
+    }
+
+    #[test]
+    fn truncated_frames_get_priority_zero() {
+        assert_eq!(priority_from_frame(&[]), 0);
+        assert_eq!(priority_from_frame(&eth(0x0800, &[0x45])), 0);
+        assert_eq!(priority_from_frame(&eth(0x8100, &[])), 0);
+    }
+}
