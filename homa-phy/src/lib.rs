@@ -128,10 +128,10 @@ pub mod pcap;
 pub mod pipe;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod raw_socket;
-#[cfg(all(feature = "std", target_os = "linux"))]
-pub mod tap;
 #[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub mod tap;
 pub mod time;
 pub mod tracer;
 
