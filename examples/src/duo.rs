@@ -93,6 +93,8 @@ pub struct Duo<'a> {
     pub link_mbps: u64,
     /// One-way delay of the wire.
     pub delay: Duration,
+    /// The server has vanished: frames to it are lost and it is not polled.
+    pub server_gone: bool,
 }
 
 /// The configuration of one end; `seed` makes runs repeatable.
@@ -124,6 +126,7 @@ impl<'a> Duo<'a> {
             now: Instant::from_millis(1),
             link_mbps: 10_000,
             delay: Duration::from_micros(1),
+            server_gone: false,
         }
     }
 
@@ -136,7 +139,11 @@ impl<'a> Duo<'a> {
             self.server_dev.get_mut().rx_mut(),
             self.now,
         );
-        self.server.poll(self.now, &mut self.server_dev);
+        if self.server_gone {
+            self.server_dev.get_mut().rx_mut().clear();
+        } else {
+            self.server.poll(self.now, &mut self.server_dev);
+        }
         let b = forward(
             self.server_dev.get_mut().tx_mut(),
             self.client_dev.get_mut().get_mut().rx_mut(),

@@ -527,3 +527,90 @@ fn server_that_vanishes_makes_the_client_time_out() {
         "RESEND every 5 ms before the 100 ms timeout"
     );
 }
+
+#[test]
+fn a_short_message_never_waits_behind_more_than_the_nic_backlog() {
+    // At 10 Gbit/s a full frame takes ~1.24 us, so with the 5 us backlog
+    // limit the pacer lets about five frames of a long message queue, and a
+    // short message handed over then goes out at once.
+    let mut p = Pair::linked(8, 4 << 20);
+    let client = p.a.socket().unwrap();
+    p.a.send_request(client, B_IP, 500, &pattern(1_000_000, 1))
+        .unwrap();
+    p.a.poll(p.now, &mut p.da);
+    let long_frames = p.da.tx.len();
+    assert!(
+        (4..=6).contains(&long_frames),
+        "{long_frames} frames of the long message queued"
+    );
+    assert!(p.a.stats().pacer_throttled > 0);
+    p.a.send_request(client, B_IP, 500, b"short").unwrap();
+    p.a.poll(p.now, &mut p.da);
+    assert_eq!(
+        p.da.tx.len(),
+        long_frames + 1,
+        "the short message went out, nothing more of the long one"
+    );
+    let (last, meta) = p.da.tx.back().unwrap();
+    let h = homa::Packet::new_checked(&last[34..]).unwrap();
+    assert_eq!(h.message_length(), 5);
+    assert_eq!(meta.priority, 6, "unscheduled priority for a new peer");
+    // Once the queue drains, the long message continues.
+    p.now += Duration::from_micros(20);
+    p.a.poll(p.now, &mut p.da);
+    assert!(p.da.tx.len() > long_frames + 1);
+}
+
+#[test]
+fn vlan_encoding_tags_frames_with_the_priority() {
+    let mut ca = Config::new(A_IP, A_MAC);
+    ca.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 42 };
+    let mut cb = Config::new(B_IP, B_MAC);
+    cb.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 42 };
+    let mut p = Pair::new(endpoint_with(ca, 8, 1 << 20), endpoint_with(cb, 8, 1 << 20));
+    p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    echo_rpc(&mut p, 3000);
+    let mut seen = 0;
+    for (_, _, f, prio) in &p.log {
+        let eth = crate::wire::ethernet::EthernetFrame::new_checked(&f[..]).unwrap();
+        let tag = eth.vlan_tag().expect("every frame is tagged");
+        assert_eq!((tag.vid, tag.pcp), (42, *prio));
+        let ip = crate::wire::ipv4::Ipv4Packet::new_checked(eth.payload()).unwrap();
+        assert_eq!(ip.tos(), 0, "TOS stays 0 with VLAN marking");
+        seen += 1;
+    }
+    assert!(seen > 4);
+}
+
+#[test]
+fn none_encoding_leaves_tos_zero_but_meta_carries_priority() {
+    let mut ca = Config::new(A_IP, A_MAC);
+    ca.priority_encoding = crate::config::PriorityEncoding::None;
+    let mut p = Pair::new(
+        endpoint_with(ca, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    echo_rpc(&mut p, 100);
+    let (_, _, f, prio) = p.log.iter().find(|(_, to_b, _, _)| *to_b).unwrap();
+    assert_eq!(f[15], 0, "TOS 0");
+    assert_eq!(
+        *prio, 6,
+        "the first request to a new peer goes at priority 6 (no cutoffs yet)"
+    );
+}
+
+#[test]
+fn slot_sizes_stay_small() {
+    // An RPC slot holds no message data (that lives in the pool); keep it
+    // within the firmware budget of 256 bytes.
+    let rpc = core::mem::size_of::<RpcSlot>();
+    assert!(rpc <= 256, "RpcSlot is {rpc} bytes");
+    assert!(
+        core::mem::size_of::<PeerSlot>() <= 192,
+        "PeerSlot is {} bytes",
+        core::mem::size_of::<PeerSlot>()
+    );
+}

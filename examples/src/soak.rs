@@ -1,0 +1,227 @@
+//! The soak run shared by the `loopback` program and the loss-recovery
+//! tests: RPCs of mixed sizes between a client and an echo server through
+//! fault injection, every reply checked byte for byte, and a final count of
+//! what is left in the tables and the pool.
+
+use crate::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
+use crate::{fill_pattern, Rng};
+use homa_phy::fault::FaultConfig;
+use homa_phy::{Duration, Instant};
+use homa_stack::{Event, RpcHandle};
+use std::collections::HashMap;
+use std::io::Write;
+
+/// The echo server's port.
+pub const PORT: u16 = 500;
+
+/// The boundary sizes the default run sends, one RPC each.
+pub const SIZES: [usize; 10] = [
+    1, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000,
+];
+
+/// What to run.
+pub struct Soak {
+    /// Sizes to send in order; when `None`, `rpcs` mixed sizes up to `max_size`.
+    pub sizes: Option<Vec<usize>>,
+    /// RPCs to send when sizes are mixed.
+    pub rpcs: usize,
+    /// Largest mixed size.
+    pub max_size: usize,
+    /// RPCs in flight at once.
+    pub concurrency: usize,
+    /// Faults applied to every frame on receipt.
+    pub faults: FaultConfig,
+    /// Seed of sizes, payloads and faults.
+    pub seed: u64,
+    /// Where to write a pcap of the client's frames.
+    pub pcap: Option<Box<dyn Write>>,
+    /// Stop delivering anything to the server after this many RPCs have
+    /// been sent (the peer is gone), to exercise timeouts.
+    pub server_vanishes_after: Option<usize>,
+    /// Called for each completed RPC with its size and round-trip time.
+    pub on_complete: Option<Box<dyn FnMut(usize, Duration, bool)>>,
+}
+
+impl Soak {
+    /// The default run: one RPC of each boundary size, no faults.
+    pub fn sizes(sizes: &[usize]) -> Soak {
+        Soak {
+            sizes: Some(sizes.to_vec()),
+            rpcs: sizes.len(),
+            max_size: 1_000_000,
+            concurrency: 1,
+            faults: FaultConfig::new(),
+            seed: 1,
+            pcap: None,
+            server_vanishes_after: None,
+            on_complete: None,
+        }
+    }
+
+    /// `rpcs` mixed sizes, 8 at a time.
+    pub fn mixed(rpcs: usize, seed: u64) -> Soak {
+        Soak {
+            sizes: None,
+            rpcs,
+            concurrency: 8,
+            seed,
+            ..Soak::sizes(&[])
+        }
+    }
+}
+
+/// What happened.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// RPCs sent.
+    pub sent: usize,
+    /// RPCs that got a response.
+    pub completed: usize,
+    /// Responses equal to their requests.
+    pub verified: usize,
+    /// RPCs that failed.
+    pub failed: usize,
+    /// Failures that were timeouts.
+    pub timed_out: usize,
+    /// RPC slots and pool bytes still in use at the end, both ends.
+    pub leaked: usize,
+    /// Virtual time the run took.
+    pub elapsed: Duration,
+    /// Retransmitted DATA packets, both ends.
+    pub retransmissions: u64,
+    /// Packets dropped by the stacks, both ends.
+    pub drops: u64,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sent {} completed {} verified {} failed {} leaked {}",
+            self.sent, self.completed, self.verified, self.failed, self.leaked
+        )
+    }
+}
+
+struct Pending {
+    seed: u64,
+    len: usize,
+    started: Instant,
+}
+
+/// Runs a soak and reports what happened.
+pub fn run(mut soak: Soak) -> Report {
+    let checksums = soak.faults.corrupt_ppm > 0;
+    let pool = (soak.concurrency * 2 + 2) * 1_100_000;
+    let mut cmem = Storage::new(soak.concurrency + 8, pool);
+    let mut smem = Storage::new(soak.concurrency + 8, pool);
+    let client = cmem.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, soak.seed, checksums));
+    let server = smem.endpoint(duo::config(SERVER_IP, SERVER_MAC, soak.seed + 1, checksums));
+    let mut d = Duo::new(client, server, soak.faults, soak.seed, soak.pcap.take());
+    let csock = d.client.socket().expect("a socket slot");
+    let ssock = d.server.bind(PORT).expect("a socket slot");
+    let total = soak.sizes.as_ref().map_or(soak.rpcs, Vec::len);
+
+    let mut rng = Rng::new(soak.seed);
+    let mut pending: HashMap<RpcHandle, Pending> = HashMap::new();
+    let mut r = Report::default();
+    let mut buf = Vec::new();
+    let start = d.now;
+    let deadline = d.now + Duration::from_secs(3600);
+    while r.completed + r.failed < total && d.now < deadline {
+        while r.sent < total && pending.len() < soak.concurrency {
+            let len = match &soak.sizes {
+                Some(sizes) => sizes[r.sent],
+                None => mixed_size(&mut rng, soak.max_size),
+            };
+            let seed = rng.next_u64();
+            buf.resize(len, 0);
+            fill_pattern(seed, &mut buf);
+            match d.client.send_request(csock, SERVER_IP, PORT, &buf) {
+                Ok(h) => {
+                    pending.insert(
+                        h,
+                        Pending {
+                            seed,
+                            len,
+                            started: d.now,
+                        },
+                    );
+                    r.sent += 1;
+                }
+                Err(_) => break, // pool or table full: retry once RPCs finish
+            }
+        }
+        if soak.server_vanishes_after.is_some_and(|n| r.sent >= n) {
+            d.server_gone = true;
+        }
+        let moved = d.step();
+        while let Some(Event::Request { rpc, len, .. }) = d.server.recv(ssock) {
+            buf.resize(len, 0);
+            if let Some(m) = d.server.message(rpc) {
+                m.copy_to(&mut buf);
+            }
+            if d.server.reply(rpc, &buf).is_err() {
+                let _ = d.server.abort(rpc);
+            }
+        }
+        while let Some(ev) = d.client.recv(csock) {
+            match ev {
+                Event::Response { rpc, len } => {
+                    let Some(p) = pending.remove(&rpc) else {
+                        continue;
+                    };
+                    r.completed += 1;
+                    buf.resize(p.len, 0);
+                    fill_pattern(p.seed, &mut buf);
+                    let ok =
+                        len == p.len && d.client.message(rpc).is_some_and(|m| m.eq_bytes(&buf));
+                    r.verified += usize::from(ok);
+                    if let Some(f) = soak.on_complete.as_mut() {
+                        f(p.len, d.now - p.started, ok);
+                    }
+                    let _ = d.client.release(rpc);
+                }
+                Event::Failed { rpc, error } => {
+                    if pending.remove(&rpc).is_some() {
+                        r.failed += 1;
+                        r.timed_out += usize::from(error == homa_stack::RpcError::TimedOut);
+                    }
+                    let _ = d.client.release(rpc);
+                }
+                Event::Request { .. } => {}
+            }
+        }
+        if !moved {
+            d.idle();
+        }
+    }
+    if soak.server_vanishes_after.is_some() {
+        // The server's own state is gone with it; only the client is judged.
+        r.elapsed = d.now - start;
+        r.leaked =
+            d.client.rpcs_in_use() + (d.client.pool_capacity_bytes() - d.client.pool_free_bytes());
+        return r;
+    }
+    d.drain(Duration::from_secs(1));
+    d.flush();
+    r.elapsed = d.now - start;
+    r.leaked = d.leaked();
+    let (c, s) = (d.client.stats(), d.server.stats());
+    r.retransmissions = c.retransmissions + s.retransmissions;
+    r.drops = c.drops.total() + s.drops.total();
+    r
+}
+
+/// Mixed sizes: mostly short, some medium, a few up to `max`.
+fn mixed_size(rng: &mut Rng, max: usize) -> usize {
+    let r = rng.next_f64();
+    let hi = if r < 0.6 {
+        2_000
+    } else if r < 0.9 {
+        100_000
+    } else {
+        max
+    };
+    rng.range(1, hi.min(max) as u64) as usize
+}
