@@ -19,6 +19,10 @@ pub const SIZES: [usize; 10] = [
     1, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000,
 ];
 
+/// A callback given each completed RPC's size, round-trip time and whether
+/// its reply matched.
+pub type OnComplete = Box<dyn FnMut(usize, Duration, bool)>;
+
 /// What to run.
 pub struct Soak {
     /// Sizes to send in order; when `None`, `rpcs` mixed sizes up to `max_size`.
@@ -39,7 +43,7 @@ pub struct Soak {
     /// been sent (the peer is gone), to exercise timeouts.
     pub server_vanishes_after: Option<usize>,
     /// Called for each completed RPC with its size and round-trip time.
-    pub on_complete: Option<Box<dyn FnMut(usize, Duration, bool)>>,
+    pub on_complete: Option<OnComplete>,
 }
 
 impl Soak {
