@@ -141,10 +141,21 @@ impl<'a> Endpoint<'a> {
     }
 
     /// The slot of the RPC with local id `id` shared with `addr`.
+    /// Client ids name their slot; server RPCs are searched, starting with
+    /// the one found last.
     pub(super) fn find_rpc(&self, addr: Ipv4Addr, id: u64) -> Option<usize> {
-        self.rpcs
-            .iter()
-            .position(|s| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr))
+        let is = |slot: usize| matches!(self.rpcs.get(slot), Some(s) if matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr));
+        if id & 1 == 0 {
+            let slot = super::client_slot(id);
+            return is(slot).then_some(slot);
+        }
+        let hint = self.last_server_slot.get();
+        if is(hint) {
+            return Some(hint);
+        }
+        let slot = (0..self.rpcs.len()).find(|&i| is(i))?;
+        self.last_server_slot.set(slot);
+        Some(slot)
     }
 
     pub(super) fn rpc_mut(&mut self, slot: usize) -> &mut Rpc {

@@ -278,8 +278,11 @@ pub struct Endpoint<'a> {
     ctrl: Deque<Ctrl, CTRL_QUEUE>,
     pacer: pacer::Pacer,
     stats: Stats,
-    /// Next client id (even).
-    next_id: u64,
+    /// Sequence number of the next client RPC; its id is built from it and
+    /// the RPC's slot (see `client_id`).
+    next_seq: u64,
+    /// Slot of the server RPC found last: packets come in bursts per RPC.
+    last_server_slot: core::cell::Cell<usize>,
     /// Next automatic port to try.
     next_port: u16,
     /// Arrival counter for RPC births.
@@ -302,6 +305,18 @@ pub struct Endpoint<'a> {
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
     now: Instant,
+}
+
+/// The id of client RPC number `seq` in `slot`: even, unique per endpoint
+/// (the sequence never repeats within 2^47 RPCs), and naming its slot so a
+/// response finds its RPC without a search.
+fn client_id(seq: u64, slot: usize) -> u64 {
+    (((seq & 0x7fff_ffff_ffff) << 16) | slot as u64) << 1
+}
+
+/// The slot a client id names.
+fn client_slot(id: u64) -> usize {
+    ((id >> 1) & 0xffff) as usize
 }
 
 /// ICMP errors sent per tick at most.
@@ -333,7 +348,7 @@ impl<'a> Endpoint<'a> {
         let pool = Pool::new(pool, page_size).map_err(SetupError::Pool)?;
         let max_payload = (config.mtu - 20 - crate::wire::homa::DATA_HEADER_LEN) as u32;
         let link_mbps = config.link_mbps;
-        let first_id = 2 + ((config.random_seed & 0x3fff_ffff) << 1);
+        let first_seq = 1 + (config.random_seed & 0xffff_ffff);
         let mut ep = Endpoint {
             pacer: pacer::Pacer::new(link_mbps),
             config,
@@ -343,7 +358,8 @@ impl<'a> Endpoint<'a> {
             pool,
             ctrl: Deque::new(),
             stats: Stats::default(),
-            next_id: first_id,
+            next_seq: first_seq,
+            last_server_slot: core::cell::Cell::new(0),
             next_port: MIN_CLIENT_PORT,
             births: 0,
             next_tick: Instant::ZERO,
@@ -513,8 +529,8 @@ impl<'a> Endpoint<'a> {
         let now = self.now;
         let peer = self.peer_index(dest, now).ok_or(SendError::PeerTableFull)?;
         let out = self.new_msgout(peer, data)?;
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(2).max(2);
+        let id = client_id(self.next_seq, slot);
+        self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.births += 1;
         self.rpcs[slot].rpc = Some(Rpc {
             id,

@@ -12,6 +12,14 @@ use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv4Addr};
 
+/// States in which an RPC sends its outgoing message.
+fn sending(state: State) -> bool {
+    matches!(
+        state,
+        State::ClientOutgoing | State::ClientIncoming | State::ServerOutgoing
+    )
+}
+
 /// A DATA packet chosen by the pacer.
 struct DataPick {
     slot: usize,
@@ -69,14 +77,21 @@ impl<'a> Endpoint<'a> {
             self.emit_grant(now, tx, mac, slot);
             budget -= 1;
         }
+        let mut prev: Option<DataPick> = None;
         while budget > 0 {
-            let Some(pick) = self.pick_data(now) else {
+            let fifo_turn = self.pacer.fifo_turn(self.config.pacer_fifo_fraction);
+            let next = match &prev {
+                Some(p) if !fifo_turn => self.continue_pick(now, p),
+                _ => None,
+            };
+            let Some(pick) = next.or_else(|| self.pick_data(now, fifo_turn)) else {
                 return;
             };
             let Some(tx) = device.transmit(now) else {
                 return;
             };
-            self.emit_data(now, tx, pick);
+            self.emit_data(now, tx, &pick);
+            prev = Some(pick);
             budget -= 1;
         }
     }
@@ -156,9 +171,9 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Chooses the next DATA packet: a pending retransmission first, else the
-    /// message with the fewest bytes left (every `1000/pacer_fifo_fraction`-th
-    /// pick the oldest), if the NIC-queue estimate lets it go.
-    fn pick_data(&mut self, now: Instant) -> Option<DataPick> {
+    /// message with the fewest bytes left (or, on a FIFO turn, the oldest),
+    /// if the NIC-queue estimate lets it go. Scans every RPC.
+    fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
         let mut srpt: Option<(u32, u64, usize)> = None;
         let mut oldest: Option<(u64, usize)> = None;
         for (i, s) in self.rpcs.iter().enumerate() {
@@ -167,21 +182,10 @@ impl<'a> Endpoint<'a> {
             if !self.peer_resolved(r.peer) {
                 continue;
             }
-            if let Some((start, _, prio)) = out.resend {
-                let (s0, e0) = out.packet_at(start);
-                return Some(DataPick {
-                    slot: i,
-                    start: s0,
-                    end: e0,
-                    priority: prio,
-                    retransmit: true,
-                });
+            if out.resend.is_some() {
+                return self.resend_pick(i);
             }
-            let sending = matches!(
-                r.state,
-                State::ClientOutgoing | State::ClientIncoming | State::ServerOutgoing
-            );
-            if !sending || !out.can_send_new() {
+            if !sending(r.state) || !out.can_send_new() {
                 continue;
             }
             let left = out.bytes_left();
@@ -194,45 +198,78 @@ impl<'a> Endpoint<'a> {
         }
         let (_, _, best) = srpt?;
         let mut order: heapless::Vec<usize, 2> = heapless::Vec::new();
-        if let Some((_, o)) = oldest.filter(|&(_, o)| o != best) {
-            if self.pacer.fifo_turn(self.config.pacer_fifo_fraction) {
-                let _ = order.push(o);
-            }
+        if let Some((_, o)) = oldest.filter(|&(_, o)| fifo_turn && o != best) {
+            let _ = order.push(o);
         }
         let _ = order.push(best);
         for slot in order {
-            let r = self.rpcs[slot].rpc.as_ref()?;
-            let out = r.out.as_ref()?;
-            if !self.pacer.may_send(
-                now,
-                out.bytes_left(),
-                self.config.defer_min_bytes,
-                self.config.max_nic_est_backlog,
-                false,
-            ) {
-                continue;
+            if let Some(p) = self.new_data_pick(now, slot) {
+                return Some(p);
             }
-            let (start, end) = out.packet_at(out.next_xmit);
-            let priority = if start < out.unscheduled {
-                let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
-                peer.unsched_priority(out.length, self.config.num_priorities)
-            } else {
-                out.sched_priority
-            };
-            return Some(DataPick {
-                slot,
-                start,
-                end,
-                priority,
-                retransmit: false,
-            });
         }
         self.stats.pacer_throttled += 1;
         self.throttled_until = Some(self.pacer.next_slot(self.config.max_nic_est_backlog));
         None
     }
 
-    fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: DataPick) {
+    /// The packet after `prev` from the same RPC, when it is still the right
+    /// choice without a scan: its retransmission goes on, or it was the
+    /// shortest message and stays so while it sends (its bytes left only
+    /// shrink). `None` means scan again.
+    fn continue_pick(&mut self, now: Instant, prev: &DataPick) -> Option<DataPick> {
+        let out = self.rpcs[prev.slot].rpc.as_ref()?.out.as_ref()?;
+        match (prev.retransmit, out.resend.is_some()) {
+            (true, true) => self.resend_pick(prev.slot),
+            (false, false) if out.can_send_new() => self.new_data_pick(now, prev.slot),
+            _ => None,
+        }
+    }
+
+    /// The next packet of `slot`'s pending retransmission.
+    fn resend_pick(&self, slot: usize) -> Option<DataPick> {
+        let out = self.rpcs[slot].rpc.as_ref()?.out.as_ref()?;
+        let (start, _, priority) = out.resend?;
+        let (start, end) = out.packet_at(start);
+        Some(DataPick {
+            slot,
+            start,
+            end,
+            priority,
+            retransmit: true,
+        })
+    }
+
+    /// The next new packet of `slot`, if the pacer lets it go now.
+    fn new_data_pick(&self, now: Instant, slot: usize) -> Option<DataPick> {
+        let r = self.rpcs[slot].rpc.as_ref()?;
+        let out = r.out.as_ref()?;
+        let c = &self.config;
+        if !self.pacer.may_send(
+            now,
+            out.bytes_left(),
+            c.defer_min_bytes,
+            c.max_nic_est_backlog,
+            false,
+        ) {
+            return None;
+        }
+        let (start, end) = out.packet_at(out.next_xmit);
+        let priority = if start < out.unscheduled {
+            let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
+            peer.unsched_priority(out.length, c.num_priorities)
+        } else {
+            out.sched_priority
+        };
+        Some(DataPick {
+            slot,
+            start,
+            end,
+            priority,
+            retransmit: false,
+        })
+    }
+
+    fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {
         let Endpoint {
             config,
             caps,
