@@ -15,9 +15,27 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fault;
+pub mod loopback;
+pub mod pcap;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub mod raw_socket;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub mod tap;
 pub mod time;
+pub mod tracer;
 
+pub use fault::{FaultConfig, FaultInjector, FaultStats};
+#[cfg(feature = "std")]
+pub use loopback::BoxedLoopback;
+pub use loopback::{FrameSlot, Loopback};
+pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use raw_socket::RawSocket;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use tap::{wait, TapInterface};
 pub use time::{Duration, Instant};
+pub use tracer::{Tracer, TracerDirection, TracerPacket};
 
 /// A network device: a source of received frames and a sink for frames to send.
 pub trait Device {
