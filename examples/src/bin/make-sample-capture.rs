@@ -20,11 +20,16 @@ use std::collections::VecDeque;
 use homa_phy::pcap::{PcapMode, PcapSink, PcapWriter};
 use homa_phy::{Device, DeviceCapabilities, Duration, Instant, RxToken, TxToken};
 use homa_stack::wire::homa::{self, DataHeader, Kind};
-use homa_stack::wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpAddr,
-    IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr,
-};
+use homa_stack::wire::{EtherType, EthernetAddress, Icmpv4Repr, IpAddr, IpProtocol, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, PeerSlot, RpcSlot, SocketHandle, SocketSlot};
+
+#[path = "../frames.rs"]
+mod frames;
+
+/// An untagged IPv4 frame.
+fn ethernet(src: EthernetAddress, dst: EthernetAddress, payload: &[u8]) -> Vec<u8> {
+    frames::ethernet(src, dst, None, EtherType::Ipv4, payload)
+}
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -194,46 +199,16 @@ impl Net {
     }
 }
 
-fn ethernet(src: EthernetAddress, dst: EthernetAddress, payload: &[u8]) -> Vec<u8> {
-    let repr = EthernetRepr {
-        src_addr: src,
-        dst_addr: dst,
-        vlan: None,
-        ethertype: EtherType::Ipv4,
-    };
-    let mut frame = vec![0; repr.buffer_len() + payload.len()];
-    repr.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
-    frame[repr.buffer_len()..].copy_from_slice(payload);
-    frame
-}
-
-/// An IPv4 packet from `src` to `dst` around `payload`, header checksum filled.
-fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, tos: u8, payload: &[u8]) -> Vec<u8> {
-    let repr = Ipv4Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header: protocol,
-        payload_len: payload.len(),
-        hop_limit: 64,
-        tos,
-    };
-    let mut packet = vec![0; repr.buffer_len() + payload.len()];
-    repr.emit(&mut Ipv4Packet::new_unchecked(&mut packet[..]), true);
-    packet[repr.buffer_len()..].copy_from_slice(payload);
-    packet
-}
-
 /// A Homa frame from B to A (the direction of most control packets).
 fn homa_b_to_a(repr: &homa::Repr<'_>, tos: u8, len: Option<usize>) -> Vec<u8> {
-    let mut packet = vec![0; repr.buffer_len()];
-    repr.emit(&mut homa::Packet::new_unchecked(&mut packet[..]));
+    let mut packet = frames::homa(repr);
     if let Some(len) = len {
         packet.truncate(len);
     }
     ethernet(
         B_MAC,
         A_MAC,
-        &ipv4(B_IP, A_IP, IpProtocol::Homa, tos, &packet),
+        &frames::ipv4(B_IP, A_IP, IpProtocol::Homa, tos, &packet),
     )
 }
 
@@ -275,7 +250,7 @@ fn linux_data() -> Vec<u8> {
     ethernet(
         A_MAC,
         B_MAC,
-        &ipv4(A_IP, B_IP, IpProtocol::Homa, 5 << 5, &packet),
+        &frames::ipv4(A_IP, B_IP, IpProtocol::Homa, 5 << 5, &packet),
     )
 }
 
@@ -285,9 +260,12 @@ fn ping_from_b() -> Vec<u8> {
         seq_no: 1,
         data: b"homa-dump sample",
     };
-    let mut icmp = vec![0; echo.buffer_len()];
-    echo.emit(&mut Icmpv4Packet::new_unchecked(&mut icmp[..]), true);
-    ethernet(B_MAC, A_MAC, &ipv4(B_IP, A_IP, IpProtocol::Icmp, 0, &icmp))
+    let icmp = frames::icmpv4(&echo);
+    ethernet(
+        B_MAC,
+        A_MAC,
+        &frames::ipv4(B_IP, A_IP, IpProtocol::Icmp, 0, &icmp),
+    )
 }
 
 fn main() {
