@@ -24,6 +24,7 @@ pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
+pub mod pretty;
 
 pub use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -33,6 +34,7 @@ pub use self::icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4
 pub use self::icmpv6::{Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
 pub use self::ipv4::{Ipv4Packet, Ipv4Repr};
 pub use self::ipv6::{Ipv6Packet, Ipv6Repr};
+pub use self::pretty::{dissect, Dissection, PrettyFrame};
 
 /// A packet could not be parsed (too short, malformed, unsupported) or a
 /// representation could not be emitted.

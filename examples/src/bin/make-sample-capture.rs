@@ -1,0 +1,329 @@
+//! Writes `examples/data/sample.pcap`, the capture homa-dump's tests read.
+//!
+//! ```text
+//! cargo run -p homa-examples --bin make-sample-capture [OUT.pcap]
+//! ```
+//!
+//! Two homa-stack endpoints, A (client, 10.0.0.1) and B (server on port
+//! 500, 10.0.0.2), talk over an in-memory wire on a virtual clock; A's
+//! device is wrapped in homa-phy's `PcapWriter`, so the capture is what A's
+//! NIC saw: an ARP exchange, a ping from B, a 100-byte RPC and a
+//! 50,000-byte RPC (DATA, GRANT, CUTOFFS, NEED_ACK, ACK). Then hand-made
+//! frames follow for what two healthy endpoints do not send: RESEND (37 and
+//! 36 bytes), BUSY, RPC_UNKNOWN, FREEZE, a DATA as Linux sends it
+//! (`seg.offset` 0xFFFFFFFF, flags 6, urgent 0xb97d, checksum filled) and a
+//! frame cut by the snap length. Everything is deterministic, so running
+//! this again gives the same bytes.
+
+use std::collections::VecDeque;
+
+use homa_phy::pcap::{PcapMode, PcapSink, PcapWriter};
+use homa_phy::{Device, DeviceCapabilities, Duration, Instant, RxToken, TxToken};
+use homa_stack::wire::homa::{self, DataHeader, Kind};
+use homa_stack::wire::{EtherType, EthernetAddress, Icmpv4Repr, IpAddr, IpProtocol, Ipv4Addr};
+use homa_stack::{Config, Endpoint, Event, PeerSlot, RpcSlot, SocketHandle, SocketSlot};
+
+#[path = "../frames.rs"]
+mod frames;
+
+/// An untagged IPv4 frame.
+fn ethernet(src: EthernetAddress, dst: EthernetAddress, payload: &[u8]) -> Vec<u8> {
+    frames::ethernet(src, dst, None, EtherType::Ipv4, payload)
+}
+
+const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const A_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+const B_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+const SERVER_PORT: u16 = 500;
+/// One-way delay of the wire.
+const DELAY: Duration = Duration::from_micros(2);
+
+/// One side of the wire: frames for the endpoint in `rx`, frames it sent in `tx`.
+#[derive(Default)]
+struct Wire {
+    rx: VecDeque<Vec<u8>>,
+    tx: VecDeque<Vec<u8>>,
+}
+
+struct Rx(Vec<u8>);
+struct Tx<'a>(&'a mut VecDeque<Vec<u8>>);
+
+impl RxToken for Rx {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl TxToken for Tx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut frame = vec![0; len];
+        let r = f(&mut frame);
+        self.0.push_back(frame);
+        r
+    }
+}
+
+impl Device for Wire {
+    type RxToken<'a> = Rx;
+    type TxToken<'a> = Tx<'a>;
+    fn receive(&mut self, _: Instant) -> Option<(Rx, Tx<'_>)> {
+        let frame = self.rx.pop_front()?;
+        Some((Rx(frame), Tx(&mut self.tx)))
+    }
+    fn transmit(&mut self, _: Instant) -> Option<Tx<'_>> {
+        Some(Tx(&mut self.tx))
+    }
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.link_rate_mbps = Some(10_000);
+        caps
+    }
+}
+
+fn endpoint(ip: Ipv4Addr, mac: EthernetAddress) -> Endpoint<'static> {
+    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..8).map(|_| RpcSlot::EMPTY).collect());
+    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 4]);
+    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
+    let pool: &'static mut [u8] = Vec::leak(vec![0u8; 1 << 20]);
+    Endpoint::new(Config::new(ip, mac), rpcs, peers, socks, pool, 4096)
+        .expect("endpoint configuration")
+}
+
+/// Two endpoints, the wire between them, and the virtual clock.
+struct Net {
+    a: Endpoint<'static>,
+    b: Endpoint<'static>,
+    /// A's device, recorded.
+    da: PcapWriter<Wire, Vec<u8>>,
+    db: Wire,
+    now: Instant,
+    /// Frames in flight: arrival time, towards B, bytes.
+    flight: VecDeque<(Instant, bool, Vec<u8>)>,
+}
+
+impl Net {
+    fn new() -> Net {
+        Net {
+            a: endpoint(A_IP, A_MAC),
+            b: endpoint(B_IP, B_MAC),
+            da: PcapWriter::new(Wire::default(), Vec::new(), PcapMode::Both),
+            db: Wire::default(),
+            now: Instant::from_millis(1),
+            flight: VecDeque::new(),
+        }
+    }
+
+    /// Delivers what has arrived, polls both sides, puts new frames on the wire.
+    fn step(&mut self) {
+        while self.flight.front().is_some_and(|f| f.0 <= self.now) {
+            let (_, to_b, frame) = self.flight.pop_front().expect("checked");
+            if to_b {
+                self.db.rx.push_back(frame);
+            } else {
+                self.da.get_mut().rx.push_back(frame);
+            }
+        }
+        self.a.poll(self.now, &mut self.da);
+        self.b.poll(self.now, &mut self.db);
+        while let Some(frame) = self.da.get_mut().tx.pop_front() {
+            self.flight.push_back((self.now + DELAY, true, frame));
+        }
+        while let Some(frame) = self.db.tx.pop_front() {
+            self.flight.push_back((self.now + DELAY, false, frame));
+        }
+    }
+
+    /// Steps from event to event until `done` or `limit` of virtual time.
+    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) -> bool {
+        let end = self.now + limit;
+        while self.now < end {
+            self.step();
+            if done(self) {
+                return true;
+            }
+            let mut next = end;
+            for t in [self.a.poll_at(), self.b.poll_at()].into_iter().flatten() {
+                next = next.min(t);
+            }
+            if let Some(f) = self.flight.front() {
+                next = next.min(f.0);
+            }
+            if !self.da.get_ref().rx.is_empty() || !self.db.rx.is_empty() {
+                next = self.now;
+            }
+            self.now = if next <= self.now {
+                self.now + Duration::from_nanos(1)
+            } else {
+                next
+            };
+        }
+        false
+    }
+
+    /// One RPC from A to B's server; B answers with 100 bytes.
+    fn rpc(&mut self, client: SocketHandle, server: SocketHandle, len: usize) {
+        let request: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        self.a
+            .send_request(client, B_IP, SERVER_PORT, &request)
+            .expect("request accepted");
+        let ok = self.run_until(Duration::from_secs(1), |n| {
+            while let Some(Event::Request { rpc, .. }) = n.b.recv(server) {
+                n.b.reply(rpc, &[0x42; 100]).expect("reply accepted");
+            }
+            match n.a.recv(client) {
+                Some(Event::Response { rpc, .. }) => {
+                    n.a.release(rpc).expect("release");
+                    true
+                }
+                Some(other) => panic!("unexpected {other:?}"),
+                None => false,
+            }
+        });
+        assert!(ok, "the {len}-byte RPC did not complete");
+    }
+
+    /// Lets time pass (timers fire: NEED_ACK, ACK) until the wire is quiet
+    /// and B has freed every RPC.
+    fn settle(&mut self) {
+        self.run_until(Duration::from_millis(50), |n| {
+            n.b.rpcs_in_use() == 0 && n.flight.is_empty()
+        });
+    }
+
+    /// Records a frame by hand at the current time, as if A's NIC saw it.
+    fn record(&mut self, frame: &[u8]) {
+        self.now += Duration::from_micros(10);
+        let now = self.now;
+        self.da.sink_mut().packet(now, frame).expect("Vec sink");
+    }
+}
+
+/// A Homa frame from B to A (the direction of most control packets).
+fn homa_b_to_a(repr: &homa::Repr<'_>, tos: u8, len: Option<usize>) -> Vec<u8> {
+    let mut packet = frames::homa(repr);
+    if let Some(len) = len {
+        packet.truncate(len);
+    }
+    ethernet(
+        B_MAC,
+        A_MAC,
+        &frames::ipv4(B_IP, A_IP, IpProtocol::Homa, tos, &packet),
+    )
+}
+
+fn control(sender_id: u64, kind: Kind<'static>) -> homa::Repr<'static> {
+    homa::Repr {
+        sport: SERVER_PORT,
+        dport: 32768,
+        sender_id,
+        kind,
+    }
+}
+
+/// DATA as the Linux module sends a first transmission (protocol.md 2.4):
+/// the offset only in `sequence`, `seg.offset` 0xFFFFFFFF, the TCP hijack
+/// markers, a TCP-style checksum, priority 5 in the TOS byte.
+fn linux_data() -> Vec<u8> {
+    let payload = vec![0x6c; 1424];
+    let repr = homa::Repr {
+        sport: 32768,
+        dport: SERVER_PORT,
+        sender_id: 1234,
+        kind: Kind::Data {
+            header: DataHeader {
+                message_length: 100_000,
+                incoming: 40_000,
+                offset: 1424,
+                ..DataHeader::default()
+            },
+            payload: &payload,
+        },
+    };
+    let mut packet = vec![0; repr.buffer_len()];
+    let mut p = homa::Packet::new_unchecked(&mut packet[..]);
+    repr.emit(&mut p);
+    p.set_seg_offset(homa::OFFSET_IN_SEQUENCE);
+    p.set_flags(6);
+    p.set_urgent(0xb97d);
+    p.fill_checksum(&IpAddr::V4(A_IP), &IpAddr::V4(B_IP));
+    ethernet(
+        A_MAC,
+        B_MAC,
+        &frames::ipv4(A_IP, B_IP, IpProtocol::Homa, 5 << 5, &packet),
+    )
+}
+
+fn ping_from_b() -> Vec<u8> {
+    let echo = Icmpv4Repr::EchoRequest {
+        ident: 0x4242,
+        seq_no: 1,
+        data: b"homa-dump sample",
+    };
+    let icmp = frames::icmpv4(&echo);
+    ethernet(
+        B_MAC,
+        A_MAC,
+        &frames::ipv4(B_IP, A_IP, IpProtocol::Icmp, 0, &icmp),
+    )
+}
+
+fn main() {
+    let out = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample.pcap").into());
+    let mut net = Net::new();
+    let server = net.b.bind(SERVER_PORT).expect("bind");
+    let client = net.a.socket().expect("socket");
+
+    // No neighbor entries: the first request starts with ARP.
+    net.rpc(client, server, 100);
+    net.settle();
+
+    // B pings A; A answers.
+    let ping = ping_from_b();
+    net.flight.push_back((net.now + DELAY, false, ping));
+    net.run_until(Duration::from_millis(1), |n| n.flight.is_empty());
+
+    // Beyond the 40,000 unscheduled bytes B must GRANT the rest.
+    net.rpc(client, server, 50_000);
+    net.settle();
+
+    // Hand-made frames.
+    let resend = control(
+        1235,
+        Kind::Resend {
+            offset: 1424,
+            length: 2848,
+            priority: 6,
+        },
+    );
+    let frames = [
+        homa_b_to_a(&resend, 7 << 5, None),
+        // Upstream builds send RESEND without the priority byte.
+        homa_b_to_a(&resend, 7 << 5, Some(homa::RESEND_UPSTREAM_HEADER_LEN)),
+        homa_b_to_a(&control(1235, Kind::Busy), 7 << 5, None),
+        homa_b_to_a(&control(77, Kind::RpcUnknown), 7 << 5, None),
+        homa_b_to_a(&control(1235, Kind::Freeze), 7 << 5, None),
+        linux_data(),
+    ];
+    for frame in &frames {
+        net.record(frame);
+    }
+    // A full-size DATA frame of which only 60 bytes were captured.
+    let cut = linux_data();
+    net.now += Duration::from_micros(10);
+    let now = net.now;
+    let sink = net.da.sink_mut();
+    sink.packet_header(now, 60).expect("Vec sink");
+    // packet_header wrote incl_len = orig_len = 60; orig_len is the last
+    // four bytes and must say how long the frame really was.
+    let at = sink.len() - 4;
+    sink[at..].copy_from_slice(&(cut.len() as u32).to_le_bytes());
+    sink.extend_from_slice(&cut[..60]);
+
+    assert_eq!(net.da.sink_errors(), 0);
+    let (_, pcap) = net.da.into_parts();
+    std::fs::write(&out, &pcap).unwrap_or_else(|e| panic!("writing {out}: {e}"));
+    println!("wrote {} bytes to {out}", pcap.len());
+}
