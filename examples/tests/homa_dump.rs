@@ -72,7 +72,7 @@ fn text_mode_shows_every_kind_of_frame_in_the_sample() {
         ", CUTOFFS 10.0.0.2:500 > 10.0.0.1:32768 id 3 cutoffs",
         ", NEED_ACK 10.0.0.2:500 > 10.0.0.1:32768 id 5 prio 7",
         ", ACK 10.0.0.1:32768 > 10.0.0.2:500 id 4 acks [4:500] prio 7",
-        ", RESEND 10.0.0.2:500 > 10.0.0.1:32768 id 1235 off 1424 len 2848 prio 6",
+        ", RESEND 10.0.0.2:500 > 10.0.0.1:32768 id 1235 off 1424 len 2848 retx-prio 6",
         ", BUSY 10.0.0.2:500 > 10.0.0.1:32768 id 1235 prio 7",
         ", RPC_UNKNOWN 10.0.0.2:500 > 10.0.0.1:32768 id 77 prio 7",
         ", FREEZE 10.0.0.2:500 > 10.0.0.1:32768 id 1235 prio 7",

@@ -989,7 +989,9 @@ impl<'a> Repr<'a> {
                     write!(f, " cv {}", header.cutoff_version)?;
                 }
             }
-            Kind::Grant { offset, priority } => write!(f, " offset {offset} prio {priority}")?,
+            // The packet's own priority field is labelled apart from the
+            // IP priority the frame travelled at (` prio P` at the end).
+            Kind::Grant { offset, priority } => write!(f, " offset {offset} sched-prio {priority}")?,
             Kind::Resend {
                 offset,
                 length,
@@ -1000,7 +1002,7 @@ impl<'a> Repr<'a> {
                     RESEND_ALL => f.write_str("all")?,
                     length => write!(f, "{length}")?,
                 }
-                write!(f, " prio {priority}")?;
+                write!(f, " retx-prio {priority}")?;
             }
             Kind::RpcUnknown | Kind::Busy | Kind::Freeze | Kind::NeedAck => {}
             Kind::Cutoffs {
@@ -1413,21 +1415,21 @@ mod tests {
             bytes: &GRANT_BYTES,
             canonical: &GRANT_BYTES,
             repr: grant_repr,
-            display: "GRANT 500 > 32768 id 1235 offset 201424 prio 3",
+            display: "GRANT 500 > 32768 id 1235 offset 201424 sched-prio 3",
         },
         Vector {
             name: "RESEND",
             bytes: &RESEND_BYTES,
             canonical: &RESEND_BYTES,
             repr: resend_repr,
-            display: "RESEND 500 > 32768 id 1235 off 20000 len 1424 prio 6",
+            display: "RESEND 500 > 32768 id 1235 off 20000 len 1424 retx-prio 6",
         },
         Vector {
             name: "RESEND (upstream, 36 bytes)",
             bytes: &RESEND_UPSTREAM_BYTES,
             canonical: &RESEND_UPSTREAM_CANONICAL,
             repr: resend_upstream_repr,
-            display: "RESEND 500 > 32768 id 1235 off 0 len all prio 7",
+            display: "RESEND 500 > 32768 id 1235 off 0 len all retx-prio 7",
         },
         Vector {
             name: "RPC_UNKNOWN",

@@ -638,7 +638,7 @@ mod tests {
         assert_eq!(
             pretty(&homa_v4(&grant, 0xe0)),
             std::format!(
-                "{ETH_PREFIX}GRANT 10.0.0.1:500 > 10.0.0.2:32768 id 1235 offset 201424 prio 3 prio 7"
+                "{ETH_PREFIX}GRANT 10.0.0.1:500 > 10.0.0.2:32768 id 1235 offset 201424 sched-prio 3 prio 7"
             )
         );
         let resend = control(
@@ -654,7 +654,7 @@ mod tests {
         assert_eq!(
             pretty(&homa_v4(&resend, 0)),
             std::format!(
-                "{ETH_PREFIX}RESEND 10.0.0.1:500 > 10.0.0.2:32768 id 1235 off 0 len all prio 6 prio 0"
+                "{ETH_PREFIX}RESEND 10.0.0.1:500 > 10.0.0.2:32768 id 1235 off 0 len all retx-prio 6 prio 0"
             )
         );
         let mut acks = heapless::Vec::new();
