@@ -9,7 +9,7 @@
 //!
 //! The program sends one request of each size in `SIZES`, up to the largest
 //! message Homa allows (the pools are sized for it), then the same again
-//! with every `LOSS_EVERY`th frame dropped, so grants, RESEND and
+//! with one frame in `LOSS_ONE_IN` dropped at random, so grants, RESEND and
 //! retransmission run too. Each request and each reply is checked byte for
 //! byte against a pattern. It prints its figures and `PASS` over semihosting
 //! and exits with a status QEMU passes on.
@@ -19,25 +19,19 @@
 
 use core::fmt;
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU32, Ordering};
 
-use cortex_m::peripheral::syst::SystClkSource;
-use cortex_m::peripheral::{DWT, SYST};
-use cortex_m_rt::{entry, exception};
+use cortex_m::peripheral::DWT;
+use cortex_m_rt::entry;
 use cortex_m_semihosting::{debug, hprintln};
 use panic_semihosting as _;
 use static_cell::{ConstStaticCell, StaticCell};
 
+use homa_firmware::Clock;
 use homa_phy::{forward, Device, Instant, Loopback, RxToken, Split, TxToken};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::storage::{buffer_len_for, pages_for, MessageRef, MAX_MESSAGE_LEN};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
-
-/// The core clock of QEMU's mps2-an386 (and of the real board's FPGA image).
-const CPU_HZ: u32 = 25_000_000;
-/// SysTick reload for a 1 ms interrupt.
-const CYCLES_PER_MS: u32 = CPU_HZ / 1000;
 
 /// Pool page size.
 const PAGE: usize = 4096;
@@ -82,53 +76,24 @@ static RINGS: ConstStaticCell<[Ring; 4]> =
 /// to check that such a request is refused.
 static SCRATCH: ConstStaticCell<[u8; MAX_MSG + 1]> = ConstStaticCell::new([0; MAX_MSG + 1]);
 
-/// Milliseconds since SysTick started, counted by its interrupt.
-static MILLIS: AtomicU32 = AtomicU32::new(0);
-
-#[exception]
-fn SysTick() {
-    MILLIS.fetch_add(1, Ordering::Relaxed);
-}
-
 /// Request sizes: one byte, a small message, one full packet, one byte more
 /// than a packet, one byte more than the unscheduled limit (so it needs a
 /// grant), and the largest message.
 const SIZES: [usize; 6] = [1, 100, 1424, 1425, 40_001, MAX_MSG];
 /// Sizes sent again with frames dropped.
 const LOSSY_SIZES: [usize; 3] = [1425, 40_001, 200_000];
-/// In the lossy pass, one frame in this many is dropped (each direction).
-const LOSS_EVERY: u32 = 10;
+/// In the lossy pass, each frame is dropped with probability 1 in this many,
+/// at random: a periodic drop can lock onto a retransmission cycle of the
+/// same length and drop the same packet forever.
+const LOSS_ONE_IN: u32 = 10;
 /// An RPC not done in this much clock time fails the run.
-const RPC_DEADLINE_MS: u64 = 20_000;
+const RPC_DEADLINE_MS: u64 = 10_000;
 
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const CLIENT_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const SERVER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
 const PORT: u16 = 99;
-
-/// Monotonic time from SysTick: whole milliseconds from the interrupt, the
-/// fraction from the down-counter.
-struct Clock {
-    last: Instant,
-}
-
-impl Clock {
-    fn now(&mut self) -> Instant {
-        let nanos = loop {
-            let ms = MILLIS.load(Ordering::Relaxed);
-            let left = SYST::get_current();
-            if MILLIS.load(Ordering::Relaxed) == ms {
-                let cycles = u64::from(CYCLES_PER_MS - 1 - left.min(CYCLES_PER_MS - 1));
-                break u64::from(ms) * 1_000_000 + cycles * 1_000_000_000 / u64::from(CPU_HZ);
-            }
-        };
-        // A read just after the counter reloaded but before the interrupt ran
-        // would step back by up to 1 ms; never let time go backwards.
-        self.last = self.last.max(Instant::from_nanos(nanos));
-        self.last
-    }
-}
 
 /// Byte `i` of the test message `seed`: cheap, and different for every
 /// offset within a page and every message.
@@ -177,22 +142,36 @@ struct Pair {
     server_dev: Dev,
     clock: Clock,
     /// Drop one frame in this many while moving them (0: none).
-    loss_every: u32,
-    frames_seen: u32,
-    frames_dropped: u32,
+    loss: Loss,
+}
+
+/// Random frame loss.
+struct Loss {
+    /// Drop one frame in this many on average; 0: none.
+    one_in: u32,
+    /// xorshift32 state.
+    rng: u32,
+    dropped: u32,
+}
+
+impl Loss {
+    fn drop_next(&mut self) -> bool {
+        if self.one_in == 0 {
+            return false;
+        }
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        x % self.one_in == 0
+    }
 }
 
 /// Moves frames from one endpoint's transmit ring to the other's receive
-/// ring, dropping every `every`th one when `every` is not 0.
-fn carry(
-    from: &mut Ring,
-    to: &mut Ring,
-    now: Instant,
-    every: u32,
-    seen: &mut u32,
-    dropped: &mut u32,
-) {
-    if every == 0 {
+/// ring, dropping some when `loss` says so.
+fn carry(from: &mut Ring, to: &mut Ring, now: Instant, loss: &mut Loss) {
+    if loss.one_in == 0 {
         forward(from, to, now);
         return;
     }
@@ -202,10 +181,9 @@ fn carry(
         let Some((rx, _)) = from.receive(now) else {
             return;
         };
-        *seen = seen.wrapping_add(1);
-        if *seen % every == 0 {
+        if loss.drop_next() {
             rx.consume(|_| ());
-            *dropped += 1;
+            loss.dropped += 1;
             continue;
         }
         let Some(mut tx) = to.transmit(now) else {
@@ -249,18 +227,14 @@ impl Pair {
             self.client_dev.tx_mut(),
             self.server_dev.rx_mut(),
             now,
-            self.loss_every,
-            &mut self.frames_seen,
-            &mut self.frames_dropped,
+            &mut self.loss,
         );
         self.server.poll(now, &mut self.server_dev);
         carry(
             self.server_dev.tx_mut(),
             self.client_dev.rx_mut(),
             now,
-            self.loss_every,
-            &mut self.frames_seen,
-            &mut self.frames_dropped,
+            &mut self.loss,
         );
     }
 
@@ -294,6 +268,8 @@ impl Pair {
         loop {
             let now = self.clock.now();
             if now.saturating_duration_since(start).total_millis() > RPC_DEADLINE_MS {
+                hprintln!("client: {}", self.client.stats());
+                hprintln!("server: {}", self.server.stats());
                 return Err(Failure::Deadline(len));
             }
             self.step(now);
@@ -364,11 +340,6 @@ fn main() -> ! {
 
 fn run() -> Result<(), Failure> {
     let mut cp = cortex_m::Peripherals::take().ok_or(Failure::Setup)?;
-    cp.SYST.set_clock_source(SystClkSource::Core);
-    cp.SYST.set_reload(CYCLES_PER_MS - 1);
-    cp.SYST.clear_current();
-    cp.SYST.enable_interrupt();
-    cp.SYST.enable_counter();
     // The cycle counter, where the core has one (QEMU models none).
     cp.DCB.enable_trace();
     cp.DWT.enable_cycle_counter();
@@ -398,12 +369,12 @@ fn run() -> Result<(), Failure> {
         server,
         client_dev: Split::new(r0, r1),
         server_dev: Split::new(r2, r3),
-        clock: Clock {
-            last: Instant::ZERO,
+        clock: Clock::start(cp.SYST),
+        loss: Loss {
+            one_in: 0,
+            rng: 0x1234_5678,
+            dropped: 0,
         },
-        loss_every: 0,
-        frames_seen: 0,
-        frames_dropped: 0,
     };
     let scratch = SCRATCH.take();
     let srv = pair.server.bind(PORT).map_err(|_| Failure::Bind)?;
@@ -450,12 +421,12 @@ fn run() -> Result<(), Failure> {
         Err(e) => return Err(Failure::Send(e)),
     }
 
-    for (pass, sizes, loss) in [(1, &SIZES[..], 0), (2, &LOSSY_SIZES[..], LOSS_EVERY)] {
-        pair.loss_every = loss;
+    for (pass, sizes, loss) in [(1, &SIZES[..], 0), (2, &LOSSY_SIZES[..], LOSS_ONE_IN)] {
+        pair.loss.one_in = loss;
         if loss == 0 {
             hprintln!("pass {}: no loss", pass);
         } else {
-            hprintln!("pass {}: one frame in {} dropped", pass, loss);
+            hprintln!("pass {}: frames dropped at random, 1 in {}", pass, loss);
         }
         for &len in sizes {
             let before = *pair.client.stats();
@@ -476,7 +447,7 @@ fn run() -> Result<(), Failure> {
     let (c, s) = (pair.client.stats(), pair.server.stats());
     hprintln!(
         "totals: frames dropped {}; RESENDs {}; retransmissions {}; completed {}; failed {}",
-        pair.frames_dropped,
+        pair.loss.dropped,
         c.tx.resend + s.tx.resend,
         c.retransmissions + s.retransmissions,
         c.client_completed,
