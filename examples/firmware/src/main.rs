@@ -3,9 +3,9 @@
 //! Two endpoints, a client and a server, live in one image and exchange RPCs
 //! over in-memory devices (two rings each, wired back to back with
 //! `forward`). Every table, pool and ring is a `static` in `.bss`, handed out
-//! once through `ConstStaticCell`, so nothing is built on the stack and
-//! nothing is allocated. Time comes from SysTick: its interrupt counts
-//! milliseconds and the counter's current value gives the fraction.
+//! once through `static_cell` (the big ones built at compile time, so never
+//! on the stack); nothing is allocated. Time comes from SysTick (see
+//! `homa_firmware::Clock`).
 //!
 //! The program sends one request of each size in `SIZES`, up to the largest
 //! message Homa allows (the pools are sized for it), then the same again
