@@ -1,0 +1,466 @@
+//! homa-stack as firmware: a `no_std`, heap-free program for a Cortex-M4F.
+//!
+//! Two endpoints, a client and a server, live in one image and exchange RPCs
+//! over in-memory devices (two rings each, wired back to back with
+//! `forward`). Every table, pool and ring is a `static` in `.bss`, handed out
+//! once through `static_cell` (the big ones built at compile time, so never
+//! on the stack); nothing is allocated. Time comes from SysTick (see
+//! `homa_firmware::Clock`).
+//!
+//! The program sends one request of each size in `SIZES`, up to the largest
+//! message Homa allows (the pools are sized for it), then the same again
+//! with one frame in `LOSS_ONE_IN` dropped at random, so grants, RESEND and
+//! retransmission run too. Each request and each reply is checked byte for
+//! byte against a pattern. It prints its figures and `PASS` over semihosting
+//! and exits with a status QEMU passes on.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_code)]
+
+use core::fmt;
+use core::mem::size_of;
+
+use cortex_m::peripheral::DWT;
+use cortex_m_rt::entry;
+use cortex_m_semihosting::{debug, hprintln};
+use panic_semihosting as _;
+use static_cell::{ConstStaticCell, StaticCell};
+
+use homa_firmware::Clock;
+use homa_phy::{forward, Device, Instant, Loopback, RxToken, Split, TxToken};
+use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+use homa_stack::storage::{buffer_len_for, pages_for, MessageRef, MAX_MESSAGE_LEN};
+use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+
+/// Pool page size.
+const PAGE: usize = 4096;
+/// The largest message the example sends: Homa's limit, 1,000,000 bytes.
+const MAX_MSG: usize = MAX_MESSAGE_LEN;
+/// Pages of one largest message.
+const MSG_PAGES: usize = pages_for(MAX_MSG, PAGE);
+/// The client holds its request (kept for retransmission until the response
+/// completes it) and the response.
+const CLIENT_POOL: usize = buffer_len_for(2 * MSG_PAGES, PAGE);
+/// The server frees a request before it allocates the response, but it may
+/// still hold the previous response until the client's ACK arrives (on the
+/// first DATA of the next request), so a few pages more.
+const SERVER_POOL: usize = buffer_len_for(MSG_PAGES + 16, PAGE);
+
+/// Table sizes per endpoint.
+const RPCS: usize = 8;
+const PEERS: usize = 4;
+const SOCKETS: usize = 2;
+/// Frames per ring; four rings (each endpoint's receive and transmit ring).
+const RING: usize = 8;
+
+type Ring = Loopback<RING>;
+type Dev = Split<&'static mut Ring, &'static mut Ring>;
+
+// The tables' empty slots are not all-zero bytes (`None` is a niche value of
+// the RPC state), so as `const` statics they would go to `.data` and cost
+// flash as well; `StaticCell` keeps them in `.bss` and fills them at start.
+static CLIENT_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
+static SERVER_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
+static CLIENT_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
+static SERVER_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
+static CLIENT_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
+static SERVER_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
+// Zero-filled memory is built at compile time in `.bss`, never on the stack.
+static CLIENT_POOL_MEM: ConstStaticCell<[u8; CLIENT_POOL]> = ConstStaticCell::new([0; CLIENT_POOL]);
+static SERVER_POOL_MEM: ConstStaticCell<[u8; SERVER_POOL]> = ConstStaticCell::new([0; SERVER_POOL]);
+static RINGS: ConstStaticCell<[Ring; 4]> =
+    ConstStaticCell::new([Ring::new(), Ring::new(), Ring::new(), Ring::new()]);
+/// Where requests and replies are built: `send_request` and `reply` take a
+/// slice and copy it into the pool. One byte more than the largest message,
+/// to check that such a request is refused.
+static SCRATCH: ConstStaticCell<[u8; MAX_MSG + 1]> = ConstStaticCell::new([0; MAX_MSG + 1]);
+
+/// Request sizes: one byte, a small message, one full packet, one byte more
+/// than a packet, one byte more than the unscheduled limit (so it needs a
+/// grant), and the largest message.
+const SIZES: [usize; 6] = [1, 100, 1424, 1425, 40_001, MAX_MSG];
+/// Sizes sent again with frames dropped.
+const LOSSY_SIZES: [usize; 3] = [1425, 40_001, 200_000];
+/// In the lossy pass, each frame is dropped with probability 1 in this many,
+/// at random: a periodic drop can lock onto a retransmission cycle of the
+/// same length and drop the same packet forever.
+const LOSS_ONE_IN: u32 = 10;
+/// An RPC not done in this much clock time fails the run.
+const RPC_DEADLINE_MS: u64 = 10_000;
+
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const CLIENT_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+const SERVER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+const PORT: u16 = 99;
+
+/// Byte `i` of the test message `seed`: cheap, and different for every
+/// offset within a page and every message.
+fn pattern(seed: u32, i: usize) -> u8 {
+    let x = (i as u32).wrapping_add(seed.wrapping_mul(0x9e37_79b9));
+    (x ^ (x >> 8) ^ (x >> 16).wrapping_mul(31)) as u8
+}
+
+fn fill(seed: u32, buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern(seed, i);
+    }
+}
+
+/// Whether a received message is exactly `len` bytes of pattern `seed`,
+/// read in place from the pool's pages.
+fn matches(msg: MessageRef<'_>, seed: u32, len: usize) -> bool {
+    if msg.len() != len {
+        return false;
+    }
+    let mut off = 0;
+    for chunk in msg.chunks() {
+        for (j, &b) in chunk.iter().enumerate() {
+            if b != pattern(seed, off + j) {
+                return false;
+            }
+        }
+        off += chunk.len();
+    }
+    off == len
+}
+
+/// Seeds of a request and of its reply (different, so an echo would fail).
+fn request_seed(len: usize) -> u32 {
+    len as u32
+}
+fn reply_seed(len: usize) -> u32 {
+    !(len as u32)
+}
+
+/// The two endpoints, their devices and the clock.
+struct Pair {
+    client: Endpoint<'static>,
+    server: Endpoint<'static>,
+    client_dev: Dev,
+    server_dev: Dev,
+    clock: Clock,
+    /// Drop one frame in this many while moving them (0: none).
+    loss: Loss,
+}
+
+/// Random frame loss.
+struct Loss {
+    /// Drop one frame in this many on average; 0: none.
+    one_in: u32,
+    /// xorshift32 state.
+    rng: u32,
+    dropped: u32,
+}
+
+impl Loss {
+    fn drop_next(&mut self) -> bool {
+        if self.one_in == 0 {
+            return false;
+        }
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        x % self.one_in == 0
+    }
+}
+
+/// Moves frames from one endpoint's transmit ring to the other's receive
+/// ring, dropping some when `loss` says so.
+fn carry(from: &mut Ring, to: &mut Ring, now: Instant, loss: &mut Loss) {
+    if loss.one_in == 0 {
+        forward(from, to, now);
+        return;
+    }
+    // `forward` with a drop: check for room first so no frame is lost to a
+    // full ring, only to the deliberate drop.
+    while to.transmit(now).is_some() {
+        let Some((rx, _)) = from.receive(now) else {
+            return;
+        };
+        if loss.drop_next() {
+            rx.consume(|_| ());
+            loss.dropped += 1;
+            continue;
+        }
+        let Some(mut tx) = to.transmit(now) else {
+            return;
+        };
+        tx.set_meta(rx.meta());
+        rx.consume(|frame| tx.consume(frame.len(), |buf| buf.copy_from_slice(frame)));
+    }
+}
+
+/// Why the run failed.
+enum Failure {
+    Send(SendError),
+    Bind,
+    Setup,
+    Rpc(RpcHandle),
+    BadRequest(usize),
+    BadReply(usize),
+    Deadline(usize),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Send(e) => write!(f, "send: {e}"),
+            Failure::Bind => f.write_str("no socket"),
+            Failure::Setup => f.write_str("set-up or final count"),
+            Failure::Rpc(rpc) => write!(f, "unexpected event for {rpc}"),
+            Failure::BadRequest(n) => write!(f, "request of {n} bytes corrupted"),
+            Failure::BadReply(n) => write!(f, "reply of {n} bytes corrupted"),
+            Failure::Deadline(n) => write!(f, "RPC of {n} bytes missed its deadline"),
+        }
+    }
+}
+
+impl Pair {
+    /// One poll of each side and the frames carried both ways.
+    fn step(&mut self, now: Instant) {
+        self.client.poll(now, &mut self.client_dev);
+        carry(
+            self.client_dev.tx_mut(),
+            self.server_dev.rx_mut(),
+            now,
+            &mut self.loss,
+        );
+        self.server.poll(now, &mut self.server_dev);
+        carry(
+            self.server_dev.tx_mut(),
+            self.client_dev.rx_mut(),
+            now,
+            &mut self.loss,
+        );
+    }
+
+    /// Whether nothing can happen before the next timer: no frame waiting
+    /// and neither endpoint due.
+    fn idle(&self, now: Instant) -> bool {
+        let due = |at: Option<Instant>| at.is_some_and(|t| t <= now);
+        self.client_dev.rx_ref().is_empty()
+            && self.server_dev.rx_ref().is_empty()
+            && self.client_dev.tx_ref().is_empty()
+            && self.server_dev.tx_ref().is_empty()
+            && !due(self.client.poll_at())
+            && !due(self.server.poll_at())
+    }
+
+    /// One RPC of `len` bytes each way; returns the time it took.
+    fn exchange(
+        &mut self,
+        client: homa_stack::SocketHandle,
+        server: homa_stack::SocketHandle,
+        scratch: &mut [u8],
+        len: usize,
+    ) -> Result<u64, Failure> {
+        let request = &mut scratch[..len];
+        fill(request_seed(len), request);
+        let start = self.clock.now();
+        let rpc = self
+            .client
+            .send_request(client, SERVER_IP, PORT, request)
+            .map_err(Failure::Send)?;
+        loop {
+            let now = self.clock.now();
+            if now.saturating_duration_since(start).total_millis() > RPC_DEADLINE_MS {
+                hprintln!("client: {}", self.client.stats());
+                hprintln!("server: {}", self.server.stats());
+                return Err(Failure::Deadline(len));
+            }
+            self.step(now);
+            if let Some(Event::Request {
+                rpc: srv, len: n, ..
+            }) = self.server.recv(server)
+            {
+                let ok = self
+                    .server
+                    .message(srv)
+                    .is_some_and(|m| matches(m, request_seed(n), n));
+                if !ok {
+                    return Err(Failure::BadRequest(n));
+                }
+                let reply = &mut scratch[..n];
+                fill(reply_seed(n), reply);
+                self.server.reply(srv, reply).map_err(Failure::Send)?;
+            }
+            match self.client.recv(client) {
+                Some(Event::Response { rpc: done, len: n }) if done == rpc => {
+                    let ok = n == len
+                        && self
+                            .client
+                            .message(done)
+                            .is_some_and(|m| matches(m, reply_seed(len), len));
+                    self.client.release(done).map_err(Failure::Send)?;
+                    if !ok {
+                        return Err(Failure::BadReply(len));
+                    }
+                    let took = self.clock.now().saturating_duration_since(start);
+                    return Ok(took.total_micros());
+                }
+                Some(Event::Failed { rpc, .. }) | Some(Event::Response { rpc, .. }) => {
+                    return Err(Failure::Rpc(rpc))
+                }
+                Some(Event::Request { rpc, .. }) => return Err(Failure::Rpc(rpc)),
+                None => {}
+            }
+            if self.idle(now) {
+                // Sleep until the next SysTick, as real firmware would.
+                cortex_m::asm::wfi();
+            }
+        }
+    }
+}
+
+#[entry]
+fn main() -> ! {
+    let ok = match run() {
+        Ok(()) => {
+            hprintln!("PASS");
+            true
+        }
+        Err(e) => {
+            hprintln!("FAIL: {}", e);
+            false
+        }
+    };
+    debug::exit(if ok {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+fn run() -> Result<(), Failure> {
+    let mut cp = cortex_m::Peripherals::take().ok_or(Failure::Setup)?;
+    // The cycle counter, where the core has one (QEMU models none).
+    cp.DCB.enable_trace();
+    cp.DWT.enable_cycle_counter();
+    let cycles_start = DWT::cycle_count();
+
+    let [r0, r1, r2, r3] = RINGS.take();
+    let client = Endpoint::new(
+        Config::new(CLIENT_IP, CLIENT_MAC),
+        &mut CLIENT_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
+        &mut CLIENT_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
+        &mut CLIENT_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
+        &mut CLIENT_POOL_MEM.take()[..],
+        PAGE,
+    )
+    .map_err(|_| Failure::Setup)?;
+    let server = Endpoint::new(
+        Config::new(SERVER_IP, SERVER_MAC),
+        &mut SERVER_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
+        &mut SERVER_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
+        &mut SERVER_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
+        &mut SERVER_POOL_MEM.take()[..],
+        PAGE,
+    )
+    .map_err(|_| Failure::Setup)?;
+    let mut pair = Pair {
+        client,
+        server,
+        client_dev: Split::new(r0, r1),
+        server_dev: Split::new(r2, r3),
+        clock: Clock::start(cp.SYST),
+        loss: Loss {
+            one_in: 0,
+            rng: 0x1234_5678,
+            dropped: 0,
+        },
+    };
+    let scratch = SCRATCH.take();
+    let srv = pair.server.bind(PORT).map_err(|_| Failure::Bind)?;
+    let cli = pair.client.socket().map_err(|_| Failure::Bind)?;
+
+    hprintln!("homa-stack firmware: Cortex-M4F, two endpoints, in-memory devices");
+    hprintln!(
+        "size_of: RpcSlot {} B, PeerSlot {} B, SocketSlot {} B, Endpoint {} B",
+        size_of::<RpcSlot>(),
+        size_of::<PeerSlot>(),
+        size_of::<SocketSlot>(),
+        size_of::<Endpoint<'static>>()
+    );
+    hprintln!(
+        "RAM per endpoint: rpcs {}x{} = {} B, peers {}x{} = {} B, sockets {}x{} = {} B",
+        RPCS,
+        size_of::<RpcSlot>(),
+        RPCS * size_of::<RpcSlot>(),
+        PEERS,
+        size_of::<PeerSlot>(),
+        PEERS * size_of::<PeerSlot>(),
+        SOCKETS,
+        size_of::<SocketSlot>(),
+        SOCKETS * size_of::<SocketSlot>()
+    );
+    hprintln!(
+        "pools: client {} B ({} B of messages), server {} B ({} B); rings 4x{} = {} B; scratch {} B",
+        CLIENT_POOL,
+        pair.client.pool_capacity_bytes(),
+        SERVER_POOL,
+        pair.server.pool_capacity_bytes(),
+        size_of::<Ring>(),
+        4 * size_of::<Ring>(),
+        MAX_MSG + 1
+    );
+
+    // The largest message is Homa's limit; one byte more is refused.
+    match pair
+        .client
+        .send_request(cli, SERVER_IP, PORT, &scratch[..MAX_MSG + 1])
+    {
+        Ok(rpc) => return Err(Failure::Rpc(rpc)),
+        Err(SendError::MessageTooLong) => {}
+        Err(e) => return Err(Failure::Send(e)),
+    }
+
+    for (pass, sizes, loss) in [(1, &SIZES[..], 0), (2, &LOSSY_SIZES[..], LOSS_ONE_IN)] {
+        pair.loss.one_in = loss;
+        if loss == 0 {
+            hprintln!("pass {}: no loss", pass);
+        } else {
+            hprintln!("pass {}: frames dropped at random, 1 in {}", pass, loss);
+        }
+        for &len in sizes {
+            let before = *pair.client.stats();
+            let before_srv = *pair.server.stats();
+            let us = pair.exchange(cli, srv, &mut scratch[..], len)?;
+            let (c, s) = (pair.client.stats(), pair.server.stats());
+            hprintln!(
+                "  {:>7} B: ok in {} us; frames {}; retransmitted {}; grants {}",
+                len,
+                us,
+                (c.tx_frames - before.tx_frames) + (s.tx_frames - before_srv.tx_frames),
+                (c.retransmissions - before.retransmissions)
+                    + (s.retransmissions - before_srv.retransmissions),
+                (c.tx.grant - before.tx.grant) + (s.tx.grant - before_srv.tx.grant),
+            );
+        }
+    }
+    let (c, s) = (pair.client.stats(), pair.server.stats());
+    hprintln!(
+        "totals: frames dropped {}; RESENDs {}; retransmissions {}; completed {}; failed {}",
+        pair.loss.dropped,
+        c.tx.resend + s.tx.resend,
+        c.retransmissions + s.retransmissions,
+        c.client_completed,
+        c.client_failed
+    );
+    let cycles = DWT::cycle_count().wrapping_sub(cycles_start);
+    hprintln!(
+        "clock: {} ms by SysTick; DWT cycles {}",
+        pair.clock.now().total_millis(),
+        cycles
+    );
+    if c.client_completed != (SIZES.len() + LOSSY_SIZES.len()) as u64 || c.client_failed != 0 {
+        return Err(Failure::Setup);
+    }
+    Ok(())
+}
