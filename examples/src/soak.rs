@@ -214,6 +214,9 @@ pub fn run(mut soak: Soak) -> Report {
     let (c, s) = (d.client.stats(), d.server.stats());
     r.retransmissions = c.retransmissions + s.retransmissions;
     r.drops = c.drops.total() + s.drops.total();
+    if std::env::var_os("SOAK_DEBUG").is_some() {
+        eprintln!("client {c}\nserver {s}");
+    }
     r
 }
 

@@ -218,7 +218,7 @@ impl<'a> Endpoint<'a> {
             }
         }
         let len = payload.len() as u32;
-        match m.asm.add(h.offset, len, now) {
+        match m.asm.add(h.offset, len) {
             AddOutcome::New => {}
             AddOutcome::Duplicate => return self.count_drop(Drop::Duplicate),
             AddOutcome::OutOfRange => return self.count_drop(Drop::BadRange),
@@ -269,6 +269,8 @@ impl<'a> Endpoint<'a> {
             inp: Some(MsgIn::new(h.message_length, h.incoming)),
             silent_ticks: 0,
             done_ticks: 0,
+            resend_due: false,
+            need_ack_due: false,
             error: None,
             reported: false,
             birth: self.births,
@@ -443,42 +445,12 @@ impl<'a> Endpoint<'a> {
         self.stats.server_freed += 1;
     }
 
-    /// Queues RESENDs for everything an incoming message misses: each gap,
-    /// the granted-but-missing tail, or all of it when nothing has arrived.
+    /// Asks for everything an incoming message misses: the next egress
+    /// sends the RESENDs (see `emit_resends`). A flag, not a queue entry, so
+    /// no RPC's request can be crowded out by others.
     pub(super) fn request_retrans(&mut self, slot: usize) {
-        let top = self.config.highest_priority();
-        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
-            return;
-        };
-        let base = Ctrl {
-            addr: r.peer_addr,
-            link_addr: None,
-            sport: r.local_port,
-            dport: r.peer_port,
-            sender_id: r.id,
-            kind: CtrlKind::Busy,
-        };
-        let mut ranges: heapless::Vec<(u32, u32), { super::rpc::GAPS + 1 }> = heapless::Vec::new();
-        match &r.inp {
-            Some(m) if m.buf.is_some() => {
-                for g in m.asm.missing_ranges(m.granted) {
-                    let _ = ranges.push((g.start, g.end - g.start));
-                }
-            }
-            Some(_) => return, // waiting for pool space: the sender must wait too
-            None => {
-                let _ = ranges.push((0, RESEND_ALL));
-            }
-        }
-        for (offset, length) in ranges {
-            let mut c = base.clone();
-            c.kind = CtrlKind::Resend {
-                offset,
-                length,
-                priority: top,
-            };
-            self.push_ctrl(c);
-            self.stats.resends_requested += 1;
+        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            r.resend_due = true;
         }
     }
 }

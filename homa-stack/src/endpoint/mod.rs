@@ -264,7 +264,6 @@ enum CtrlKind {
     RpcUnknown,
     Busy,
     Cutoffs,
-    NeedAck,
     Ack(heapless::Vec<Ack, 5>),
 }
 
@@ -301,6 +300,9 @@ pub struct Endpoint<'a> {
     icmp_budget: u32,
     /// DATA is waiting and the pacer holds it until this instant.
     throttled_until: Option<Instant>,
+    /// Where the next scan for per-RPC control packets starts, so that when
+    /// the device or the budget runs out, no RPC is always last.
+    ctrl_cursor: usize,
     /// What the device said it can do, at the last poll.
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
@@ -370,6 +372,7 @@ impl<'a> Endpoint<'a> {
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
             throttled_until: None,
+            ctrl_cursor: 0,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
         };
@@ -544,6 +547,8 @@ impl<'a> Endpoint<'a> {
             inp: None,
             silent_ticks: 0,
             done_ticks: 0,
+            resend_due: false,
+            need_ack_due: false,
             error: None,
             reported: false,
             birth: self.births,
@@ -587,7 +592,7 @@ impl<'a> Endpoint<'a> {
             granted: unscheduled,
             next_xmit: 0,
             sched_priority: 0,
-            resend: None,
+            resend: rpc::ResendQueue::default(),
         })
     }
 
@@ -855,11 +860,11 @@ impl<'a> Endpoint<'a> {
         let mut any_rpc = false;
         for r in self.rpcs.iter().filter_map(|s| s.rpc.as_ref()) {
             any_rpc = true;
-            if r.inp.as_ref().is_some_and(|m| m.grant_pending) {
+            if r.resend_due || r.need_ack_due || r.inp.as_ref().is_some_and(|m| m.grant_pending) {
                 return Some(Instant::ZERO);
             }
             if let Some(out) = &r.out {
-                if out.resend.is_some() {
+                if !out.resend.is_empty() {
                     return Some(Instant::ZERO);
                 }
                 if out.can_send_new() && self.peer_resolved(r.peer) {

@@ -58,24 +58,8 @@ impl<'a> Endpoint<'a> {
             self.fifo_grant();
             self.next_fifo_grant = grant::next_fifo(&self.config, self.link_mbps, now);
         }
-        for slot in 0..self.rpcs.len() {
-            if budget == 0 {
-                return;
-            }
-            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
-                continue;
-            };
-            if !r.inp.as_ref().is_some_and(|m| m.grant_pending) {
-                continue;
-            }
-            let Some(mac) = self.link_addr_of(r.peer_addr) else {
-                continue;
-            };
-            let Some(tx) = device.transmit(now) else {
-                return;
-            };
-            self.emit_grant(now, tx, mac, slot);
-            budget -= 1;
+        if !self.emit_rpc_control(now, device, &mut budget) {
+            return;
         }
         let mut prev: Option<DataPick> = None;
         while budget > 0 {
@@ -182,7 +166,7 @@ impl<'a> Endpoint<'a> {
             if !self.peer_resolved(r.peer) {
                 continue;
             }
-            if out.resend.is_some() {
+            if !out.resend.is_empty() {
                 return self.resend_pick(i);
             }
             if !sending(r.state) || !out.can_send_new() {
@@ -218,7 +202,7 @@ impl<'a> Endpoint<'a> {
     /// shrink). `None` means scan again.
     fn continue_pick(&mut self, now: Instant, prev: &DataPick) -> Option<DataPick> {
         let out = self.rpcs[prev.slot].rpc.as_ref()?.out.as_ref()?;
-        match (prev.retransmit, out.resend.is_some()) {
+        match (prev.retransmit, !out.resend.is_empty()) {
             (true, true) => self.resend_pick(prev.slot),
             (false, false) if out.can_send_new() => self.new_data_pick(now, prev.slot),
             _ => None,
@@ -228,7 +212,7 @@ impl<'a> Endpoint<'a> {
     /// The next packet of `slot`'s pending retransmission.
     fn resend_pick(&self, slot: usize) -> Option<DataPick> {
         let out = self.rpcs[slot].rpc.as_ref()?.out.as_ref()?;
-        let (start, _, priority) = out.resend?;
+        let (start, _, priority) = out.resend.front()?;
         let (start, end) = out.packet_at(start);
         Some(DataPick {
             slot,
@@ -289,9 +273,13 @@ impl<'a> Endpoint<'a> {
         let Some(mac) = peer.link_addr else { return };
         let Some(out) = r.out.as_mut() else { return };
         let payload_len = (pick.end - pick.start) as usize;
-        let incoming = match (pick.retransmit, out.resend) {
-            (true, Some((_, e, _))) => e,
-            _ => out.unscheduled,
+        // A retransmission announces the end of what was asked for (Linux
+        // sends the end of the resent range), a first transmission the
+        // unscheduled bytes.
+        let incoming = if pick.retransmit {
+            out.resend.end().max(pick.end)
+        } else {
+            out.unscheduled
         };
         let repr = Repr {
             sport: r.local_port,
@@ -352,13 +340,144 @@ impl<'a> Endpoint<'a> {
         );
         if pick.retransmit {
             stats.retransmissions += 1;
-            out.resend = match out.resend {
-                Some((_, e, p)) if pick.end < e => Some((pick.end, e, p)),
-                _ => None,
-            };
+            out.resend.advance(pick.end);
         } else {
             out.next_xmit = pick.end;
         }
+    }
+
+    /// Sends the GRANTs, RESENDs and NEED_ACKs that RPCs have due, starting
+    /// the scan where the last one stopped. Returns false when the device or
+    /// the budget ran out.
+    fn emit_rpc_control<D: Device + ?Sized>(
+        &mut self,
+        now: Instant,
+        device: &mut D,
+        budget: &mut usize,
+    ) -> bool {
+        let n = self.rpcs.len();
+        for k in 0..n {
+            let slot = (self.ctrl_cursor + k) % n;
+            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+                continue;
+            };
+            let grant = r.inp.as_ref().is_some_and(|m| m.grant_pending);
+            if !(grant || r.resend_due || r.need_ack_due) {
+                continue;
+            }
+            let Some(mac) = self.link_addr_of(r.peer_addr) else {
+                continue;
+            };
+            let resend_due = r.resend_due;
+            let need_ack_due = r.need_ack_due;
+            for (due, kind) in [(grant, 0), (resend_due, 1), (need_ack_due, 2)] {
+                if !due {
+                    continue;
+                }
+                if *budget == 0 {
+                    self.ctrl_cursor = slot;
+                    return false;
+                }
+                let sent = match kind {
+                    0 => device
+                        .transmit(now)
+                        .map(|tx| self.emit_grant(now, tx, mac, slot))
+                        .is_some(),
+                    1 => self.emit_resends(now, device, mac, slot, budget),
+                    _ => device
+                        .transmit(now)
+                        .map(|tx| self.emit_need_ack(now, tx, mac, slot))
+                        .is_some(),
+                };
+                if !sent {
+                    self.ctrl_cursor = slot;
+                    return false;
+                }
+                *budget = budget.saturating_sub(1);
+            }
+        }
+        self.ctrl_cursor = (self.ctrl_cursor + 1) % n;
+        true
+    }
+
+    /// RESENDs for every range an incoming message misses: each gap, the
+    /// granted-but-missing tail, or everything when nothing has arrived.
+    /// Returns false if the device refused a frame (the RPC stays due).
+    fn emit_resends<D: Device + ?Sized>(
+        &mut self,
+        now: Instant,
+        device: &mut D,
+        mac: EthernetAddress,
+        slot: usize,
+        budget: &mut usize,
+    ) -> bool {
+        let top = self.config.highest_priority();
+        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            return true;
+        };
+        let mut ranges: heapless::Vec<(u32, u32), { super::rpc::GAPS + 1 }> = heapless::Vec::new();
+        match &r.inp {
+            Some(m) if m.buf.is_some() => {
+                for g in m.asm.missing_ranges(m.granted) {
+                    let _ = ranges.push((g.start, g.end - g.start));
+                }
+            }
+            // Waiting for pool space: the sender must wait too.
+            Some(_) => {}
+            None => {
+                let _ = ranges.push((0, homa::RESEND_ALL));
+            }
+        }
+        let (sport, dport, id, dst) = (r.local_port, r.peer_port, r.id, r.peer_addr);
+        for (i, &(offset, length)) in ranges.iter().enumerate() {
+            if i > 0 {
+                // The caller counts one frame; count the rest here.
+                if *budget <= 1 {
+                    return false;
+                }
+                *budget -= 1;
+            }
+            let Some(tx) = device.transmit(now) else {
+                return false;
+            };
+            let repr = Repr {
+                sport,
+                dport,
+                sender_id: id,
+                kind: Kind::Resend {
+                    offset,
+                    length,
+                    priority: top,
+                },
+            };
+            self.emit_control(now, tx, mac, dst, &repr);
+            self.stats.resends_requested += 1;
+        }
+        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            r.resend_due = false;
+        }
+        true
+    }
+
+    fn emit_need_ack<T: TxToken>(
+        &mut self,
+        now: Instant,
+        tx: T,
+        mac: EthernetAddress,
+        slot: usize,
+    ) {
+        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            return;
+        };
+        r.need_ack_due = false;
+        let repr = Repr {
+            sport: r.local_port,
+            dport: r.peer_port,
+            sender_id: r.id,
+            kind: Kind::NeedAck,
+        };
+        let dst = r.peer_addr;
+        self.emit_control(now, tx, mac, dst, &repr);
     }
 
     fn emit_grant<T: TxToken>(&mut self, now: Instant, tx: T, mac: EthernetAddress, slot: usize) {
@@ -397,7 +516,6 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs: self.config.announced_cutoffs(),
                 version: self.config.cutoff_version,
             },
-            CtrlKind::NeedAck => Kind::NeedAck,
             CtrlKind::Ack(acks) => Kind::Ack { acks: acks.clone() },
         };
         let repr = Repr {

@@ -6,8 +6,9 @@ use crate::storage::{MessageBuf, Reassembly};
 use crate::wire::Ipv4Addr;
 
 /// Reassembly gaps an incoming message can track at once. A packet that would
-/// open more is dropped and recovered by RESEND; four keeps a slot small.
-pub const GAPS: usize = 4;
+/// open more is dropped and recovered by RESEND; eight (8 bytes each) keep a
+/// slot under 256 bytes while riding out heavy loss.
+pub const GAPS: usize = 8;
 
 /// One entry of the caller-supplied RPC table.
 #[derive(Debug)]
@@ -73,6 +74,10 @@ pub(crate) struct Rpc {
     pub silent_ticks: u32,
     /// Server: ticks since the whole response was handed to the NIC.
     pub done_ticks: u32,
+    /// RESENDs for the incoming message's missing ranges are due.
+    pub resend_due: bool,
+    /// Server: a NEED_ACK is due.
+    pub need_ack_due: bool,
     /// Client: the outcome is waiting for the application.
     pub error: Option<crate::endpoint::RpcError>,
     /// The application has been told about the current state.
@@ -97,8 +102,8 @@ pub(crate) struct MsgOut {
     pub next_xmit: u32,
     /// Priority of scheduled packets, from the last GRANT.
     pub sched_priority: u8,
-    /// A range to send again, at a priority (from RESEND or RPC_UNKNOWN).
-    pub resend: Option<(u32, u32, u8)>,
+    /// Ranges to send again (from RESEND or RPC_UNKNOWN).
+    pub resend: ResendQueue,
 }
 
 impl MsgOut {
@@ -121,16 +126,99 @@ impl MsgOut {
         self.next_xmit < self.length && self.next_xmit < self.granted
     }
 
-    /// Adds `[start, end)` to the pending retransmission range.
+    /// Queues `[start, end)` (cut at the bytes sent so far) to be sent again.
     pub fn request_resend(&mut self, start: u32, end: u32, priority: u8) {
-        let end = end.min(self.next_xmit);
+        self.resend.add(start, end.min(self.next_xmit), priority);
+    }
+}
+
+/// Byte ranges an outgoing message must send again, in order.
+///
+/// A receiver asks for each of its gaps separately; keeping them apart (up
+/// to `RESEND_RANGES`) resends only what is missing. When more arrive than
+/// fit, the two ranges closest together merge, which resends the bytes
+/// between them too: wasteful, never wrong.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ResendQueue {
+    ranges: [(u32, u32); RESEND_RANGES],
+    len: u8,
+    /// Priority of the retransmitted packets: the highest asked for.
+    pub priority: u8,
+}
+
+/// Separate ranges a retransmission queue keeps.
+pub const RESEND_RANGES: usize = 4;
+
+impl ResendQueue {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first range and its priority.
+    pub fn front(&self) -> Option<(u32, u32, u8)> {
+        (self.len > 0).then(|| (self.ranges[0].0, self.ranges[0].1, self.priority))
+    }
+
+    /// The end of the last range.
+    pub fn end(&self) -> u32 {
+        if self.len == 0 {
+            0
+        } else {
+            self.ranges[usize::from(self.len) - 1].1
+        }
+    }
+
+    pub fn add(&mut self, start: u32, end: u32, priority: u8) {
         if start >= end {
             return;
         }
-        self.resend = Some(match self.resend {
-            Some((s, e, p)) => (s.min(start), e.max(end), p.max(priority)),
-            None => (start, end, priority),
-        });
+        self.priority = if self.len == 0 {
+            priority
+        } else {
+            self.priority.max(priority)
+        };
+        let mut list: heapless::Vec<(u32, u32), { RESEND_RANGES + 1 }> = heapless::Vec::new();
+        let mut new = Some((start, end));
+        for &r in &self.ranges[..usize::from(self.len)] {
+            match new {
+                // Overlapping or touching: absorb into the new range.
+                Some((s, e)) if r.0 <= e && s <= r.1 => new = Some((s.min(r.0), e.max(r.1))),
+                Some((s, e)) if e < r.0 => {
+                    let _ = list.push((s, e));
+                    new = None;
+                    let _ = list.push(r);
+                }
+                _ => {
+                    let _ = list.push(r);
+                }
+            }
+        }
+        if let Some(n) = new {
+            let _ = list.push(n);
+        }
+        if list.len() > RESEND_RANGES {
+            // Merge the two neighbours with the smallest hole between them.
+            let i = (0..list.len() - 1)
+                .min_by_key(|&i| list[i + 1].0 - list[i].1)
+                .unwrap_or(0);
+            list[i].1 = list[i + 1].1;
+            list.remove(i + 1);
+        }
+        self.len = list.len() as u8;
+        self.ranges[..list.len()].copy_from_slice(&list);
+    }
+
+    /// Everything below `sent_to` has been sent again: drop it.
+    pub fn advance(&mut self, sent_to: u32) {
+        let mut kept = 0;
+        for i in 0..usize::from(self.len) {
+            let (s, e) = self.ranges[i];
+            if e > sent_to {
+                self.ranges[kept] = (s.max(sent_to), e);
+                kept += 1;
+            }
+        }
+        self.len = kept as u8;
     }
 }
 
@@ -187,6 +275,31 @@ mod tests {
         assert_eq!(packet_at(39_999, 1424, 40_000, 100_000), (39_872, 40_000));
         assert_eq!(packet_at(40_000, 1424, 40_000, 100_000), (40_000, 41_424));
         assert_eq!(packet_at(99_999, 1424, 40_000, 100_000), (99_808, 100_000));
+    }
+
+    #[test]
+    fn resend_ranges_stay_apart_merge_when_touching_and_when_full() {
+        let mut q = ResendQueue::default();
+        q.add(10, 20, 7);
+        q.add(40, 50, 6);
+        q.add(0, 5, 7);
+        assert_eq!(q.ranges[..usize::from(q.len)], [(0, 5), (10, 20), (40, 50)]);
+        q.add(18, 41, 7);
+        assert_eq!(q.ranges[..usize::from(q.len)], [(0, 5), (10, 50)]);
+        q.add(60, 70, 7);
+        q.add(80, 90, 7);
+        q.add(100, 101, 7);
+        // Five ranges do not fit: the closest pair (0..5 and 10..50) merges.
+        assert_eq!(
+            q.ranges[..usize::from(q.len)],
+            [(0, 50), (60, 70), (80, 90), (100, 101)]
+        );
+        q.advance(65);
+        assert_eq!(q.front(), Some((65, 70, 7)));
+        q.advance(200);
+        assert!(q.is_empty());
+        q.add(5, 5, 7);
+        assert!(q.is_empty(), "empty ranges are ignored");
     }
 
     #[test]

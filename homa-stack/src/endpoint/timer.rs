@@ -11,7 +11,7 @@
 //! `need_ack_timeout_ticks` so a vanished client cannot pin its state.
 
 use super::rpc::State;
-use super::{Ctrl, CtrlKind, Endpoint, RpcError, ICMP_PER_TICK};
+use super::{Endpoint, RpcError, ICMP_PER_TICK};
 use crate::time::Instant;
 
 impl<'a> Endpoint<'a> {
@@ -31,7 +31,7 @@ impl<'a> Endpoint<'a> {
                     let sent = r
                         .out
                         .as_ref()
-                        .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_none());
+                        .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
                     r.silent_ticks = 0;
                     if !sent {
                         r.done_ticks = 0;
@@ -44,22 +44,14 @@ impl<'a> Endpoint<'a> {
                         self.stats.server_freed += 1;
                         self.stats.server_ack_timeouts += 1;
                     } else if r.done_ticks >= self.config.request_ack_ticks {
-                        let c = Ctrl {
-                            addr: r.peer_addr,
-                            link_addr: None,
-                            sport: r.local_port,
-                            dport: r.peer_port,
-                            sender_id: r.id,
-                            kind: CtrlKind::NeedAck,
-                        };
-                        self.push_ctrl(c);
+                        r.need_ack_due = true;
                     }
                     continue;
                 }
                 State::ClientOutgoing => {
                     if r.out
                         .as_ref()
-                        .is_some_and(|o| o.can_send_new() || o.resend.is_some())
+                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty())
                     {
                         r.silent_ticks = 0;
                         continue;

@@ -26,16 +26,16 @@
 //! for the existing gaps and the tail brings it back later, and filling a
 //! gap from either end never needs a new slot.
 //!
-//! Size: 16 bytes per gap plus 16, so `size_of::<Reassembly<4>>() == 80`
-//! and `size_of::<Reassembly<8>>() == 144` (on 32- and 64-bit targets).
+//! Gaps carry no creation time (Linux keeps one, but nothing here asks for
+//! a gap by age: the timer asks for every gap after a silence), so a gap is
+//! 8 bytes: `size_of::<Reassembly<4>>() == 48` and
+//! `size_of::<Reassembly<8>>() == 80`.
 //!
 //! No method panics, allocates or does more than `O(GAPS)` work, for any
 //! `offset`/`len`.
 
 use core::fmt;
 use core::ops::Range;
-
-use crate::time::Instant;
 
 /// Gap capacity of [`Reassembly`] when none is named.
 pub const DEFAULT_GAPS: usize = 4;
@@ -48,16 +48,10 @@ pub struct Gap {
     pub start: u32,
     /// One past the last missing byte (`start < end`).
     pub end: u32,
-    /// When the gap appeared (a packet beyond `recv_end` arrived).
-    pub created: Instant,
 }
 
 impl Gap {
-    const EMPTY: Gap = Gap {
-        start: 0,
-        end: 0,
-        created: Instant::from_nanos(0),
-    };
+    const EMPTY: Gap = Gap { start: 0, end: 0 };
 
     /// The gap as a byte range.
     pub const fn range(&self) -> Range<u32> {
@@ -124,9 +118,9 @@ impl<const GAPS: usize> Reassembly<GAPS> {
         }
     }
 
-    /// Records a packet carrying bytes `[offset, offset + len)` that arrived
-    /// at `now`; see [`AddOutcome`] and the module docs for the rules.
-    pub fn add(&mut self, offset: u32, len: u32, now: Instant) -> AddOutcome {
+    /// Records a packet carrying bytes `[offset, offset + len)`; see
+    /// [`AddOutcome`] and the module docs for the rules.
+    pub fn add(&mut self, offset: u32, len: u32) -> AddOutcome {
         let end = match offset.checked_add(len) {
             Some(end) if len > 0 && end <= self.message_length => end,
             _ => return AddOutcome::OutOfRange,
@@ -141,7 +135,6 @@ impl<const GAPS: usize> Reassembly<GAPS> {
                 *slot = Gap {
                     start: self.recv_end,
                     end: offset,
-                    created: now,
                 };
                 self.gap_count += 1;
             }
@@ -178,7 +171,6 @@ impl<const GAPS: usize> Reassembly<GAPS> {
                 self.gaps[index + 1] = Gap {
                     start: end,
                     end: gap.end,
-                    created: gap.created,
                 };
                 self.gap_count += 1;
             }
@@ -255,35 +247,29 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    fn t(n: u64) -> Instant {
-        Instant::from_millis(n)
+    fn gaps<const G: usize>(r: &Reassembly<G>) -> Vec<(u32, u32)> {
+        r.gaps().map(|g| (g.start, g.end)).collect()
     }
 
-    fn gaps<const G: usize>(r: &Reassembly<G>) -> Vec<(u32, u32, u64)> {
-        r.gaps()
-            .map(|g| (g.start, g.end, g.created.total_millis()))
-            .collect()
-    }
-
-    fn state<const G: usize>(r: &Reassembly<G>) -> (u32, u32, Vec<(u32, u32, u64)>) {
+    fn state<const G: usize>(r: &Reassembly<G>) -> (u32, u32, Vec<(u32, u32)>) {
         (r.recv_end(), r.bytes_received(), gaps(r))
     }
 
-    /// 0..1000 received except the gap 300..600 (created at 1 ms).
+    /// 0..1000 received except the gap 300..600.
     fn with_gap() -> Reassembly<4> {
         let mut r = Reassembly::<4>::new(2000);
-        assert_eq!(r.add(0, 300, t(0)), AddOutcome::New);
-        assert_eq!(r.add(600, 400, t(1)), AddOutcome::New);
-        assert_eq!(gaps(&r), [(300, 600, 1)]);
+        assert_eq!(r.add(0, 300), AddOutcome::New);
+        assert_eq!(r.add(600, 400), AddOutcome::New);
+        assert_eq!(gaps(&r), [(300, 600)]);
         r
     }
 
     #[test]
     fn sizes_are_as_documented() {
-        assert_eq!(core::mem::size_of::<Gap>(), 16);
-        assert_eq!(core::mem::size_of::<Reassembly<4>>(), 80);
-        assert_eq!(core::mem::size_of::<Reassembly<8>>(), 144);
-        assert_eq!(core::mem::size_of::<Reassembly>(), 80);
+        assert_eq!(core::mem::size_of::<Gap>(), 8);
+        assert_eq!(core::mem::size_of::<Reassembly<4>>(), 48);
+        assert_eq!(core::mem::size_of::<Reassembly<8>>(), 80);
+        assert_eq!(core::mem::size_of::<Reassembly>(), 48);
     }
 
     #[test]
@@ -291,62 +277,57 @@ mod tests {
         let mut r = Reassembly::<4>::new(3000);
         assert_eq!(r.bytes_remaining(), 3000);
         assert!(!r.is_complete());
-        assert_eq!(r.add(0, 1400, t(0)), AddOutcome::New);
-        assert_eq!(r.add(1400, 1400, t(0)), AddOutcome::New);
+        assert_eq!(r.add(0, 1400), AddOutcome::New);
+        assert_eq!(r.add(1400, 1400), AddOutcome::New);
         assert_eq!(state(&r), (2800, 2800, vec![]));
         assert_eq!(r.bytes_remaining(), 200);
-        assert_eq!(r.add(2800, 200, t(0)), AddOutcome::New);
+        assert_eq!(r.add(2800, 200), AddOutcome::New);
         assert!(r.is_complete());
         assert_eq!(r.bytes_remaining(), 0);
         assert_eq!(r.message_length(), 3000);
     }
 
     #[test]
-    fn packet_beyond_recv_end_opens_a_gap_stamped_now() {
+    fn packet_beyond_recv_end_opens_a_gap() {
         let mut r = Reassembly::<4>::new(5000);
-        assert_eq!(r.add(1000, 500, t(7)), AddOutcome::New);
-        assert_eq!(state(&r), (1500, 500, vec![(0, 1000, 7)]));
-        assert_eq!(r.add(2000, 100, t(9)), AddOutcome::New);
-        assert_eq!(state(&r), (2100, 600, vec![(0, 1000, 7), (1500, 2000, 9)]));
+        assert_eq!(r.add(1000, 500), AddOutcome::New);
+        assert_eq!(state(&r), (1500, 500, vec![(0, 1000)]));
+        assert_eq!(r.add(2000, 100), AddOutcome::New);
+        assert_eq!(state(&r), (2100, 600, vec![(0, 1000), (1500, 2000)]));
     }
 
     #[test]
     fn packet_at_gap_front_shrinks_it_from_the_front() {
         let mut r = with_gap();
-        assert_eq!(r.add(300, 100, t(5)), AddOutcome::New);
-        assert_eq!(state(&r), (1000, 800, vec![(400, 600, 1)]));
+        assert_eq!(r.add(300, 100), AddOutcome::New);
+        assert_eq!(state(&r), (1000, 800, vec![(400, 600)]));
     }
 
     #[test]
     fn packet_at_gap_back_shrinks_it_from_the_back() {
         let mut r = with_gap();
-        assert_eq!(r.add(500, 100, t(5)), AddOutcome::New);
-        assert_eq!(state(&r), (1000, 800, vec![(300, 500, 1)]));
+        assert_eq!(r.add(500, 100), AddOutcome::New);
+        assert_eq!(state(&r), (1000, 800, vec![(300, 500)]));
     }
 
     #[test]
     fn packet_filling_gap_exactly_removes_it() {
         let mut r = with_gap();
-        assert_eq!(r.add(300, 300, t(5)), AddOutcome::New);
+        assert_eq!(r.add(300, 300), AddOutcome::New);
         assert_eq!(state(&r), (1000, 1000, vec![]));
     }
 
     #[test]
     fn packet_in_gap_middle_splits_it_keeping_the_time() {
         let mut r = with_gap();
-        assert_eq!(r.add(400, 100, t(5)), AddOutcome::New);
-        assert_eq!(state(&r), (1000, 800, vec![(300, 400, 1), (500, 600, 1)]));
+        assert_eq!(r.add(400, 100), AddOutcome::New);
+        assert_eq!(state(&r), (1000, 800, vec![(300, 400), (500, 600)]));
         // The split keeps the list sorted with gaps on either side.
-        assert_eq!(r.add(1500, 100, t(6)), AddOutcome::New);
-        assert_eq!(r.add(1200, 100, t(5)), AddOutcome::New);
+        assert_eq!(r.add(1500, 100), AddOutcome::New);
+        assert_eq!(r.add(1200, 100), AddOutcome::New);
         assert_eq!(
             gaps(&r),
-            [
-                (300, 400, 1),
-                (500, 600, 1),
-                (1000, 1200, 6),
-                (1300, 1500, 6)
-            ]
+            [(300, 400), (500, 600), (1000, 1200), (1300, 1500)]
         );
     }
 
@@ -354,9 +335,9 @@ mod tests {
     fn exact_duplicate_of_received_bytes_is_dropped() {
         let mut r = with_gap();
         let before = state(&r);
-        assert_eq!(r.add(0, 300, t(5)), AddOutcome::Duplicate);
-        assert_eq!(r.add(600, 400, t(5)), AddOutcome::Duplicate);
-        assert_eq!(r.add(700, 10, t(5)), AddOutcome::Duplicate);
+        assert_eq!(r.add(0, 300), AddOutcome::Duplicate);
+        assert_eq!(r.add(600, 400), AddOutcome::Duplicate);
+        assert_eq!(r.add(700, 10), AddOutcome::Duplicate);
         assert_eq!(state(&r), before);
     }
 
@@ -365,74 +346,74 @@ mod tests {
         let mut r = with_gap();
         let before = state(&r);
         // From received data into the gap.
-        assert_eq!(r.add(200, 200, t(5)), AddOutcome::Duplicate);
+        assert_eq!(r.add(200, 200), AddOutcome::Duplicate);
         // From the gap into received data.
-        assert_eq!(r.add(500, 200, t(5)), AddOutcome::Duplicate);
+        assert_eq!(r.add(500, 200), AddOutcome::Duplicate);
         // Over the whole gap and both neighbours.
-        assert_eq!(r.add(200, 500, t(5)), AddOutcome::Duplicate);
+        assert_eq!(r.add(200, 500), AddOutcome::Duplicate);
         assert_eq!(state(&r), before);
     }
 
     #[test]
     fn packet_partly_overlapping_received_region_is_dropped() {
         let mut r = Reassembly::<4>::new(2000);
-        assert_eq!(r.add(0, 1000, t(0)), AddOutcome::New);
-        assert_eq!(r.add(900, 200, t(1)), AddOutcome::Duplicate);
+        assert_eq!(r.add(0, 1000), AddOutcome::New);
+        assert_eq!(r.add(900, 200), AddOutcome::Duplicate);
         assert_eq!(state(&r), (1000, 1000, vec![]));
         // A packet starting in the last gap and running past recv_end.
         let mut r = with_gap();
-        assert_eq!(r.add(1500, 100, t(2)), AddOutcome::New);
-        assert_eq!(gaps(&r), [(300, 600, 1), (1000, 1500, 2)]);
-        assert_eq!(r.add(1400, 300, t(3)), AddOutcome::Duplicate);
-        assert_eq!(state(&r), (1600, 800, vec![(300, 600, 1), (1000, 1500, 2)]));
+        assert_eq!(r.add(1500, 100), AddOutcome::New);
+        assert_eq!(gaps(&r), [(300, 600), (1000, 1500)]);
+        assert_eq!(r.add(1400, 300), AddOutcome::Duplicate);
+        assert_eq!(state(&r), (1600, 800, vec![(300, 600), (1000, 1500)]));
     }
 
     #[test]
     fn out_of_range_packets_are_rejected() {
         let mut r = with_gap();
         let before = state(&r);
-        assert_eq!(r.add(1000, 0, t(5)), AddOutcome::OutOfRange);
-        assert_eq!(r.add(1900, 101, t(5)), AddOutcome::OutOfRange);
-        assert_eq!(r.add(2000, 1, t(5)), AddOutcome::OutOfRange);
-        assert_eq!(r.add(u32::MAX, 1, t(5)), AddOutcome::OutOfRange);
+        assert_eq!(r.add(1000, 0), AddOutcome::OutOfRange);
+        assert_eq!(r.add(1900, 101), AddOutcome::OutOfRange);
+        assert_eq!(r.add(2000, 1), AddOutcome::OutOfRange);
+        assert_eq!(r.add(u32::MAX, 1), AddOutcome::OutOfRange);
         assert_eq!(state(&r), before);
-        assert_eq!(r.add(1000, 1000, t(5)), AddOutcome::New);
+        assert_eq!(r.add(1000, 1000), AddOutcome::New);
     }
 
     #[test]
     fn offset_plus_len_overflowing_u32_is_out_of_range() {
         let mut r = Reassembly::<4>::new(u32::MAX);
-        assert_eq!(r.add(10, u32::MAX - 5, t(0)), AddOutcome::OutOfRange);
-        assert_eq!(r.add(u32::MAX, u32::MAX, t(0)), AddOutcome::OutOfRange);
+        assert_eq!(r.add(10, u32::MAX - 5), AddOutcome::OutOfRange);
+        assert_eq!(r.add(u32::MAX, u32::MAX), AddOutcome::OutOfRange);
         assert_eq!(state(&r), (0, 0, vec![]));
-        assert_eq!(r.add(u32::MAX - 1, 1, t(0)), AddOutcome::New);
-        assert_eq!(state(&r), (u32::MAX, 1, vec![(0, u32::MAX - 1, 0)]));
+        assert_eq!(r.add(u32::MAX - 1, 1), AddOutcome::New);
+        assert_eq!(state(&r), (u32::MAX, 1, vec![(0, u32::MAX - 1)]));
     }
 
     #[test]
     fn too_many_gaps_drops_the_packet_and_keeps_state() {
         let mut r = Reassembly::<2>::new(10_000);
-        assert_eq!(r.add(100, 100, t(1)), AddOutcome::New);
-        assert_eq!(r.add(300, 100, t(2)), AddOutcome::New);
+        assert_eq!(r.add(100, 100), AddOutcome::New);
+        assert_eq!(r.add(300, 100), AddOutcome::New);
         let full = state(&r);
-        assert_eq!(full, (400, 200, vec![(0, 100, 1), (200, 300, 2)]));
+        assert_eq!(full, (400, 200, vec![(0, 100), (200, 300)]));
         // A third gap beyond recv_end.
-        assert_eq!(r.add(500, 100, t(3)), AddOutcome::TooManyGaps);
+        assert_eq!(r.add(500, 100), AddOutcome::TooManyGaps);
         // A split of an existing gap.
-        assert_eq!(r.add(50, 10, t(3)), AddOutcome::TooManyGaps);
+        assert_eq!(r.add(50, 10), AddOutcome::TooManyGaps);
         assert_eq!(state(&r), full);
         // Work that needs no new gap still goes through.
-        assert_eq!(r.add(400, 100, t(3)), AddOutcome::New);
-        assert_eq!(r.add(0, 10, t(3)), AddOutcome::New);
-        assert_eq!(r.add(250, 50, t(3)), AddOutcome::New);
-        assert_eq!(state(&r), (500, 360, vec![(10, 100, 1), (200, 250, 2)]));
+        assert_eq!(r.add(400, 100), AddOutcome::New);
+        assert_eq!(r.add(0, 10), AddOutcome::New);
+        assert_eq!(r.add(250, 50), AddOutcome::New);
+        assert_eq!(state(&r), (500, 360, vec![(10, 100), (200, 250)]));
     }
 
     #[test]
     fn zero_gap_capacity_accepts_only_in_order_data() {
         let mut r = Reassembly::<0>::new(100);
-        assert_eq!(r.add(10, 10, t(0)), AddOutcome::TooManyGaps);
-        assert_eq!(r.add(0, 10, t(0)), AddOutcome::New);
+        assert_eq!(r.add(10, 10), AddOutcome::TooManyGaps);
+        assert_eq!(r.add(0, 10), AddOutcome::New);
         assert_eq!(r.gap_capacity(), 0);
     }
 
@@ -440,7 +421,7 @@ mod tests {
     fn zero_length_message_is_complete_and_rejects_everything() {
         let mut r = Reassembly::<4>::new(0);
         assert!(r.is_complete());
-        assert_eq!(r.add(0, 1, t(0)), AddOutcome::OutOfRange);
+        assert_eq!(r.add(0, 1), AddOutcome::OutOfRange);
         assert_eq!(r.missing_ranges(100).count(), 0);
     }
 
@@ -458,7 +439,7 @@ mod tests {
         assert_eq!(ranges, [300..600]);
         let ranges: Vec<_> = r.missing_ranges(0).collect();
         assert_eq!(ranges, [300..600]);
-        assert_eq!(r.add(300, 300, t(2)), AddOutcome::New);
+        assert_eq!(r.add(300, 300), AddOutcome::New);
         assert_eq!(r.missing_ranges(1000).count(), 0);
     }
 
@@ -466,7 +447,6 @@ mod tests {
     /// jumped over each byte that was skipped.
     struct Model {
         got: Vec<bool>,
-        skipped_at: Vec<u64>,
         recv_end: u32,
         capacity: usize,
     }
@@ -475,14 +455,13 @@ mod tests {
         fn new(len: u32, capacity: usize) -> Model {
             Model {
                 got: vec![false; len as usize],
-                skipped_at: vec![0; len as usize],
                 recv_end: 0,
                 capacity,
             }
         }
 
         /// Maximal runs of missing bytes below recv_end.
-        fn gaps(&self) -> Vec<(u32, u32, u64)> {
+        fn gaps(&self) -> Vec<(u32, u32)> {
             let mut out = Vec::new();
             let mut i = 0;
             while i < self.recv_end as usize {
@@ -494,12 +473,12 @@ mod tests {
                 while i < self.recv_end as usize && !self.got[i] {
                     i += 1;
                 }
-                out.push((start as u32, i as u32, self.skipped_at[start]));
+                out.push((start as u32, i as u32));
             }
             out
         }
 
-        fn add(&mut self, offset: u32, len: u32, now: u64) -> AddOutcome {
+        fn add(&mut self, offset: u32, len: u32) -> AddOutcome {
             let end = match offset.checked_add(len) {
                 Some(end) if len > 0 && end as usize <= self.got.len() => end,
                 _ => return AddOutcome::OutOfRange,
@@ -514,9 +493,6 @@ mod tests {
             if offset >= self.recv_end {
                 if offset > self.recv_end && full {
                     return AddOutcome::TooManyGaps;
-                }
-                for at in &mut self.skipped_at[self.recv_end as usize..o] {
-                    *at = now;
                 }
                 self.recv_end = end;
             } else {
@@ -546,9 +522,8 @@ mod tests {
         let mut r = Reassembly::<G>::new(message_len);
         let mut m = Model::new(message_len, G);
         for (step, &(offset, len)) in ops.iter().enumerate() {
-            let now = step as u64;
-            let got = r.add(offset, len, t(now));
-            let want = m.add(offset, len, now);
+            let got = r.add(offset, len);
+            let want = m.add(offset, len);
             assert_eq!(got, want, "add({offset}, {len}) at step {step}");
             let received = m.got.iter().filter(|&&b| b).count() as u32;
             assert_eq!(r.recv_end(), m.recv_end);
@@ -614,24 +589,24 @@ mod tests {
 
             let mut r = Reassembly::<3>::new(message_len);
             let mut writes = vec![0u32; message_len as usize];
-            let mut deliver = |r: &mut Reassembly<3>, (offset, len): (u32, u32), now: u64| {
-                if r.add(offset, len, t(now)) == AddOutcome::New {
+            let mut deliver = |r: &mut Reassembly<3>, (offset, len): (u32, u32)| {
+                if r.add(offset, len) == AddOutcome::New {
                     for w in &mut writes[offset as usize..(offset + len) as usize] {
                         *w += 1;
                     }
                 }
             };
             for (_, seg) in deliveries {
-                deliver(&mut r, seg, 0);
+                deliver(&mut r, seg);
             }
             // The timer's RESENDs; original boundaries make each round fill
             // every range from its front.
-            for round in 1..=3 {
+            for _round in 1..=3 {
                 let missing: Vec<Range<u32>> = r.missing_ranges(message_len).collect();
                 for range in missing {
                     for &(offset, len) in &segments {
                         if offset < range.end && offset + len > range.start {
-                            deliver(&mut r, (offset, len), round);
+                            deliver(&mut r, (offset, len));
                         }
                     }
                 }

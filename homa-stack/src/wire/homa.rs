@@ -991,7 +991,9 @@ impl<'a> Repr<'a> {
             }
             // The packet's own priority field is labelled apart from the
             // IP priority the frame travelled at (` prio P` at the end).
-            Kind::Grant { offset, priority } => write!(f, " offset {offset} sched-prio {priority}")?,
+            Kind::Grant { offset, priority } => {
+                write!(f, " offset {offset} sched-prio {priority}")?
+            }
             Kind::Resend {
                 offset,
                 length,
