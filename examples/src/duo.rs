@@ -10,7 +10,7 @@
 //! computer needs, not as long as the protocol's timers.
 
 use homa_phy::fault::{FaultConfig, FaultInjector};
-use homa_phy::{forward, BoxedLoopback, Duration, Instant, PcapMode, PcapWriter, Split};
+use homa_phy::{forward, BoxedLoopback, ChecksumCapabilities, Duration, Instant, PcapMode, PcapWriter, Split};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint};
@@ -28,7 +28,10 @@ pub type Side = FaultInjector<Split<Ring, Ring>, 16>;
 fn side(seed: u64, mut faults: FaultConfig) -> Side {
     // Both ends have an injector: each frame meets the faults once, on receipt.
     faults.transmit_faults = false;
-    FaultInjector::with_config(Split::new(Ring::boxed(), Ring::boxed()), seed, faults)
+    // Real checksums on the wire, so captures of the run look valid.
+    let mut tx = Ring::boxed();
+    tx.set_checksum_capabilities(ChecksumCapabilities::default());
+    FaultInjector::with_config(Split::new(Ring::boxed(), tx), seed, faults)
 }
 
 /// The client's device also writes every frame it sends or receives to a
@@ -97,12 +100,14 @@ pub struct Duo<'a> {
     pub server_gone: bool,
 }
 
-/// The configuration of one end; `seed` makes runs repeatable.
+/// The configuration of one end; `seed` makes runs repeatable. Homa
+/// checksums are always filled (as Linux `main` does) and verified when
+/// `checksums` says frames may be corrupted.
 pub fn config(ip: Ipv4Addr, mac: EthernetAddress, seed: u64, checksums: bool) -> Config {
     let mut c = Config::new(ip, mac);
     c.random_seed = seed;
     c.link_mbps = 10_000;
-    c.homa_checksum_tx = checksums;
+    c.homa_checksum_tx = true;
     c.homa_checksum_rx = checksums;
     c
 }

@@ -97,6 +97,7 @@ pub struct Loopback<const FRAMES: usize, const MTU: usize = 1514, S = [FrameSlot
     /// Number of queued frames.
     len: usize,
     dropped: u64,
+    checksum: ChecksumCapabilities,
 }
 
 impl<const FRAMES: usize, const MTU: usize> Loopback<FRAMES, MTU> {
@@ -107,6 +108,7 @@ impl<const FRAMES: usize, const MTU: usize> Loopback<FRAMES, MTU> {
             head: 0,
             len: 0,
             dropped: 0,
+            checksum: ChecksumCapabilities::ignored(),
         }
     }
 }
@@ -150,7 +152,16 @@ where
             head: 0,
             len: 0,
             dropped: 0,
+            checksum: ChecksumCapabilities::ignored(),
         }
+    }
+
+    /// Sets the checksum capabilities reported. By default every checksum is
+    /// left to the "device" (nothing in memory corrupts a frame); report
+    /// `ChecksumCapabilities::default()` to have the stack fill them, e.g. so
+    /// captures of the traffic show valid checksums.
+    pub fn set_checksum_capabilities(&mut self, checksum: ChecksumCapabilities) {
+        self.checksum = checksum;
     }
 
     /// Gives the storage back.
@@ -314,7 +325,7 @@ where
     fn capabilities(&self) -> DeviceCapabilities {
         DeviceCapabilities {
             max_transmission_unit: MTU,
-            checksum: ChecksumCapabilities::ignored(),
+            checksum: self.checksum,
             ..DeviceCapabilities::default()
         }
     }
