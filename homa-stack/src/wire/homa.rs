@@ -447,13 +447,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     ///
     /// True when the field is 0 (not filled; upstream and older builds send
     /// that). False for a mixed IPv4/IPv6 address pair, which cannot be a
-    /// real packet. Always true under `cfg(fuzzing)`. Linux never verifies,
-    /// so a stack should count failures rather than drop.
-    #[allow(unexpected_cfgs)]
+    /// real packet. Unlike the IP and ICMP checks it is real under
+    /// `cfg(fuzzing)` too: verification is optional in the endpoint, so
+    /// fuzzers reach everything with it off, and the two-endpoint fuzz
+    /// target relies on it to tell corrupted data from a bug.
     pub fn verify_checksum(&self, src: &IpAddr, dst: &IpAddr) -> bool {
-        if cfg!(fuzzing) {
-            return true;
-        }
         let data = self.buffer.as_ref();
         let Some(pseudo) = pseudo_header(src, dst, data.len()) else {
             return false;
@@ -637,7 +635,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let data = self.buffer.as_ref();
         if let Some(pseudo) = pseudo_header(src, dst, data.len()) {
             let sum = checksum::combine(&[pseudo, checksum::sum(data)]);
-            self.set_checksum(checksum::finish(sum));
+            // 0 on the wire means "not filled" and skips verification, so a
+            // computed 0 goes out as 0xffff, its ones'-complement twin (as
+            // UDP does); it verifies the same.
+            let c = match checksum::finish(sum) {
+                0 => 0xffff,
+                c => c,
+            };
+            self.set_checksum(c);
         }
     }
 }
@@ -2209,5 +2214,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_computed_zero_checksum_is_sent_as_ffff_and_verifies() {
+        let src = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let dst = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+        let mut buf = [0u8; COMMON_HEADER_LEN];
+        buf[11] = 0x14; // BUSY
+                        // Find the sender id whose checksum comes out as zero.
+        let id = (0..=u64::from(u16::MAX))
+            .find(|&id| {
+                let mut p = Packet::new_unchecked(&mut buf[..]);
+                p.set_sender_id(id);
+                p.set_checksum(0);
+                let data = p.as_ref();
+                let sum = checksum::combine(&[
+                    pseudo_header(&src, &dst, data.len()).unwrap(),
+                    checksum::sum(data),
+                ]);
+                checksum::finish(sum) == 0
+            })
+            .expect("some id gives a zero checksum");
+        let mut p = Packet::new_unchecked(&mut buf[..]);
+        p.set_sender_id(id);
+        p.fill_checksum(&src, &dst);
+        assert_eq!(p.checksum(), 0xffff);
+        assert!(p.verify_checksum(&src, &dst));
+        // A flipped bit is caught, although the checksum was "zero".
+        let mut q = Packet::new_unchecked(&mut buf[..]);
+        q.set_sender_id(id ^ 1);
+        assert!(!q.verify_checksum(&src, &dst));
     }
 }
