@@ -10,7 +10,9 @@
 //! computer needs, not as long as the protocol's timers.
 
 use homa_phy::fault::{FaultConfig, FaultInjector};
-use homa_phy::{forward, BoxedLoopback, ChecksumCapabilities, Duration, Instant, PcapMode, PcapWriter, Split};
+use homa_phy::{
+    forward, BoxedLoopback, ChecksumCapabilities, Duration, Instant, PcapMode, PcapWriter, Split,
+};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint};

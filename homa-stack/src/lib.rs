@@ -34,7 +34,8 @@ pub mod wire;
 
 pub use config::Config;
 pub use endpoint::{
-    Endpoint, Event, PeerSlot, RpcError, RpcHandle, RpcSlot, SendError, SocketHandle, SocketSlot,
+    Endpoint, Event, PeerSlot, RpcError, RpcHandle, RpcInfo, RpcSlot, SendError, SocketHandle,
+    SocketSlot,
 };
 
 pub use homa_phy as phy;

@@ -190,7 +190,15 @@ impl<'a> Endpoint<'a> {
             return;
         };
         match r.state {
-            State::ClientOutgoing => r.state = State::ClientIncoming,
+            State::ClientOutgoing => {
+                // The server answers only a whole request, so the request's
+                // pages can go back to the pool for the response.
+                r.state = State::ClientIncoming;
+                if let Some(out) = r.out.take() {
+                    self.pool.free(out.buf);
+                    self.pool_freed = true;
+                }
+            }
             State::ClientIncoming | State::ServerIncoming => {}
             _ => {
                 self.count_drop(Drop::WrongState);
@@ -200,6 +208,8 @@ impl<'a> Endpoint<'a> {
         r.silent_ticks = 0;
         if r.inp.is_none() {
             r.inp = Some(MsgIn::new(h.message_length, h.incoming));
+            // A new message may need grants even if this packet is dropped below.
+            self.grants_dirty = true;
         }
         let Some(m) = r.inp.as_mut() else { return };
         if m.length != h.message_length {

@@ -98,6 +98,36 @@ impl fmt::Display for RpcHandle {
     }
 }
 
+/// What [`Endpoint::rpc_info`] reports of one RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RpcInfo {
+    /// Local id (even: client, odd: server).
+    pub id: u64,
+    /// The peer.
+    pub peer: Ipv4Addr,
+    /// The peer's port.
+    pub peer_port: u16,
+    /// Where the RPC is in its life, e.g. `"client-outgoing"`.
+    pub state: &'static str,
+    /// Length of the outgoing message (0 if none).
+    pub out_length: u32,
+    /// Bytes of it sent once.
+    pub out_sent: u32,
+    /// Bytes of it the receiver granted.
+    pub out_granted: u32,
+    /// Length of the incoming message (0 if none yet).
+    pub in_length: u32,
+    /// Bytes of it received.
+    pub in_received: u32,
+    /// Bytes of it granted to the sender.
+    pub in_granted: u32,
+    /// Whether the incoming message has its pool pages.
+    pub in_has_buffer: bool,
+    /// Ticks since DATA, GRANT or BUSY arrived.
+    pub silent_ticks: u32,
+}
+
 /// Something the application should know about, from [`Endpoint::recv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -401,6 +431,28 @@ impl<'a> Endpoint<'a> {
     /// Live RPCs (client and server).
     pub fn rpcs_in_use(&self) -> usize {
         self.rpcs.iter().filter(|s| s.rpc.is_some()).count()
+    }
+
+    /// One record per live RPC, like Linux's `HOMAIOCINFO`: for debugging
+    /// and monitoring.
+    pub fn rpc_info(&self) -> impl Iterator<Item = RpcInfo> + '_ {
+        self.rpcs
+            .iter()
+            .filter_map(|s| s.rpc.as_ref())
+            .map(|r| RpcInfo {
+                id: r.id,
+                peer: r.peer_addr,
+                peer_port: r.peer_port,
+                state: r.state.name(),
+                out_length: r.out.as_ref().map_or(0, |o| o.length),
+                out_sent: r.out.as_ref().map_or(0, |o| o.next_xmit),
+                out_granted: r.out.as_ref().map_or(0, |o| o.granted),
+                in_length: r.inp.as_ref().map_or(0, |m| m.length),
+                in_received: r.inp.as_ref().map_or(0, |m| m.received()),
+                in_granted: r.inp.as_ref().map_or(0, |m| m.granted),
+                in_has_buffer: r.inp.as_ref().is_some_and(|m| m.buf.is_some()),
+                silent_ticks: r.silent_ticks,
+            })
     }
 
     /// Peers in the peer table.

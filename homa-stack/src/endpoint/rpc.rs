@@ -47,6 +47,18 @@ pub(crate) enum State {
 }
 
 impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::ClientOutgoing => "client-outgoing",
+            State::ClientIncoming => "client-incoming",
+            State::ClientDone => "client-done",
+            State::ServerIncoming => "server-incoming",
+            State::ServerReady => "server-ready",
+            State::ServerInService => "server-in-service",
+            State::ServerOutgoing => "server-outgoing",
+        }
+    }
+
     pub fn is_client(self) -> bool {
         matches!(
             self,

@@ -3,7 +3,9 @@
 //!
 //! Silence is counted only while an RPC waits on its peer: not while the
 //! application holds it, not while it has granted data of its own to send,
-//! not while it waits for pool space or for its own grants. RESENDs go out at
+//! not while it waits for its own grants. (A message waiting for pool space
+//! does count silence, unlike in Linux: a bounded pool could otherwise hold
+//! it forever.) RESENDs go out at
 //! `resend_ticks`, then every `resend_interval`; at `timeout_ticks` a client
 //! RPC fails with [`RpcError::TimedOut`] and a server RPC is dropped. A
 //! server whose response is out asks for an ACK every tick after
@@ -58,13 +60,13 @@ impl<'a> Endpoint<'a> {
                     }
                 }
                 State::ClientIncoming | State::ServerIncoming => {
-                    let waiting_on_us = match &r.inp {
-                        Some(m) => {
-                            m.buf.is_none()
-                                || (m.asm.gap_count() == 0 && m.asm.recv_end() >= m.granted)
-                        }
-                        None => false,
-                    };
+                    // Waiting for our own grants is not the peer's silence.
+                    // Waiting for pool space is: Linux exempts it too, but
+                    // with a bounded pool a message that can never fit would
+                    // wait forever, so it times out like any other.
+                    let waiting_on_us = r.inp.as_ref().is_some_and(|m| {
+                        m.buf.is_some() && m.asm.gap_count() == 0 && m.asm.recv_end() >= m.granted
+                    });
                     if waiting_on_us {
                         r.silent_ticks = 0;
                         continue;
