@@ -423,16 +423,7 @@ impl<'a> Endpoint<'a> {
                 return;
             }
         }
-        let mut acks = heapless::Vec::new();
-        if let Some(p) = self
-            .peers
-            .iter_mut()
-            .filter_map(|p| p.peer.as_mut())
-            .find(|p| p.addr == from.addr)
-        {
-            acks = core::mem::take(&mut p.acks);
-        }
-        self.push_ctrl(from.answer(CtrlKind::Ack(acks)));
+        self.push_ctrl(from.answer(CtrlKind::Ack));
     }
 
     /// Frees our server RPC `id` from `addr` served on `port`, if its response

@@ -294,7 +294,8 @@ enum CtrlKind {
     RpcUnknown,
     Busy,
     Cutoffs,
-    Ack(heapless::Vec<Ack, 5>),
+    /// An ACK carrying the acks waiting for the peer when it is sent.
+    Ack,
 }
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
@@ -831,8 +832,7 @@ impl<'a> Endpoint<'a> {
         if peer.acks.push(ack).is_ok() {
             return;
         }
-        // Full: send the five waiting in one ACK named by this RPC's id.
-        let acks = core::mem::take(&mut peer.acks);
+        // Full: an ACK named by this RPC's id carries the five waiting.
         let link_addr = peer.link_addr;
         self.push_ctrl(Ctrl {
             addr,
@@ -840,7 +840,7 @@ impl<'a> Endpoint<'a> {
             sport,
             dport,
             sender_id: id,
-            kind: CtrlKind::Ack(acks),
+            kind: CtrlKind::Ack,
         });
     }
 

@@ -516,7 +516,20 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs: self.config.announced_cutoffs(),
                 version: self.config.cutoff_version,
             },
-            CtrlKind::Ack(acks) => Kind::Ack { acks: acks.clone() },
+            CtrlKind::Ack => {
+                // The acks waiting for the peer now: some may have ridden
+                // on DATA since this ACK was queued.
+                let peer = self
+                    .peers
+                    .iter_mut()
+                    .filter_map(|p| p.peer.as_mut())
+                    .find(|p| p.addr == c.addr);
+                Kind::Ack {
+                    acks: peer
+                        .map(|p| core::mem::take(&mut p.acks))
+                        .unwrap_or_default(),
+                }
+            }
         };
         let repr = Repr {
             sport: c.sport,

@@ -336,6 +336,24 @@ fn sixty_four_concurrent_rpcs_of_mixed_sizes() {
     });
     assert!(ok, "only {done} of 64 completed");
     p.run_until(Duration::from_millis(50), |p| p.b.rpcs_in_use() == 0);
+    // Acks that found no DATA to ride on went out five to an ACK packet.
+    let acks: usize = p
+        .log
+        .iter()
+        .filter(|(_, to_b, _, _)| *to_b)
+        .filter_map(|(_, _, f, _)| {
+            homa::Repr::parse(&homa::Packet::new_checked(&f[34..]).ok()?).ok()
+        })
+        .map(|r| match r.kind {
+            homa::Kind::Ack { acks } => acks.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(
+        p.a.stats().tx.ack > 0 && acks >= 5,
+        "{} ACK packets carried {acks} acks",
+        p.a.stats().tx.ack
+    );
     assert_eq!(p.b.rpcs_in_use(), 0);
     assert_eq!(p.b.pool_free_bytes(), p.b.pool_capacity_bytes());
 }
