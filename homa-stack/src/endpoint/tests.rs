@@ -81,6 +81,9 @@ pub(crate) fn endpoint_with(config: Config, rpcs: usize, pool: usize) -> Endpoin
 /// Decides whether frame number `i` going `to_b` with these bytes arrives.
 pub(crate) type Filter = Box<dyn FnMut(usize, bool, &[u8]) -> bool>;
 
+/// Rewrites a frame going `to_b` in place.
+pub(crate) type Rewrite = Box<dyn FnMut(bool, &mut Vec<u8>)>;
+
 /// Two endpoints, a wire between them with a one-way delay, and a clock.
 pub(crate) struct Pair {
     pub a: Endpoint<'static>,
@@ -93,6 +96,8 @@ pub(crate) struct Pair {
     pub delay: Duration,
     /// Decides whether a frame (index, to_b, bytes) is delivered.
     pub filter: Filter,
+    /// Rewrites a frame (to_b, bytes) before delivery.
+    pub rewrite: Rewrite,
     pub sent: usize,
     /// Every frame put on the wire: (time, to_b, bytes, priority).
     pub log: Vec<(Instant, bool, Vec<u8>, u8)>,
@@ -109,6 +114,7 @@ impl Pair {
             flight: VecDeque::new(),
             delay: Duration::from_micros(2),
             filter: Box::new(|_, _, _| true),
+            rewrite: Box::new(|_, _| {}),
             sent: 0,
             log: Vec::new(),
         }
@@ -143,6 +149,8 @@ impl Pair {
                 self.sent += 1;
                 self.log.push((self.now, to_b, f.clone(), meta.priority));
                 if (self.filter)(i, to_b, &f) {
+                    let mut f = f;
+                    (self.rewrite)(to_b, &mut f);
                     self.flight.push_back((self.now + self.delay, to_b, f));
                 }
             }
@@ -631,4 +639,48 @@ fn slot_sizes_stay_small() {
         "PeerSlot is {} bytes",
         core::mem::size_of::<PeerSlot>()
     );
+}
+
+/// Makes a frame look like what Linux `main` puts on the wire (protocol.md
+/// 10): flags 6 and urgent 0xb97d on every packet, `seg.offset` 0xFFFFFFFF
+/// on first transmissions of DATA (the offset only in `sequence`), and a
+/// checksum holding only the pseudo-header seed, which does not verify.
+fn linuxify(frame: &mut [u8]) {
+    if frame.len() < 34 + homa::COMMON_HEADER_LEN || frame[23] != 146 {
+        return;
+    }
+    let mut p = homa::Packet::new_unchecked(&mut frame[34..]);
+    p.set_flags(6);
+    p.set_urgent(0xb97d);
+    if p.packet_type() == homa::PacketType::Data && !p.retransmit() {
+        p.set_seg_offset(homa::OFFSET_IN_SEQUENCE);
+    }
+    p.set_checksum(0x1234);
+}
+
+#[test]
+fn rpcs_with_a_peer_that_sends_like_linux_complete() {
+    for len in [1usize, 1425, 40_001, 300_000] {
+        let mut p = Pair::linked(8, 4 << 20);
+        // B plays the Linux host: everything it sends is rewritten.
+        p.rewrite = Box::new(|to_b, f| {
+            if !to_b {
+                linuxify(f);
+            }
+        });
+        echo_rpc(&mut p, len);
+        assert_eq!(
+            p.a.stats().drops.checksum,
+            0,
+            "checksums are not verified by default"
+        );
+        // And the other way round: the client A sends like Linux.
+        let mut p = Pair::linked(8, 4 << 20);
+        p.rewrite = Box::new(|to_b, f| {
+            if to_b {
+                linuxify(f);
+            }
+        });
+        echo_rpc(&mut p, len);
+    }
 }
