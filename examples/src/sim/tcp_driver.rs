@@ -30,7 +30,7 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 use super::event_loop::{Deadlines, Driver, NEVER};
 use super::metrics::Outcomes;
 use super::tcp_device::{fabric_time, ipv4_source, smol_time, SmolPort};
-use super::traffic::{payload_seed, Message};
+use super::traffic::{pattern_matches, payload_seed, Message};
 use crate::pattern_byte;
 
 /// The port every host listens on.
@@ -67,13 +67,17 @@ impl Outgoing {
     /// Writes the next bytes into `buf`; returns how many.
     fn fill(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.total - self.written);
-        for (i, b) in buf[..n].iter_mut().enumerate() {
-            let at = self.written + i;
-            *b = if at < HEADER {
-                self.header[at]
-            } else {
-                pattern_byte(self.seed, at - HEADER)
-            };
+        let mut at = self.written;
+        let mut rest = &mut buf[..n];
+        if at < HEADER {
+            let k = (HEADER - at).min(rest.len());
+            rest[..k].copy_from_slice(&self.header[at..at + k]);
+            rest = &mut rest[k..];
+            at += k;
+        }
+        let start = at.saturating_sub(HEADER);
+        for (i, b) in rest.iter_mut().enumerate() {
+            *b = pattern_byte(self.seed, start + i);
         }
         self.written += n;
         n
@@ -125,6 +129,7 @@ pub struct TcpDriver<'m> {
     messages: &'m [Message],
     seed: u64,
     staged: Vec<u8>,
+    scratch: Vec<u8>,
     touched: Vec<usize>,
     is_touched: Vec<bool>,
     /// Pairs whose two connections are not both established yet.
@@ -211,6 +216,7 @@ impl<'m> TcpDriver<'m> {
             messages,
             seed,
             staged: Vec::new(),
+            scratch: Vec::new(),
             touched: Vec::new(),
             is_touched: vec![false; n * n],
             unestablished: n * (n - 1),
@@ -230,6 +236,7 @@ impl<'m> TcpDriver<'m> {
         let messages = self.messages;
         let seed = self.seed;
         let stats = &mut self.stats;
+        let scratch = &mut self.scratch;
         let Some(pair) = self.pairs[key].as_mut() else {
             return;
         };
@@ -237,7 +244,7 @@ impl<'m> TcpDriver<'m> {
         while server.can_recv() {
             let rx = &mut pair.rx;
             let r = server.recv(|buf| {
-                read_stream(rx, buf, messages, seed, (p, h), now, out, stats);
+                read_stream(rx, buf, messages, seed, (p, h), now, out, stats, scratch);
                 (buf.len(), ())
             });
             if r.is_err() {
@@ -313,6 +320,7 @@ fn read_stream(
     now: u64,
     out: &mut Outcomes,
     stats: &mut TcpDriverStats,
+    scratch: &mut Vec<u8>,
 ) {
     while !buf.is_empty() {
         if rx.got < HEADER {
@@ -341,10 +349,7 @@ fn read_stream(
         let off = rx.got - HEADER;
         let k = (rx.len - off).min(buf.len());
         if rx.intact {
-            rx.intact = buf[..k]
-                .iter()
-                .enumerate()
-                .all(|(i, &b)| b == pattern_byte(rx.seed, off + i));
+            rx.intact = pattern_matches(rx.seed, off, &buf[..k], scratch);
         }
         rx.got += k;
         buf = &buf[k..];
@@ -478,8 +483,9 @@ mod tests {
         let mut out = Outcomes::new(2);
         let mut stats = TcpDriverStats::default();
         let mut rx = Incoming::default();
+        let mut scratch = Vec::new();
         for chunk in stream.chunks(4) {
-            read_stream(&mut rx, chunk, &messages, 9, (1, 0), 77, &mut out, &mut stats);
+            read_stream(&mut rx, chunk, &messages, 9, (1, 0), 77, &mut out, &mut stats, &mut scratch);
         }
         assert_eq!((out.completed, out.verified), (2, 2));
         assert_eq!(out.finish_time(1), Some(77));
@@ -487,7 +493,7 @@ mod tests {
         stream[HEADER + 1] ^= 1;
         let mut out = Outcomes::new(2);
         let mut rx = Incoming::default();
-        read_stream(&mut rx, &stream, &messages, 9, (1, 0), 5, &mut out, &mut stats);
+        read_stream(&mut rx, &stream, &messages, 9, (1, 0), 5, &mut out, &mut stats, &mut scratch);
         assert_eq!((out.completed, out.verified), (2, 1));
         assert_eq!(stats.bad_headers, 0);
     }
