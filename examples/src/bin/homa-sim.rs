@@ -5,6 +5,7 @@
 //! Deterministic for a seed; needs no root and no network. Prints a table
 //! (or `--json`), optionally an SVG chart (`--plot`), and its own speed.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use homa_examples::args::Args;
@@ -14,12 +15,13 @@ use homa_phy::sim::Topology;
 const USAGE: &str = "usage: homa-sim [--topology rack|paper] [--workload w1..w5|FILE.csv] [--load 0.8]
                 [--duration MS] [--seed N] [--protocols homa,tcp] [--json] [--plot FILE.svg]
                 [--warmup FRACTION] [--drain MS] [--buckets N] [--quiet]
-  Homa:         [--unsched-bytes N] [--sched-levels N] [--fifo-grants] [--rpc-slots N]
+  Homa:         [--unsched-bytes N] [--sched-levels N] [--fifo-grants] [--nic-backlog-ns N]
+                [--rpc-slots N]
                 [--pool-mb N] [--response-bytes N (0 = one-way messages)]
   TCP:          [--tcp-buffer BYTES]
 Defaults: rack (16 hosts, 10 Gbit/s), W4, load 0.8, 50 ms of arrivals, seed 1, homa and tcp.";
 
-const OPTIONS: [&str; 20] = [
+const OPTIONS: [&str; 21] = [
     "help",
     "topology",
     "workload",
@@ -36,6 +38,7 @@ const OPTIONS: [&str; 20] = [
     "unsched-bytes",
     "sched-levels",
     "fifo-grants",
+    "nic-backlog-ns",
     "rpc-slots",
     "pool-mb",
     "response-bytes",
@@ -94,6 +97,11 @@ fn options(args: &Args) -> Result<SimOptions, String> {
         return Err("--sched-levels must be 1..=7".into());
     }
     o.fifo_grants = args.flag("fifo-grants");
+    o.nic_backlog_ns = args
+        .get_str("nic-backlog-ns")
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("--nic-backlog-ns: {e}"))?;
     o.rpc_slots = args.get("rpc-slots", o.rpc_slots)?;
     o.pool_bytes = args.get::<usize>("pool-mb", o.pool_bytes >> 20)? << 20;
     o.response_bytes = args.get("response-bytes", 0)?;
@@ -114,18 +122,23 @@ fn main_inner() -> Result<(), String> {
     let o = options(&args)?;
     let wall = std::time::Instant::now();
     let r = run(&o)?;
-    if args.flag("json") {
-        print!("{}", report::json(&r));
+    let mut text = if args.flag("json") {
+        report::json(&r)
     } else {
-        print!("{}", report::table(&r));
-        println!("total wall time {:.1} s", wall.elapsed().as_secs_f64());
-    }
+        format!(
+            "{}total wall time {:.1} s\n",
+            report::table(&r),
+            wall.elapsed().as_secs_f64()
+        )
+    };
     if let Some(path) = args.get_str("plot") {
         std::fs::write(path, plot::svg(&r)).map_err(|e| format!("{path}: {e}"))?;
         if !args.flag("json") {
-            println!("plot written to {path}");
+            text.push_str(&format!("plot written to {path}\n"));
         }
     }
+    // A closed pipe (e.g. `| head`) is not an error worth a panic.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     if args.flag("json") && !o.quiet {
         for p in &r.results {
             eprintln!("{}: {}", p.protocol.name(), report::speed(p));

@@ -34,11 +34,13 @@ fn homa_line(r: &SimResult) -> String {
         n => format!("RPCs with {n}-byte responses"),
     };
     format!(
-        "homa: {mode}, unscheduled bytes {}, {} scheduled levels, overcommit {}, cutoffs {:?}{}",
+        "homa: {mode}, unscheduled bytes {}, {} scheduled levels, overcommit {}, cutoffs {:?}, \
+         NIC queue limit {} ns{}",
         h.unsched_bytes,
         h.sched_levels,
         h.overcommit,
         h.cutoffs,
+        h.nic_backlog_ns,
         if h.fifo_grants { ", FIFO grants" } else { "" }
     )
 }
@@ -168,13 +170,14 @@ pub fn json(r: &SimResult) -> String {
     let _ = writeln!(
         s,
         "  \"homa_config\": {{\"one_way\": {}, \"response_bytes\": {}, \"unsched_bytes\": {}, \
-         \"sched_levels\": {}, \"overcommit\": {}, \"unsched_cutoffs\": {:?}, \"fifo_grants\": {}}},",
+         \"sched_levels\": {}, \"overcommit\": {}, \"unsched_cutoffs\": {:?}, \"nic_backlog_ns\": {}, \"fifo_grants\": {}}},",
         o.response_bytes == 0,
         o.response_bytes,
         h.unsched_bytes,
         h.sched_levels,
         h.overcommit,
         h.cutoffs,
+        h.nic_backlog_ns,
         h.fifo_grants
     );
     if let Some(x) = p99_ratio(r) {

@@ -63,6 +63,8 @@ pub struct SimOptions {
     pub sched_levels: Option<u8>,
     /// Keep Linux's FIFO grants.
     pub fifo_grants: bool,
+    /// Homa pacer's NIC-queue limit, ns; `None`: one full frame's time.
+    pub nic_backlog_ns: Option<u64>,
     /// RPC slots per Homa host.
     pub rpc_slots: usize,
     /// Message pool per Homa host, bytes.
@@ -93,7 +95,8 @@ impl SimOptions {
             unsched_bytes: None,
             sched_levels: None,
             fifo_grants: false,
-            rpc_slots: 1024,
+            nic_backlog_ns: None,
+            rpc_slots: 256,
             pool_bytes: 128 << 20,
             response_bytes: 0,
             tcp_buffer: 64 << 10,
@@ -194,6 +197,9 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
         cutoffs: homa_config::cutoffs(&workload, unsched, sched),
         fifo_grants: o.fifo_grants,
         link_mbps,
+        nic_backlog_ns: o
+            .nic_backlog_ns
+            .unwrap_or_else(|| homa_config::one_frame_backlog_ns(&probe)),
     };
     let spec = TrafficSpec {
         hosts,
