@@ -27,6 +27,9 @@ use crate::fill_pattern;
 /// The port every host serves on.
 pub const PORT: u16 = 700;
 
+/// The message id of warm-up messages.
+const WARM_UP: usize = usize::MAX;
+
 /// Most polls of one host at one instant before the driver moves on (a
 /// guard: an endpoint that keeps asking for a poll without progress).
 const MAX_ROUNDS: u32 = 10_000;
@@ -85,10 +88,11 @@ pub struct HomaDriver<'m> {
     deadlines: Deadlines,
     /// Messages whose `send_request` failed, per source host, in order.
     backlog: Vec<VecDeque<usize>>,
-    /// (client host, client RPC id) -> message.
-    by_rpc: HashMap<(u32, u64), usize>,
-    /// Each message's client RPC while it lives.
-    handles: Vec<Option<RpcHandle>>,
+    /// (client host, client RPC id) -> the message ([`WARM_UP`] for the
+    /// warm-up ones) and the client's handle, while the client RPC lives.
+    by_rpc: HashMap<(u32, u64), (usize, RpcHandle)>,
+    /// Warm-up messages not yet delivered.
+    pub warming: usize,
     messages: &'m [Message],
     seed: u64,
     spec: HomaHostSpec,
@@ -140,7 +144,7 @@ impl<'m> HomaDriver<'m> {
             deadlines: Deadlines::new(n),
             backlog: vec![VecDeque::new(); n],
             by_rpc: HashMap::new(),
-            handles: vec![None; messages.len()],
+            warming: 0,
             messages,
             seed,
             spec,
@@ -183,8 +187,29 @@ impl<'m> HomaDriver<'m> {
             let live = self.eps[h].rpcs_in_use();
             self.stats.max_rpcs = self.stats.max_rpcs.max(live);
         }
-        self.by_rpc.insert((m.src, rpc.id()), id);
-        self.handles[id] = Some(rpc);
+        self.by_rpc.insert((m.src, rpc.id()), (id, rpc));
+        Ok(())
+    }
+
+    /// Sends a 1-byte one-way message from every host to every other one,
+    /// so that every pair has exchanged CUTOFFS before traffic starts (as
+    /// Linux hosts that have talked before have). Run the loop until it is
+    /// idle afterwards.
+    pub fn warm_up(&mut self, fabric: &Fabric) -> Result<(), String> {
+        let now = fabric.now().total_nanos();
+        for h in 0..self.eps.len() {
+            for p in 0..self.eps.len() {
+                if p == h {
+                    continue;
+                }
+                let rpc = self.eps[h]
+                    .send_request(self.socks[h], self.ips[p], PORT, &[0])
+                    .map_err(|e| format!("warm-up message {h} -> {p}: {e}"))?;
+                self.by_rpc.insert((h as u32, rpc.id()), (WARM_UP, rpc));
+                self.warming += 1;
+            }
+            self.deadlines.set(h, now);
+        }
         Ok(())
     }
 
@@ -245,9 +270,8 @@ impl<'m> HomaDriver<'m> {
 
     /// The message of client RPC `rpc` of host `h`, no longer tracked.
     fn forget(&mut self, h: usize, rpc: RpcHandle) -> Option<usize> {
-        let id = self.by_rpc.remove(&(h as u32, rpc.id()))?;
-        self.handles[id] = None;
-        Some(id)
+        let (id, _) = self.by_rpc.remove(&(h as u32, rpc.id()))?;
+        (id != WARM_UP).then_some(id)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -262,12 +286,20 @@ impl<'m> HomaDriver<'m> {
         out: &mut Outcomes,
     ) {
         let client = fabric.host_by_ip(peer.octets());
-        let id = client.and_then(|c| self.by_rpc.get(&(c as u32, rpc.id() ^ 1)).copied());
-        let (Some(client), Some(id)) = (client, id) else {
+        let entry = client.and_then(|c| Some((c, self.by_rpc.get(&(c as u32, rpc.id() ^ 1))?)));
+        let Some((client, &(id, handle))) = entry else {
             self.stats.unknown_requests += 1;
             let _ = self.eps[h].abort(rpc);
             return;
         };
+        if id == WARM_UP {
+            self.warming -= 1;
+            self.by_rpc.remove(&(client as u32, handle.id()));
+            let _ = self.eps[h].abort(rpc);
+            let _ = self.eps[client].abort(handle);
+            self.deadlines.at_most(client, now);
+            return;
+        }
         let m = self.messages[id];
         let seed = payload_seed(self.seed, id);
         let scratch = &mut self.scratch;
@@ -285,11 +317,9 @@ impl<'m> HomaDriver<'m> {
         if self.spec.response_bytes == 0 {
             // One-way: both ends learn out of band that the message arrived.
             let _ = self.eps[h].abort(rpc);
-            if let Some(c) = self.handles[id].take() {
-                self.by_rpc.remove(&(client as u32, c.id()));
-                let _ = self.eps[client].abort(c);
-                self.deadlines.at_most(client, now);
-            }
+            self.by_rpc.remove(&(client as u32, handle.id()));
+            let _ = self.eps[client].abort(handle);
+            self.deadlines.at_most(client, now);
         } else {
             self.buf.clear();
             self.buf.resize(self.spec.response_bytes, 0x5a);

@@ -285,7 +285,16 @@ fn run_homa(
         response_bytes: o.response_bytes,
     };
     let mut d = HomaDriver::new(fabric, &mut mem, params, spec, messages, o.seed)?;
-    let start = fabric.now().total_nanos() + 1_000;
+    // Every pair exchanges CUTOFFS first, as TCP opens its connections.
+    d.warm_up(fabric)?;
+    let mut none = Outcomes::new(0);
+    let setup_limit = fabric.now().total_nanos() + 1_000_000_000;
+    drive(fabric, &mut d, &[], 0, setup_limit, &mut none, progress, |_| false);
+    if d.warming > 0 {
+        return Err(format!("{} Homa warm-up messages never arrived", d.warming));
+    }
+    let setup_ns = fabric.now().total_nanos();
+    let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
     let busy0 = host_busy(fabric);
     let limit = start + o.duration_ns + o.drain_ns;
     let mut ls = drive(fabric, &mut d, messages, start, limit, out, progress, |_| false);
@@ -293,6 +302,7 @@ fn run_homa(
     let s = d.stats();
     let e = d.endpoint_totals();
     let counters = vec![
+        ("setup_ns", setup_ns),
         ("deferred_table_full", s.deferred_table),
         ("deferred_pool_full", s.deferred_pool),
         ("deferred_behind", s.deferred_behind),
