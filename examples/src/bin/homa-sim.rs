@@ -14,14 +14,15 @@ use homa_phy::sim::Topology;
 
 const USAGE: &str = "usage: homa-sim [--topology rack|paper] [--workload w1..w5|FILE.csv] [--load 0.8]
                 [--duration MS] [--seed N] [--protocols homa,tcp] [--json] [--plot FILE.svg]
-                [--warmup FRACTION] [--drain MS] [--buckets N] [--quiet]
+                [--warmup FRACTION] [--drain MS] [--buckets N] [--quiet] [--sequential]
   Homa:         [--unsched-bytes N] [--sched-levels N] [--fifo-grants] [--nic-backlog-ns N]
                 [--rpc-slots N]
                 [--pool-mb N] [--response-bytes N (0 = one-way messages)]
   TCP:          [--tcp-buffer BYTES]
-Defaults: rack (16 hosts, 10 Gbit/s), W4, load 0.8, 50 ms of arrivals, seed 1, homa and tcp.";
+Defaults: rack (16 hosts, 10 Gbit/s), W4, load 0.8, 200 ms of arrivals, seed 1, homa and tcp
+(one thread each unless --sequential).";
 
-const OPTIONS: [&str; 21] = [
+const OPTIONS: [&str; 22] = [
     "help",
     "topology",
     "workload",
@@ -35,6 +36,7 @@ const OPTIONS: [&str; 21] = [
     "drain",
     "buckets",
     "quiet",
+    "sequential",
     "unsched-bytes",
     "sched-levels",
     "fifo-grants",
@@ -72,7 +74,7 @@ fn options(args: &Args) -> Result<SimOptions, String> {
         t => return Err(format!("unknown topology {t}: rack or paper")),
     };
     o.load = args.get("load", 0.8)?;
-    o.duration_ns = ms_to_ns(args.get("duration", 50.0)?, "duration")?;
+    o.duration_ns = ms_to_ns(args.get("duration", 200.0)?, "duration")?;
     o.drain_ns = ms_to_ns(args.get("drain", 200.0)?, "drain")?;
     o.warmup = args.get("warmup", 0.1)?;
     if !(0.0..1.0).contains(&o.warmup) {
@@ -91,6 +93,7 @@ fn options(args: &Args) -> Result<SimOptions, String> {
         .collect::<Result<_, _>>()?;
     o.buckets = args.get("buckets", 10)?;
     o.quiet = args.flag("quiet");
+    o.parallel = !args.flag("sequential");
     o.unsched_bytes = args.get_str("unsched-bytes").map(str::parse).transpose().map_err(|e| format!("--unsched-bytes: {e}"))?;
     o.sched_levels = args.get_str("sched-levels").map(str::parse).transpose().map_err(|e| format!("--sched-levels: {e}"))?;
     if o.sched_levels.is_some_and(|s| !(1..=7).contains(&s)) {
@@ -113,7 +116,7 @@ fn options(args: &Args) -> Result<SimOptions, String> {
 }
 
 fn main_inner() -> Result<(), String> {
-    let args = Args::parse(&["help", "json", "quiet", "fifo-grants"])?;
+    let args = Args::parse(&["help", "json", "quiet", "fifo-grants", "sequential"])?;
     if args.flag("help") {
         println!("{USAGE}");
         return Ok(());

@@ -77,6 +77,8 @@ pub struct SimOptions {
     pub buckets: usize,
     /// No progress lines.
     pub quiet: bool,
+    /// Run the protocols at the same time, one thread each.
+    pub parallel: bool,
 }
 
 impl SimOptions {
@@ -87,7 +89,7 @@ impl SimOptions {
             topology: Topology::Rack { hosts: 16 },
             workload,
             load: 0.8,
-            duration_ns: 100_000_000,
+            duration_ns: 200_000_000,
             warmup: 0.1,
             drain_ns: 200_000_000,
             seed: 1,
@@ -96,12 +98,13 @@ impl SimOptions {
             sched_levels: None,
             fifo_grants: false,
             nic_backlog_ns: None,
-            rpc_slots: 256,
+            rpc_slots: 128,
             pool_bytes: 128 << 20,
             response_bytes: 0,
             tcp_buffer: 64 << 10,
             buckets: 10,
             quiet: false,
+            parallel: true,
         }
     }
 }
@@ -217,41 +220,33 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
     let capacity = hosts as f64 * f64::from(link_mbps) / 8000.0 * o.duration_ns as f64;
     let bounds = workload.bucket_bounds(o.buckets.max(1));
     let short_max = workload.sample(0.1);
-    let mut results = Vec::new();
-    for &p in &o.protocols {
-        let mut fabric = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
-        let wall = WallClock::now();
-        let mut progress = Progress::new(p.name(), o.quiet);
-        let mut out = Outcomes::new(messages.len());
-        let (start, ls, counters) = match p {
-            Protocol::Homa => run_homa(o, &mut fabric, &homa, &messages, &mut out, &mut progress)?,
-            Protocol::Tcp => run_tcp(o, &mut fabric, &messages, &mut out, &mut progress)?,
-        };
-        let unfinished = out.close();
-        let wall_s = wall.elapsed().as_secs_f64();
-        let mut ideal = Ideal::new(&fabric, packets);
-        let warm = (o.duration_ns as f64 * o.warmup) as u64;
-        let b = buckets(&messages, &out, &mut ideal, &bounds, start, warm);
-        let short = buckets(&messages, &out, &mut ideal, &[short_max, u32::MAX], start, warm)[0];
-        let span = ls.arrivals_end.saturating_sub(start).max(1);
-        let busy = ls.busy_at_arrivals_end.saturating_sub(ls.busy_at_start);
-        results.push(ProtoResult {
-            protocol: p,
-            sent: out.sent,
-            completed: out.completed,
-            verified: out.verified,
-            failed: out.failed,
-            unfinished,
-            short,
-            buckets: b,
-            achieved_load: busy as f64 / (hosts as f64 * span as f64),
-            sim_ns: ls.end.saturating_sub(start),
-            wall_s,
-            hops: fabric.stats().hops,
-            frames: fabric.stats().frames_sent,
-            counters,
-        });
-    }
+    let shared = Shared {
+        o,
+        homa: &homa,
+        messages: &messages,
+        packets,
+        bounds: &bounds,
+        short_max,
+        hosts,
+    };
+    let results: Vec<Result<ProtoResult, String>> = if o.parallel && o.protocols.len() > 1 {
+        // The protocols share nothing but the read-only traffic: one
+        // thread each.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = o
+                .protocols
+                .iter()
+                .map(|&p| scope.spawn(move || run_one(&shared, p)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a protocol's run panicked".into())))
+                .collect()
+        })
+    } else {
+        o.protocols.iter().map(|&p| run_one(&shared, p)).collect()
+    };
+    let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(SimResult {
         options: o.clone(),
         hosts,
@@ -262,6 +257,56 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
         homa,
         short_max_bytes: short_max,
         results,
+    })
+}
+
+/// What every protocol's run reads.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    o: &'a SimOptions,
+    homa: &'a HomaParams,
+    messages: &'a [Message],
+    packets: Packetiser,
+    bounds: &'a [u32],
+    short_max: u32,
+    hosts: usize,
+}
+
+/// One protocol on its own fabric.
+fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
+    let o = s.o;
+    let mut fabric = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
+    let wall = WallClock::now();
+    let mut progress = Progress::new(p.name(), o.quiet);
+    let mut out = Outcomes::new(s.messages.len());
+    let (start, ls, counters) = match p {
+        Protocol::Homa => run_homa(o, &mut fabric, s.homa, s.messages, &mut out, &mut progress)?,
+        Protocol::Tcp => run_tcp(o, &mut fabric, s.messages, &mut out, &mut progress)?,
+    };
+    let unfinished = out.close();
+    let wall_s = wall.elapsed().as_secs_f64();
+    let mut ideal = Ideal::new(&fabric, s.packets);
+    let warm = (o.duration_ns as f64 * o.warmup) as u64;
+    let b = buckets(s.messages, &out, &mut ideal, s.bounds, start, warm);
+    let short_bounds = [s.short_max, u32::MAX];
+    let short = buckets(s.messages, &out, &mut ideal, &short_bounds, start, warm)[0];
+    let span = ls.arrivals_end.saturating_sub(start).max(1);
+    let busy = ls.busy_at_arrivals_end.saturating_sub(ls.busy_at_start);
+    Ok(ProtoResult {
+        protocol: p,
+        sent: out.sent,
+        completed: out.completed,
+        verified: out.verified,
+        failed: out.failed,
+        unfinished,
+        short,
+        buckets: b,
+        achieved_load: busy as f64 / (s.hosts as f64 * span as f64),
+        sim_ns: ls.end.saturating_sub(start),
+        wall_s,
+        hops: fabric.stats().hops,
+        frames: fabric.stats().frames_sent,
+        counters,
     })
 }
 
