@@ -12,7 +12,8 @@ use homa_examples::args::Args;
 use homa_examples::sim::{plot, report, run, Protocol, SimOptions, Workload};
 use homa_phy::sim::Topology;
 
-const USAGE: &str = "usage: homa-sim [--topology rack|paper] [--workload w1..w5|FILE.csv] [--load 0.8]
+const USAGE: &str =
+    "usage: homa-sim [--topology rack|paper] [--workload w1..w5|FILE.csv] [--load 0.8]
                 [--duration MS] [--seed N] [--protocols homa,tcp] [--json] [--plot FILE.svg]
                 [--warmup FRACTION] [--drain MS] [--buckets N] [--quiet] [--sequential]
   Homa:         [--unsched-bytes N] [--sched-levels N] [--fifo-grants] [--nic-backlog-ns N]
@@ -59,7 +60,9 @@ fn main() -> ExitCode {
 
 fn ms_to_ns(ms: f64, name: &str) -> Result<u64, String> {
     if !(ms > 0.0 && ms < 1e7) {
-        return Err(format!("--{name} must be a positive number of milliseconds"));
+        return Err(format!(
+            "--{name} must be a positive number of milliseconds"
+        ));
     }
     Ok((ms * 1e6) as u64)
 }
@@ -94,8 +97,16 @@ fn options(args: &Args) -> Result<SimOptions, String> {
     o.buckets = args.get("buckets", 10)?;
     o.quiet = args.flag("quiet");
     o.parallel = !args.flag("sequential");
-    o.unsched_bytes = args.get_str("unsched-bytes").map(str::parse).transpose().map_err(|e| format!("--unsched-bytes: {e}"))?;
-    o.sched_levels = args.get_str("sched-levels").map(str::parse).transpose().map_err(|e| format!("--sched-levels: {e}"))?;
+    o.unsched_bytes = args
+        .get_str("unsched-bytes")
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("--unsched-bytes: {e}"))?;
+    o.sched_levels = args
+        .get_str("sched-levels")
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("--sched-levels: {e}"))?;
     if o.sched_levels.is_some_and(|s| !(1..=7).contains(&s)) {
         return Err("--sched-levels must be 1..=7".into());
     }

@@ -56,7 +56,7 @@ impl Deadlines {
     }
 
     /// The earliest deadline.
-    pub fn next(&mut self) -> Option<u64> {
+    pub fn earliest(&mut self) -> Option<u64> {
         while let Some(&Reverse((at, key))) = self.heap.peek() {
             if self.due[key as usize] == at {
                 return Some(at);
@@ -158,18 +158,33 @@ pub fn host_busy(fabric: &Fabric) -> u64 {
         .sum()
 }
 
-/// Runs `messages` (arrival times relative to `start`) until every one has
-/// an outcome, nothing is left to do, `limit` is reached, or `stop` says so.
+/// What [`drive`] runs: messages whose arrival times count from `start`,
+/// and the fabric time at which to give up.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan<'a> {
+    /// The messages, in order of arrival.
+    pub messages: &'a [Message],
+    /// Fabric time of arrival time 0, ns.
+    pub start: u64,
+    /// Fabric time at which the loop stops in any case, ns.
+    pub limit: u64,
+}
+
+/// Runs the plan's messages until every one has an outcome, nothing is
+/// left to do, the limit is reached, or `stop` says so.
 pub fn drive<D: Driver>(
     fabric: &mut Fabric,
     driver: &mut D,
-    messages: &[Message],
-    start: u64,
-    limit: u64,
+    plan: Plan<'_>,
     out: &mut Outcomes,
     progress: &mut Progress,
     mut stop: impl FnMut(&D) -> bool,
 ) -> LoopStats {
+    let Plan {
+        messages,
+        start,
+        limit,
+    } = plan;
     let mut stats = LoopStats::default();
     let mut next = 0;
     let mut rx = Vec::new();
@@ -238,12 +253,12 @@ mod tests {
         d.set(1, 40); // replaces 10
         d.at_most(2, 60); // later: ignored
         d.at_most(0, 20); // earlier: taken
-        assert_eq!(d.next(), Some(20));
+        assert_eq!(d.earliest(), Some(20));
         assert_eq!(d.pop_due(35), Some(0));
         assert_eq!(d.pop_due(35), Some(2));
         assert_eq!(d.pop_due(35), None);
-        assert_eq!(d.next(), Some(40));
+        assert_eq!(d.earliest(), Some(40));
         d.set(1, NEVER);
-        assert_eq!(d.next(), None);
+        assert_eq!(d.earliest(), None);
     }
 }

@@ -39,7 +39,8 @@ pub fn sched_levels_for(w: &Workload, unsched_bytes: u32) -> u8 {
 pub fn rtt_unsched_bytes(fabric: &Fabric, packets: &Packetiser) -> u32 {
     let mtu = fabric.config().mtu;
     let far = fabric.hosts() - 1;
-    let rtt = fabric.ideal_one_way_frames(0, far, &[mtu]) + fabric.ideal_one_way_frames(far, 0, &[60]);
+    let rtt =
+        fabric.ideal_one_way_frames(0, far, &[mtu]) + fabric.ideal_one_way_frames(far, 0, &[60]);
     let per_packet = homa_phy::sim::serialisation_time(mtu, fabric.config().host_link_mbps);
     let n = rtt.total_nanos().div_ceil(per_packet.total_nanos().max(1));
     (n as usize * packets.seg) as u32
@@ -135,7 +136,10 @@ mod tests {
         // Unscheduled bytes 100+200+300+400 = 1000 (per 4 messages): the
         // cumulative sum first reaches 250 at 200, 500 at 300, 750 at 400.
         assert_eq!(&c[5..], &[400, 300, 200]);
-        let mut cfg = Config::new(Ipv4Addr::new(10, 0, 0, 1), EthernetAddress([2, 0, 0, 0, 0, 1]));
+        let mut cfg = Config::new(
+            Ipv4Addr::new(10, 0, 0, 1),
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+        );
         cfg.unsched_cutoffs = c;
         assert_eq!(cfg.max_sched_prio(), 3);
     }

@@ -30,6 +30,9 @@ pub const PORT: u16 = 700;
 /// The message id of warm-up messages.
 const WARM_UP: usize = usize::MAX;
 
+/// Warm-up messages one host has in flight at most.
+pub const WARM_UP_WINDOW: usize = 8;
+
 /// Most polls of one host at one instant before the driver moves on (a
 /// guard: an endpoint that keeps asking for a poll without progress).
 const MAX_ROUNDS: u32 = 10_000;
@@ -93,6 +96,10 @@ pub struct HomaDriver<'m> {
     by_rpc: HashMap<(u32, u64), (usize, RpcHandle)>,
     /// Warm-up messages not yet delivered.
     pub warming: usize,
+    /// Peers each host has still to warm up with.
+    warm_todo: Vec<VecDeque<u32>>,
+    /// Warm-up messages each host has in flight.
+    warm_inflight: Vec<usize>,
     messages: &'m [Message],
     seed: u64,
     spec: HomaHostSpec,
@@ -118,7 +125,11 @@ impl<'m> HomaDriver<'m> {
         let mut socks = Vec::with_capacity(n);
         let now = fabric.now();
         for (h, m) in mem.iter_mut().enumerate().take(n) {
-            let cfg = params.config(fabric.host_ip(h), fabric.host_mac(h), seed ^ (h as u64) << 20);
+            let cfg = params.config(
+                fabric.host_ip(h),
+                fabric.host_mac(h),
+                seed ^ (h as u64) << 20,
+            );
             let mut ep = Endpoint::new(
                 cfg,
                 &mut m.rpcs[..],
@@ -145,6 +156,8 @@ impl<'m> HomaDriver<'m> {
             backlog: vec![VecDeque::new(); n],
             by_rpc: HashMap::new(),
             warming: 0,
+            warm_todo: vec![VecDeque::new(); n],
+            warm_inflight: vec![0; n],
             messages,
             seed,
             spec,
@@ -193,24 +206,33 @@ impl<'m> HomaDriver<'m> {
 
     /// Sends a 1-byte one-way message from every host to every other one,
     /// so that every pair has exchanged CUTOFFS before traffic starts (as
-    /// Linux hosts that have talked before have). Run the loop until it is
-    /// idle afterwards.
-    pub fn warm_up(&mut self, fabric: &Fabric) -> Result<(), String> {
+    /// Linux hosts that have talked before have). At most [`WARM_UP_WINDOW`]
+    /// per host are in flight, so no table overflows. Run the loop until
+    /// [`HomaDriver::warming`] is 0 and it is idle.
+    pub fn warm_up(&mut self, fabric: &Fabric) {
         let now = fabric.now().total_nanos();
-        for h in 0..self.eps.len() {
-            for p in 0..self.eps.len() {
-                if p == h {
-                    continue;
-                }
-                let rpc = self.eps[h]
-                    .send_request(self.socks[h], self.ips[p], PORT, &[0])
-                    .map_err(|e| format!("warm-up message {h} -> {p}: {e}"))?;
-                self.by_rpc.insert((h as u32, rpc.id()), (WARM_UP, rpc));
-                self.warming += 1;
-            }
+        let n = self.eps.len();
+        for h in 0..n {
+            self.warm_todo[h] = (0..n as u32).filter(|&p| p as usize != h).collect();
+            self.warming += n - 1;
             self.deadlines.set(h, now);
         }
-        Ok(())
+    }
+
+    /// Starts host `h`'s next warm-up messages while its window allows.
+    fn send_warm_ups(&mut self, h: usize) {
+        while self.warm_inflight[h] < WARM_UP_WINDOW {
+            let Some(&p) = self.warm_todo[h].front() else {
+                return;
+            };
+            let Ok(rpc) = self.eps[h].send_request(self.socks[h], self.ips[p as usize], PORT, &[0])
+            else {
+                return;
+            };
+            self.warm_todo[h].pop_front();
+            self.warm_inflight[h] += 1;
+            self.by_rpc.insert((h as u32, rpc.id()), (WARM_UP, rpc));
+        }
     }
 
     /// Sends waiting messages of host `h` in order while they fit.
@@ -230,6 +252,9 @@ impl<'m> HomaDriver<'m> {
         for _ in 0..MAX_ROUNDS {
             if !self.backlog[h].is_empty() {
                 self.flush_backlog(h);
+            }
+            if !self.warm_todo[h].is_empty() {
+                self.send_warm_ups(h);
             }
             self.eps[h].poll(t, &mut fabric.device(h));
             let acted = self.events(fabric, now, h, out);
@@ -294,6 +319,7 @@ impl<'m> HomaDriver<'m> {
         };
         if id == WARM_UP {
             self.warming -= 1;
+            self.warm_inflight[client] -= 1;
             self.by_rpc.remove(&(client as u32, handle.id()));
             let _ = self.eps[h].abort(rpc);
             let _ = self.eps[client].abort(handle);
@@ -375,7 +401,7 @@ impl Driver for HomaDriver<'_> {
     }
 
     fn next_deadline(&mut self) -> Option<u64> {
-        self.deadlines.next()
+        self.deadlines.earliest()
     }
 
     fn run_due(&mut self, fabric: &mut Fabric, now: u64, out: &mut Outcomes) {

@@ -140,9 +140,7 @@ impl<'f> Ideal<'f> {
         let (fabric, packets) = (self.fabric, self.packets);
         *self.cache.entry((m.size, local)).or_insert_with(|| {
             let frames = packets.frames(m.size as usize);
-            fabric
-                .ideal_one_way_frames(src, dst, &frames)
-                .total_nanos()
+            fabric.ideal_one_way_frames(src, dst, &frames).total_nanos()
         })
     }
 }
@@ -176,7 +174,9 @@ pub fn buckets(
         let Some(end) = outcomes.finish_time(id) else {
             continue;
         };
-        let b = bounds.partition_point(|&x| x < m.size).min(bounds.len() - 1);
+        let b = bounds
+            .partition_point(|&x| x < m.size)
+            .min(bounds.len() - 1);
         let took = end.saturating_sub(start + m.at);
         per[b].push(took as f64 / ideal.of(m).max(1) as f64);
     }

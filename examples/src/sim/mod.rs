@@ -24,5 +24,5 @@ pub mod tcp_driver;
 pub mod traffic;
 pub mod workload;
 
-pub use run::{run, Protocol, SimOptions, SimResult};
+pub use run::{run, run_with, Protocol, SimOptions, SimResult};
 pub use workload::Workload;

@@ -157,7 +157,11 @@ pub fn json(r: &SimResult) -> String {
     let mut s = String::from("{\n");
     let _ = writeln!(s, "  \"topology\": \"{}\",", o.topology_name);
     let _ = writeln!(s, "  \"hosts\": {},", r.hosts);
-    let _ = writeln!(s, "  \"workload\": \"{}\",", r.workload.name.replace('"', "'"));
+    let _ = writeln!(
+        s,
+        "  \"workload\": \"{}\",",
+        r.workload.name.replace('"', "'")
+    );
     let _ = writeln!(s, "  \"size_cap_bytes\": {MAX_MESSAGE},");
     let _ = writeln!(s, "  \"sizes_capped\": {},", r.capped);
     let _ = writeln!(s, "  \"load\": {},", o.load);

@@ -6,7 +6,7 @@ use std::time::Instant as WallClock;
 use homa_phy::sim::{Config as FabricConfig, Fabric, Topology};
 use homa_phy::ChecksumCapabilities;
 
-use super::event_loop::{drive, host_busy, Progress};
+use super::event_loop::{drive, host_busy, Plan, Progress};
 use super::homa_config::{self, HomaParams};
 use super::homa_driver::{HomaDriver, HomaHostSpec, HostMem};
 use super::metrics::{buckets, Bucket, Ideal, Outcomes};
@@ -174,8 +174,15 @@ fn fabric_config(o: &SimOptions) -> FabricConfig {
     c
 }
 
-/// Runs the experiment.
+/// Runs the experiment: Poisson traffic from the options.
 pub fn run(o: &SimOptions) -> Result<SimResult, String> {
+    run_with(o, None)
+}
+
+/// Runs the experiment on the given messages instead of generated ones
+/// (arrival times relative to the start of traffic; sizes at most
+/// [`MAX_MESSAGE`]).
+pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult, String> {
     if !(o.load > 0.0 && o.load < 1.5) {
         return Err("--load must be a fraction above 0 (e.g. 0.8)".into());
     }
@@ -212,7 +219,15 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
         duration_ns: o.duration_ns,
         seed: o.seed,
     };
-    let messages = traffic::generate(&spec, &workload);
+    let messages = match given {
+        Some(m) => m,
+        None => traffic::generate(&spec, &workload),
+    };
+    if messages.iter().any(|m| {
+        m.size == 0 || m.size > MAX_MESSAGE || m.src == m.dst || m.src.max(m.dst) as usize >= hosts
+    }) {
+        return Err("a message has a bad size or bad hosts".into());
+    }
     let wire: f64 = messages
         .iter()
         .map(|m| packets.wire_bytes(m.size as usize) as f64)
@@ -240,7 +255,10 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err("a protocol's run panicked".into())))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a protocol's run panicked".into()))
+                })
                 .collect()
         })
     } else {
@@ -331,10 +349,21 @@ fn run_homa(
     };
     let mut d = HomaDriver::new(fabric, &mut mem, params, spec, messages, o.seed)?;
     // Every pair exchanges CUTOFFS first, as TCP opens its connections.
-    d.warm_up(fabric)?;
+    d.warm_up(fabric);
     let mut none = Outcomes::new(0);
     let setup_limit = fabric.now().total_nanos() + 1_000_000_000;
-    drive(fabric, &mut d, &[], 0, setup_limit, &mut none, progress, |_| false);
+    drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages: &[],
+            start: 0,
+            limit: setup_limit,
+        },
+        &mut none,
+        progress,
+        |_| false,
+    );
     if d.warming > 0 {
         return Err(format!("{} Homa warm-up messages never arrived", d.warming));
     }
@@ -342,7 +371,18 @@ fn run_homa(
     let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
     let busy0 = host_busy(fabric);
     let limit = start + o.duration_ns + o.drain_ns;
-    let mut ls = drive(fabric, &mut d, messages, start, limit, out, progress, |_| false);
+    let mut ls = drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages,
+            start,
+            limit,
+        },
+        out,
+        progress,
+        |_| false,
+    );
     ls.busy_at_start = busy0;
     let s = d.stats();
     let e = d.endpoint_totals();
@@ -378,9 +418,18 @@ fn run_tcp(
     // Open every connection before traffic starts.
     let mut none = Outcomes::new(0);
     let setup_limit = fabric.now().total_nanos() + 1_000_000_000;
-    drive(fabric, &mut d, &[], 0, setup_limit, &mut none, progress, |d| {
-        d.unestablished == 0
-    });
+    drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages: &[],
+            start: 0,
+            limit: setup_limit,
+        },
+        &mut none,
+        progress,
+        |d| d.unestablished == 0,
+    );
     if d.unestablished > 0 {
         return Err(format!("{} TCP pairs never connected", d.unestablished));
     }
@@ -388,7 +437,18 @@ fn run_tcp(
     let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
     let busy0 = host_busy(fabric);
     let limit = start + o.duration_ns + o.drain_ns;
-    let mut ls = drive(fabric, &mut d, messages, start, limit, out, progress, |_| false);
+    let mut ls = drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages,
+            start,
+            limit,
+        },
+        out,
+        progress,
+        |_| false,
+    );
     ls.busy_at_start = busy0;
     let s = d.stats();
     let counters = vec![

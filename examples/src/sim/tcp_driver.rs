@@ -190,7 +190,9 @@ impl<'m> TcpDriver<'m> {
                     .connect(iface.context(), remote, CLIENT_PORT_BASE + p as u16)
                     .map_err(|e| format!("connect {h} -> {p}: {e}"))?;
                 let mut server = socket(spec.buffer_bytes);
-                server.listen(TCP_PORT).map_err(|e| format!("listen: {e}"))?;
+                server
+                    .listen(TCP_PORT)
+                    .map_err(|e| format!("listen: {e}"))?;
                 let mut set = SocketSet::new(Vec::with_capacity(2));
                 let client = set.add(client);
                 let server = set.add(server);
@@ -435,7 +437,7 @@ impl Driver for TcpDriver<'_> {
     }
 
     fn next_deadline(&mut self) -> Option<u64> {
-        self.deadlines.next()
+        self.deadlines.earliest()
     }
 
     fn run_due(&mut self, fabric: &mut Fabric, now: u64, out: &mut Outcomes) {
@@ -485,7 +487,17 @@ mod tests {
         let mut rx = Incoming::default();
         let mut scratch = Vec::new();
         for chunk in stream.chunks(4) {
-            read_stream(&mut rx, chunk, &messages, 9, (1, 0), 77, &mut out, &mut stats, &mut scratch);
+            read_stream(
+                &mut rx,
+                chunk,
+                &messages,
+                9,
+                (1, 0),
+                77,
+                &mut out,
+                &mut stats,
+                &mut scratch,
+            );
         }
         assert_eq!((out.completed, out.verified), (2, 2));
         assert_eq!(out.finish_time(1), Some(77));
@@ -493,7 +505,17 @@ mod tests {
         stream[HEADER + 1] ^= 1;
         let mut out = Outcomes::new(2);
         let mut rx = Incoming::default();
-        read_stream(&mut rx, &stream, &messages, 9, (1, 0), 5, &mut out, &mut stats, &mut scratch);
+        read_stream(
+            &mut rx,
+            &stream,
+            &messages,
+            9,
+            (1, 0),
+            5,
+            &mut out,
+            &mut stats,
+            &mut scratch,
+        );
         assert_eq!((out.completed, out.verified), (2, 1));
         assert_eq!(stats.bad_headers, 0);
     }

@@ -127,7 +127,11 @@ mod tests {
         assert!((spec.rate_per_host() - 625_000.0).abs() < 1e-6);
         let m = generate(&spec, &w);
         let expect = 4.0 * 625_000.0 * 0.01;
-        assert!((m.len() as f64 - expect).abs() < 0.03 * expect, "{}", m.len());
+        assert!(
+            (m.len() as f64 - expect).abs() < 0.03 * expect,
+            "{}",
+            m.len()
+        );
         assert!(m.windows(2).all(|p| p[0].at <= p[1].at));
         assert!(m.iter().all(|x| x.src != x.dst && x.src < 4 && x.dst < 4));
         for h in 0..4 {

@@ -51,7 +51,9 @@ impl Workload {
                 continue;
             }
             let err = |what: &str| format!("{name} line {}: {what}: {line}", n + 1);
-            let (b, c) = line.split_once(',').ok_or_else(|| err("expected bytes,cdf"))?;
+            let (b, c) = line
+                .split_once(',')
+                .ok_or_else(|| err("expected bytes,cdf"))?;
             let b: u32 = b.trim().parse().map_err(|_| err("bad size"))?;
             let c: f64 = c.trim().parse().map_err(|_| err("bad cdf"))?;
             if b == 0 || !(0.0..=1.0 + 1e-9).contains(&c) {
@@ -108,11 +110,14 @@ impl Workload {
 
     /// Each size with its probability.
     pub fn pmf(&self) -> impl Iterator<Item = (u32, f64)> + '_ {
-        self.sizes.iter().zip(&self.cdf).scan(0.0, |prev, (&s, &c)| {
-            let p = c - *prev;
-            *prev = c;
-            Some((s, p))
-        })
+        self.sizes
+            .iter()
+            .zip(&self.cdf)
+            .scan(0.0, |prev, (&s, &c)| {
+                let p = c - *prev;
+                *prev = c;
+                Some((s, p))
+            })
     }
 
     /// The expected value of `f(size)`.
