@@ -9,21 +9,22 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use homa_examples::args::Args;
+use homa_examples::sim::homa_config::HomaStyle;
 use homa_examples::sim::{plot, report, run, Protocol, SimOptions, Workload};
 use homa_phy::sim::Topology;
 
 const USAGE: &str =
     "usage: homa-sim [--topology rack|paper] [--workload w1..w5|FILE.csv] [--load 0.8]
-                [--duration MS] [--seed N] [--protocols homa,tcp] [--json] [--plot FILE.svg]
+                [--duration MS] [--seed N] [--protocols homa,tcp] [--json] [--json-out FILE] [--plot FILE.svg]
                 [--warmup FRACTION] [--drain MS] [--buckets N] [--quiet] [--sequential]
-  Homa:         [--unsched-bytes N] [--sched-levels N] [--fifo-grants] [--nic-backlog-ns N]
+  Homa:         [--homa-style paper|linux] [--unsched-bytes N] [--sched-levels N] [--nic-backlog-ns N]
                 [--rpc-slots N]
                 [--pool-mb N] [--response-bytes N (0 = one-way messages)]
   TCP:          [--tcp-buffer BYTES]
 Defaults: rack (16 hosts, 10 Gbit/s), W4, load 0.8, 200 ms of arrivals, seed 1, homa and tcp
 (one thread each unless --sequential).";
 
-const OPTIONS: [&str; 22] = [
+const OPTIONS: [&str; 23] = [
     "help",
     "topology",
     "workload",
@@ -32,6 +33,7 @@ const OPTIONS: [&str; 22] = [
     "seed",
     "protocols",
     "json",
+    "json-out",
     "plot",
     "warmup",
     "drain",
@@ -40,7 +42,7 @@ const OPTIONS: [&str; 22] = [
     "sequential",
     "unsched-bytes",
     "sched-levels",
-    "fifo-grants",
+    "homa-style",
     "nic-backlog-ns",
     "rpc-slots",
     "pool-mb",
@@ -110,7 +112,11 @@ fn options(args: &Args) -> Result<SimOptions, String> {
     if o.sched_levels.is_some_and(|s| !(1..=7).contains(&s)) {
         return Err("--sched-levels must be 1..=7".into());
     }
-    o.fifo_grants = args.flag("fifo-grants");
+    o.style = match args.get_str("homa-style").unwrap_or("paper") {
+        "paper" => HomaStyle::Paper,
+        "linux" => HomaStyle::Linux,
+        s => return Err(format!("unknown --homa-style {s}: paper or linux")),
+    };
     o.nic_backlog_ns = args
         .get_str("nic-backlog-ns")
         .map(str::parse)
@@ -127,7 +133,7 @@ fn options(args: &Args) -> Result<SimOptions, String> {
 }
 
 fn main_inner() -> Result<(), String> {
-    let args = Args::parse(&["help", "json", "quiet", "fifo-grants", "sequential"])?;
+    let args = Args::parse(&["help", "json", "quiet", "sequential"])?;
     if args.flag("help") {
         println!("{USAGE}");
         return Ok(());
@@ -145,6 +151,9 @@ fn main_inner() -> Result<(), String> {
             wall.elapsed().as_secs_f64()
         )
     };
+    if let Some(path) = args.get_str("json-out") {
+        std::fs::write(path, report::json(&r)).map_err(|e| format!("{path}: {e}"))?;
+    }
     if let Some(path) = args.get_str("plot") {
         std::fs::write(path, plot::svg(&r)).map_err(|e| format!("{path}: {e}"))?;
         if !args.flag("json") {

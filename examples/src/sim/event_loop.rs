@@ -107,6 +107,8 @@ pub struct LoopStats {
     pub busy_at_arrivals_end: u64,
     /// The same when traffic started (filled in by the caller).
     pub busy_at_start: u64,
+    /// The same when the loop stopped.
+    pub busy_at_end: u64,
 }
 
 /// Prints a progress line on stderr every few wall seconds.
@@ -237,6 +239,7 @@ pub fn drive<D: Driver>(
         stats.busy_at_arrivals_end = host_busy(fabric);
     }
     stats.end = fabric.now().total_nanos();
+    stats.busy_at_end = host_busy(fabric);
     stats
 }
 

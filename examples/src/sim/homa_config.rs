@@ -46,15 +46,6 @@ pub fn rtt_unsched_bytes(fabric: &Fabric, packets: &Packetiser) -> u32 {
     (n as usize * packets.seg) as u32
 }
 
-/// The paper's sender hands a packet to the NIC only when the NIC queue is
-/// about empty, so a short message waits behind at most one packet: one
-/// full frame's time on the host link. (Linux's 5 us is 10 to 40 frames at
-/// the 25 to 100 Gbit/s it was set for, but 4 frames at 10 Gbit/s.)
-pub fn one_frame_backlog_ns(fabric: &Fabric) -> u64 {
-    let c = fabric.config();
-    homa_phy::sim::serialisation_time(c.mtu, c.host_link_mbps).total_nanos()
-}
-
 /// Cutoffs for `sched` scheduled levels (0..sched) and `8 - sched`
 /// unscheduled ones (sched..8, the highest for the shortest messages), each
 /// unscheduled level carrying about the same share of unscheduled bytes.
@@ -91,14 +82,50 @@ pub struct HomaParams {
     pub sched_levels: u8,
     /// `Config::unsched_cutoffs`.
     pub cutoffs: [u32; NUM_PRIORITIES],
-    /// Keep Linux's FIFO grants (5% of grants to the oldest message).
-    pub fifo_grants: bool,
+    /// How the sender and the FIFO shares are set.
+    pub style: HomaStyle,
     /// Host link rate, Mbit/s.
     pub link_mbps: u32,
     /// Most the pacer lets the estimated NIC queue reach
     /// (`Config::max_nic_est_backlog`), ns.
     pub nic_backlog_ns: u64,
 }
+
+/// Which Homa: the paper's, or homa-stack's Linux defaults for the sender
+/// and the FIFO shares. Both use the per-workload cutoffs, overcommitment,
+/// unscheduled bytes and grant window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HomaStyle {
+    /// As the paper describes Homa: the sender sends every message in SRPT
+    /// order and hands the NIC a packet only when it is (by the pacer's
+    /// estimate) idle; no FIFO grants, no FIFO pacer picks.
+    Paper,
+    /// homa-stack's (= Linux's) defaults: messages of at most 1000 bytes
+    /// bypass the pacer, the NIC queue may reach 5 us, 5% of grants and of
+    /// pacer picks go to the oldest message.
+    Linux,
+}
+
+impl HomaStyle {
+    /// `paper` or `linux`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HomaStyle::Paper => "paper",
+            HomaStyle::Linux => "linux",
+        }
+    }
+
+    /// The NIC-queue limit of this style on `fabric`, ns.
+    pub fn nic_backlog_ns(self) -> u64 {
+        match self {
+            HomaStyle::Paper => 0,
+            HomaStyle::Linux => LINUX_NIC_BACKLOG_NS,
+        }
+    }
+}
+
+/// homa-stack's default `max_nic_est_backlog` (Linux's `max_nic_queue_ns`).
+pub const LINUX_NIC_BACKLOG_NS: u64 = 5_000;
 
 impl HomaParams {
     /// The endpoint configuration of one host.
@@ -114,10 +141,15 @@ impl HomaParams {
         c.num_priorities = NUM_PRIORITIES as u8;
         c.unsched_cutoffs = self.cutoffs;
         c.max_nic_est_backlog = Duration::from_nanos(self.nic_backlog_ns);
-        if !self.fifo_grants {
-            // The paper's Homa has no FIFO grants; Linux's go out at level
-            // 6, an unscheduled level for most workloads here.
+        if self.style == HomaStyle::Paper {
+            // Every message goes through the pacer, so the sender's order
+            // is SRPT for all of them, not FIFO in the NIC for short ones.
+            c.defer_min_bytes = 0;
+            // The paper's Homa has no FIFO shares (Linux added them against
+            // starvation; its FIFO grants go out at level 6, an unscheduled
+            // level for most workloads here).
             c.grant_fifo_fraction = 0;
+            c.pacer_fifo_fraction = 0;
         }
         c
     }

@@ -137,7 +137,14 @@ pub fn svg(r: &SimResult) -> String {
             }
         }
     }
-    // Legend.
+    // Legend, on white so curves behind it stay readable.
+    let _ = writeln!(
+        s,
+        r##"<rect x="{}" y="{}" width="110" height="{}" fill="white" fill-opacity="0.85" stroke="#999"/>"##,
+        LEFT + 6.0,
+        TOP + 4.0,
+        r.results.len() as f64 * 36.0 + 6.0
+    );
     let mut y = TOP + 16.0;
     for p in &r.results {
         for (label, dash) in [("P99", ""), ("P50", r#" stroke-dasharray="6 4""#)] {

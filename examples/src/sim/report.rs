@@ -35,13 +35,13 @@ fn homa_line(r: &SimResult) -> String {
     };
     format!(
         "homa: {mode}, unscheduled bytes {}, {} scheduled levels, overcommit {}, cutoffs {:?}, \
-         NIC queue limit {} ns{}",
+         NIC queue limit {} ns, {} style",
         h.unsched_bytes,
         h.sched_levels,
         h.overcommit,
         h.cutoffs,
         h.nic_backlog_ns,
-        if h.fifo_grants { ", FIFO grants" } else { "" }
+        h.style.name()
     )
 }
 
@@ -107,14 +107,16 @@ pub fn table(r: &SimResult) -> String {
     for p in &r.results {
         let _ = writeln!(
             s,
-            "{:>4}: sent {} completed {} verified {} failed {} (unfinished {}); achieved load {:.3}",
+            "{:>4}: sent {} completed {} verified {} failed {} (unfinished {}); link load {:.3} \
+             while messages arrived, {:.3} carried in all",
             p.protocol.name(),
             p.sent,
             p.completed,
             p.verified,
             p.failed,
             p.unfinished,
-            p.achieved_load
+            p.achieved_load,
+            p.carried_load
         );
         let counters: Vec<String> = p
             .counters
@@ -174,7 +176,7 @@ pub fn json(r: &SimResult) -> String {
     let _ = writeln!(
         s,
         "  \"homa_config\": {{\"one_way\": {}, \"response_bytes\": {}, \"unsched_bytes\": {}, \
-         \"sched_levels\": {}, \"overcommit\": {}, \"unsched_cutoffs\": {:?}, \"nic_backlog_ns\": {}, \"fifo_grants\": {}}},",
+         \"sched_levels\": {}, \"overcommit\": {}, \"unsched_cutoffs\": {:?}, \"nic_backlog_ns\": {}, \"style\": \"{}\"}},",
         o.response_bytes == 0,
         o.response_bytes,
         h.unsched_bytes,
@@ -182,7 +184,7 @@ pub fn json(r: &SimResult) -> String {
         h.overcommit,
         h.cutoffs,
         h.nic_backlog_ns,
-        h.fifo_grants
+        h.style.name()
     );
     if let Some(x) = p99_ratio(r) {
         let _ = writeln!(s, "  \"tcp_over_homa_short_p99\": {x:.4},");
@@ -197,6 +199,7 @@ pub fn json(r: &SimResult) -> String {
         let _ = writeln!(s, "      \"failed\": {},", p.failed);
         let _ = writeln!(s, "      \"unfinished\": {},", p.unfinished);
         let _ = writeln!(s, "      \"achieved_load\": {:.4},", p.achieved_load);
+        let _ = writeln!(s, "      \"carried_load\": {:.4},", p.carried_load);
         let _ = writeln!(s, "      \"short_count\": {},", p.short.count);
         let _ = writeln!(s, "      \"short_p50\": {:.4},", p.short.p50);
         let _ = writeln!(s, "      \"short_p99\": {:.4},", p.short.p99);

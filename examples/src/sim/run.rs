@@ -7,7 +7,7 @@ use homa_phy::sim::{Config as FabricConfig, Fabric, Topology};
 use homa_phy::ChecksumCapabilities;
 
 use super::event_loop::{drive, host_busy, Plan, Progress};
-use super::homa_config::{self, HomaParams};
+use super::homa_config::{self, HomaParams, HomaStyle};
 use super::homa_driver::{HomaDriver, HomaHostSpec, HostMem};
 use super::metrics::{buckets, Bucket, Ideal, Outcomes};
 use super::packets::Packetiser;
@@ -61,9 +61,9 @@ pub struct SimOptions {
     /// Homa scheduled levels (= overcommitment); `None`: the paper's for
     /// W1..W5, else from the workload.
     pub sched_levels: Option<u8>,
-    /// Keep Linux's FIFO grants.
-    pub fifo_grants: bool,
-    /// Homa pacer's NIC-queue limit, ns; `None`: one full frame's time.
+    /// The paper's Homa or homa-stack's Linux defaults (sender, FIFO shares).
+    pub style: HomaStyle,
+    /// Homa pacer's NIC-queue limit, ns; `None`: the style's.
     pub nic_backlog_ns: Option<u64>,
     /// RPC slots per Homa host.
     pub rpc_slots: usize,
@@ -96,7 +96,7 @@ impl SimOptions {
             protocols: vec![Protocol::Homa, Protocol::Tcp],
             unsched_bytes: None,
             sched_levels: None,
-            fifo_grants: false,
+            style: HomaStyle::Paper,
             nic_backlog_ns: None,
             rpc_slots: 128,
             pool_bytes: 128 << 20,
@@ -130,6 +130,9 @@ pub struct ProtoResult {
     pub buckets: Vec<Bucket>,
     /// Host-link utilisation while messages arrived (every frame counted).
     pub achieved_load: f64,
+    /// All host-link busy time of the run, drain included, over the time
+    /// messages arrived: the load the protocol carried in the end.
+    pub carried_load: f64,
     /// Fabric time from the first arrival to the end, ns.
     pub sim_ns: u64,
     /// Wall time of the run (setup included), s.
@@ -205,11 +208,9 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
         overcommit: sched,
         sched_levels: sched,
         cutoffs: homa_config::cutoffs(&workload, unsched, sched),
-        fifo_grants: o.fifo_grants,
+        style: o.style,
         link_mbps,
-        nic_backlog_ns: o
-            .nic_backlog_ns
-            .unwrap_or_else(|| homa_config::one_frame_backlog_ns(&probe)),
+        nic_backlog_ns: o.nic_backlog_ns.unwrap_or(o.style.nic_backlog_ns()),
     };
     let spec = TrafficSpec {
         hosts,
@@ -320,6 +321,8 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
         short,
         buckets: b,
         achieved_load: busy as f64 / (s.hosts as f64 * span as f64),
+        carried_load: ls.busy_at_end.saturating_sub(ls.busy_at_start) as f64
+            / (s.hosts as f64 * span as f64),
         sim_ns: ls.end.saturating_sub(start),
         wall_s,
         hops: fabric.stats().hops,
