@@ -9,7 +9,7 @@
 //! - [`homa_config`], [`homa_driver`]: Homa's settings and hosts;
 //! - [`tcp_device`], [`tcp_driver`]: the smoltcp adapter and hosts;
 //! - [`metrics`]: outcomes and slowdown statistics;
-//! - [`run`]: one experiment; [`report`], [`plot`]: table, JSON, SVG.
+//! - [`run`](mod@run): one experiment; [`report`], [`plot`]: table, JSON, SVG.
 
 pub mod event_loop;
 pub mod homa_config;
