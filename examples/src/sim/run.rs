@@ -1,0 +1,464 @@
+//! One homa-sim experiment: build the traffic once, run each protocol on its
+//! own fresh fabric with the same messages, and collect the statistics.
+
+use std::time::Instant as WallClock;
+
+use homa_phy::sim::{Config as FabricConfig, Fabric, Topology};
+use homa_phy::ChecksumCapabilities;
+
+use super::event_loop::{drive, host_busy, Plan, Progress};
+use super::homa_config::{self, HomaParams, HomaStyle};
+use super::homa_driver::{HomaDriver, HomaHostSpec, HostMem};
+use super::metrics::{buckets, Bucket, Ideal, Outcomes};
+use super::packets::Packetiser;
+use super::tcp_driver::{TcpDriver, TcpSpec};
+use super::traffic::{self, Message, TrafficSpec};
+use super::workload::{Workload, MAX_MESSAGE};
+
+/// A transport to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// homa-stack endpoints.
+    Homa,
+    /// smoltcp TCP.
+    Tcp,
+}
+
+impl Protocol {
+    /// Lower-case name, as in `--protocols`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Homa => "homa",
+            Protocol::Tcp => "tcp",
+        }
+    }
+}
+
+/// Everything an experiment needs.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// `rack` or `paper`.
+    pub topology_name: String,
+    /// The fabric's shape.
+    pub topology: Topology,
+    /// The size distribution, uncapped.
+    pub workload: Workload,
+    /// Offered load, fraction of the host link rate in wire bytes.
+    pub load: f64,
+    /// Arrivals happen during this many ns.
+    pub duration_ns: u64,
+    /// Messages arriving in this first share of the duration are not
+    /// measured.
+    pub warmup: f64,
+    /// After the last arrival, unfinished messages get this long.
+    pub drain_ns: u64,
+    /// Seed of traffic, fabric and endpoints.
+    pub seed: u64,
+    /// What to run, in order.
+    pub protocols: Vec<Protocol>,
+    /// Homa unscheduled bytes; `None`: one round trip.
+    pub unsched_bytes: Option<u32>,
+    /// Homa scheduled levels (= overcommitment); `None`: the paper's for
+    /// W1..W5, else from the workload.
+    pub sched_levels: Option<u8>,
+    /// The paper's Homa or homa-stack's Linux defaults (sender, FIFO shares).
+    pub style: HomaStyle,
+    /// Homa pacer's NIC-queue limit, ns; `None`: the style's.
+    pub nic_backlog_ns: Option<u64>,
+    /// RPC slots per Homa host.
+    pub rpc_slots: usize,
+    /// Message pool per Homa host, bytes.
+    pub pool_bytes: usize,
+    /// 0: one-way Homa messages; otherwise the response length.
+    pub response_bytes: usize,
+    /// TCP socket buffer size, bytes.
+    pub tcp_buffer: usize,
+    /// Number of size buckets.
+    pub buckets: usize,
+    /// No progress lines.
+    pub quiet: bool,
+    /// Run the protocols at the same time, one thread each.
+    pub parallel: bool,
+}
+
+impl SimOptions {
+    /// The defaults of `homa-sim`: `rack`, W4, 80%, both protocols.
+    pub fn new(workload: Workload) -> SimOptions {
+        SimOptions {
+            topology_name: "rack".into(),
+            topology: Topology::Rack { hosts: 16 },
+            workload,
+            load: 0.8,
+            duration_ns: 200_000_000,
+            warmup: 0.1,
+            drain_ns: 200_000_000,
+            seed: 1,
+            protocols: vec![Protocol::Homa, Protocol::Tcp],
+            unsched_bytes: None,
+            sched_levels: None,
+            style: HomaStyle::Paper,
+            nic_backlog_ns: None,
+            rpc_slots: 128,
+            pool_bytes: 128 << 20,
+            response_bytes: 0,
+            tcp_buffer: 64 << 10,
+            buckets: 10,
+            quiet: false,
+            parallel: true,
+        }
+    }
+}
+
+/// What one protocol achieved.
+#[derive(Debug, Clone)]
+pub struct ProtoResult {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// Messages handed to the transport.
+    pub sent: usize,
+    /// Messages that arrived whole.
+    pub completed: usize,
+    /// Arrived messages whose bytes all matched.
+    pub verified: usize,
+    /// Messages that failed, arrived corrupt, or were unfinished at the end.
+    pub failed: usize,
+    /// Of `failed`, those still unfinished when the drain limit passed.
+    pub unfinished: usize,
+    /// Slowdown of the short messages.
+    pub short: Bucket,
+    /// Slowdown per size bucket.
+    pub buckets: Vec<Bucket>,
+    /// Host-link utilisation while messages arrived (every frame counted).
+    pub achieved_load: f64,
+    /// All host-link busy time of the run, drain included, over the time
+    /// messages arrived: the load the protocol carried in the end.
+    pub carried_load: f64,
+    /// Fabric time from the first arrival to the end, ns.
+    pub sim_ns: u64,
+    /// Wall time of the run (setup included), s.
+    pub wall_s: f64,
+    /// Link traversals of all frames.
+    pub hops: u64,
+    /// Frames the hosts sent.
+    pub frames: u64,
+    /// Protocol-specific counters, by name.
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+/// The whole experiment.
+#[derive(Debug, Clone)]
+pub struct SimResult {
+    /// The options it ran with.
+    pub options: SimOptions,
+    /// Hosts in the fabric.
+    pub hosts: usize,
+    /// The workload as sent (sizes capped at [`MAX_MESSAGE`]).
+    pub workload: Workload,
+    /// Whether the cap changed the workload.
+    pub capped: bool,
+    /// Messages generated.
+    pub messages: usize,
+    /// Offered load of the generated messages (wire bytes, Homa's
+    /// packetisation) over the host links.
+    pub offered_load: f64,
+    /// Homa settings used.
+    pub homa: HomaParams,
+    /// Upper size of the short messages.
+    pub short_max_bytes: u32,
+    /// The protocols' results, in the order run.
+    pub results: Vec<ProtoResult>,
+}
+
+fn fabric_config(o: &SimOptions) -> FabricConfig {
+    let mut c = FabricConfig::new(o.topology);
+    c.seed = o.seed;
+    // No frame is ever corrupted, so neither stack computes checksums.
+    c.checksum = ChecksumCapabilities::ignored();
+    c
+}
+
+/// Runs the experiment: Poisson traffic from the options.
+pub fn run(o: &SimOptions) -> Result<SimResult, String> {
+    run_with(o, None)
+}
+
+/// Runs the experiment on the given messages instead of generated ones
+/// (arrival times relative to the start of traffic; sizes at most
+/// [`MAX_MESSAGE`]).
+pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult, String> {
+    if !(o.load > 0.0 && o.load < 1.5) {
+        return Err("--load must be a fraction above 0 (e.g. 0.8)".into());
+    }
+    let probe = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
+    let hosts = probe.hosts();
+    let link_mbps = probe.config().host_link_mbps;
+    let workload = o.workload.capped(MAX_MESSAGE);
+    let seg_only = Packetiser::new(probe.config().mtu, 1);
+    let unsched = o
+        .unsched_bytes
+        .unwrap_or_else(|| homa_config::rtt_unsched_bytes(&probe, &seg_only));
+    let packets = Packetiser::new(probe.config().mtu, unsched as usize);
+    let sched = o
+        .sched_levels
+        .or_else(|| homa_config::paper_sched_levels(&workload.name))
+        .unwrap_or_else(|| homa_config::sched_levels_for(&workload, unsched))
+        .clamp(1, 7);
+    let homa = HomaParams {
+        unsched_bytes: unsched,
+        overcommit: sched,
+        sched_levels: sched,
+        cutoffs: homa_config::cutoffs(&workload, unsched, sched),
+        style: o.style,
+        link_mbps,
+        nic_backlog_ns: o.nic_backlog_ns.unwrap_or(o.style.nic_backlog_ns()),
+    };
+    let spec = TrafficSpec {
+        hosts,
+        load: o.load,
+        link_mbps,
+        mean_wire_bytes: workload.expect(|s| packets.wire_bytes(s as usize) as f64),
+        duration_ns: o.duration_ns,
+        seed: o.seed,
+    };
+    let messages = match given {
+        Some(m) => m,
+        None => traffic::generate(&spec, &workload),
+    };
+    if messages.iter().any(|m| {
+        m.size == 0 || m.size > MAX_MESSAGE || m.src == m.dst || m.src.max(m.dst) as usize >= hosts
+    }) {
+        return Err("a message has a bad size or bad hosts".into());
+    }
+    let wire: f64 = messages
+        .iter()
+        .map(|m| packets.wire_bytes(m.size as usize) as f64)
+        .sum();
+    let capacity = hosts as f64 * f64::from(link_mbps) / 8000.0 * o.duration_ns as f64;
+    let bounds = workload.bucket_bounds(o.buckets.max(1));
+    let short_max = workload.sample(0.1);
+    let shared = Shared {
+        o,
+        homa: &homa,
+        messages: &messages,
+        packets,
+        bounds: &bounds,
+        short_max,
+        hosts,
+    };
+    let results: Vec<Result<ProtoResult, String>> = if o.parallel && o.protocols.len() > 1 {
+        // The protocols share nothing but the read-only traffic: one
+        // thread each.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = o
+                .protocols
+                .iter()
+                .map(|&p| scope.spawn(move || run_one(&shared, p)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a protocol's run panicked".into()))
+                })
+                .collect()
+        })
+    } else {
+        o.protocols.iter().map(|&p| run_one(&shared, p)).collect()
+    };
+    let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(SimResult {
+        options: o.clone(),
+        hosts,
+        capped: o.workload.exceeds(MAX_MESSAGE),
+        workload,
+        messages: messages.len(),
+        offered_load: wire / capacity,
+        homa,
+        short_max_bytes: short_max,
+        results,
+    })
+}
+
+/// What every protocol's run reads.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    o: &'a SimOptions,
+    homa: &'a HomaParams,
+    messages: &'a [Message],
+    packets: Packetiser,
+    bounds: &'a [u32],
+    short_max: u32,
+    hosts: usize,
+}
+
+/// One protocol on its own fabric.
+fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
+    let o = s.o;
+    let mut fabric = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
+    let wall = WallClock::now();
+    let mut progress = Progress::new(p.name(), o.quiet);
+    let mut out = Outcomes::new(s.messages.len());
+    let (start, ls, counters) = match p {
+        Protocol::Homa => run_homa(o, &mut fabric, s.homa, s.messages, &mut out, &mut progress)?,
+        Protocol::Tcp => run_tcp(o, &mut fabric, s.messages, &mut out, &mut progress)?,
+    };
+    let unfinished = out.close();
+    let wall_s = wall.elapsed().as_secs_f64();
+    let mut ideal = Ideal::new(&fabric, s.packets);
+    let warm = (o.duration_ns as f64 * o.warmup) as u64;
+    let b = buckets(s.messages, &out, &mut ideal, s.bounds, start, warm);
+    let short_bounds = [s.short_max, u32::MAX];
+    let short = buckets(s.messages, &out, &mut ideal, &short_bounds, start, warm)[0];
+    let span = ls.arrivals_end.saturating_sub(start).max(1);
+    let busy = ls.busy_at_arrivals_end.saturating_sub(ls.busy_at_start);
+    Ok(ProtoResult {
+        protocol: p,
+        sent: out.sent,
+        completed: out.completed,
+        verified: out.verified,
+        failed: out.failed,
+        unfinished,
+        short,
+        buckets: b,
+        achieved_load: busy as f64 / (s.hosts as f64 * span as f64),
+        carried_load: ls.busy_at_end.saturating_sub(ls.busy_at_start) as f64
+            / (s.hosts as f64 * span as f64),
+        sim_ns: ls.end.saturating_sub(start),
+        wall_s,
+        hops: fabric.stats().hops,
+        frames: fabric.stats().frames_sent,
+        counters,
+    })
+}
+
+/// Start time, loop figures (with the busy time at the start filled in) and
+/// counters of one protocol's run.
+type RunOut = (u64, super::event_loop::LoopStats, Vec<(&'static str, u64)>);
+
+fn run_homa(
+    o: &SimOptions,
+    fabric: &mut Fabric,
+    params: &HomaParams,
+    messages: &[Message],
+    out: &mut Outcomes,
+    progress: &mut Progress,
+) -> Result<RunOut, String> {
+    let n = fabric.hosts();
+    let mut mem: Vec<HostMem> = (0..n)
+        .map(|_| HostMem::new(o.rpc_slots, n + 4, o.pool_bytes))
+        .collect();
+    let spec = HomaHostSpec {
+        response_bytes: o.response_bytes,
+    };
+    let mut d = HomaDriver::new(fabric, &mut mem, params, spec, messages, o.seed)?;
+    // Every pair exchanges CUTOFFS first, as TCP opens its connections.
+    d.warm_up(fabric);
+    let mut none = Outcomes::new(0);
+    let setup_limit = fabric.now().total_nanos() + 1_000_000_000;
+    drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages: &[],
+            start: 0,
+            limit: setup_limit,
+        },
+        &mut none,
+        progress,
+        |_| false,
+    );
+    if d.warming > 0 {
+        return Err(format!("{} Homa warm-up messages never arrived", d.warming));
+    }
+    let setup_ns = fabric.now().total_nanos();
+    let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
+    let busy0 = host_busy(fabric);
+    let limit = start + o.duration_ns + o.drain_ns;
+    let mut ls = drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages,
+            start,
+            limit,
+        },
+        out,
+        progress,
+        |_| false,
+    );
+    ls.busy_at_start = busy0;
+    let s = d.stats();
+    let e = d.endpoint_totals();
+    let counters = vec![
+        ("setup_ns", setup_ns),
+        ("deferred_table_full", s.deferred_table),
+        ("deferred_pool_full", s.deferred_pool),
+        ("deferred_behind", s.deferred_behind),
+        ("max_rpcs_per_host", s.max_rpcs as u64),
+        ("unknown_requests", s.unknown_requests),
+        ("reply_errors", s.reply_errors),
+        ("stalls", s.stalls),
+        ("retransmissions", e.retransmissions),
+        ("resends_requested", e.resends_requested),
+        ("timeouts", e.timeouts),
+        ("endpoint_drops", e.drops),
+        ("grants", e.grants),
+    ];
+    Ok((start, ls, counters))
+}
+
+fn run_tcp(
+    o: &SimOptions,
+    fabric: &mut Fabric,
+    messages: &[Message],
+    out: &mut Outcomes,
+    progress: &mut Progress,
+) -> Result<RunOut, String> {
+    let spec = TcpSpec {
+        buffer_bytes: o.tcp_buffer,
+    };
+    let mut d = TcpDriver::new(fabric, spec, messages, o.seed)?;
+    // Open every connection before traffic starts.
+    let mut none = Outcomes::new(0);
+    let setup_limit = fabric.now().total_nanos() + 1_000_000_000;
+    drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages: &[],
+            start: 0,
+            limit: setup_limit,
+        },
+        &mut none,
+        progress,
+        |d| d.unestablished == 0,
+    );
+    if d.unestablished > 0 {
+        return Err(format!("{} TCP pairs never connected", d.unestablished));
+    }
+    let setup_ns = fabric.now().total_nanos();
+    let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
+    let busy0 = host_busy(fabric);
+    let limit = start + o.duration_ns + o.drain_ns;
+    let mut ls = drive(
+        fabric,
+        &mut d,
+        Plan {
+            messages,
+            start,
+            limit,
+        },
+        out,
+        progress,
+        |_| false,
+    );
+    ls.busy_at_start = busy0;
+    let s = d.stats();
+    let counters = vec![
+        ("setup_ns", setup_ns),
+        ("bad_frames", s.bad_frames),
+        ("bad_headers", s.bad_headers),
+        ("stalls", s.stalls),
+    ];
+    Ok((start, ls, counters))
+}

@@ -1,0 +1,522 @@
+//! The TCP baseline: smoltcp on every host, over the same fabric.
+//!
+//! Each host is one smoltcp `Interface`. Every ordered (client, server) pair
+//! of hosts has one persistent connection, opened before traffic starts; a
+//! message is a 12-byte header (length, message id, big-endian) and the
+//! payload, written into the client's socket in order. It is complete when
+//! the server has read its last byte.
+//!
+//! Scaling: a host's sockets are grouped per peer, one `SocketSet` holding
+//! the connection to the peer and the one from it, so a poll touches two
+//! sockets, not 2 x (hosts - 1). Each received frame goes to the set of the
+//! peer that sent it (`poll_ingress_single`); a set is polled for egress
+//! when its application wrote, when it received, or when its deadline is
+//! due. Deadlines are kept per (host, peer).
+//!
+//! Settings: Nagle off (as RPC systems set TCP_NODELAY); no congestion
+//! control (smoltcp's default; no frame is ever lost, so it would only slow
+//! the start); delayed ACKs of 1 ms (smoltcp's default 10 ms equals its
+//! minimum RTO, which invites spurious retransmissions; an ACK still goes
+//! out at once for every full segment received).
+
+use std::collections::{HashMap, VecDeque};
+
+use homa_phy::sim::Fabric;
+use homa_phy::{Device as _, Instant, RxToken as _};
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+
+use super::event_loop::{Deadlines, Driver, NEVER};
+use super::metrics::Outcomes;
+use super::tcp_device::{fabric_time, ipv4_source, smol_time, SmolPort};
+use super::traffic::{pattern_matches, payload_seed, Message};
+use crate::pattern_byte;
+
+/// The port every host listens on.
+pub const TCP_PORT: u16 = 5000;
+
+/// Bytes in front of every message in the stream: length (4) and id (8).
+pub const HEADER: usize = 12;
+
+/// Client ports are `CLIENT_PORT_BASE + server host`.
+const CLIENT_PORT_BASE: u16 = 10_000;
+
+/// Most polls of one pair at one instant (a guard against a socket that
+/// keeps asking for a poll without progress).
+const MAX_ROUNDS: u32 = 10_000;
+
+/// How each host's sockets are set up.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpSpec {
+    /// Receive and transmit buffer of every socket, bytes.
+    pub buffer_bytes: usize,
+}
+
+/// A message being written into a client socket.
+#[derive(Debug, Clone, Copy)]
+struct Outgoing {
+    seed: u64,
+    header: [u8; HEADER],
+    /// Header plus payload.
+    total: usize,
+    written: usize,
+}
+
+impl Outgoing {
+    /// Writes the next bytes into `buf`; returns how many.
+    fn fill(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.total - self.written);
+        let mut at = self.written;
+        let mut rest = &mut buf[..n];
+        if at < HEADER {
+            let k = (HEADER - at).min(rest.len());
+            rest[..k].copy_from_slice(&self.header[at..at + k]);
+            rest = &mut rest[k..];
+            at += k;
+        }
+        let start = at.saturating_sub(HEADER);
+        for (i, b) in rest.iter_mut().enumerate() {
+            *b = pattern_byte(self.seed, start + i);
+        }
+        self.written += n;
+        n
+    }
+}
+
+/// The server side of one connection: where it is in the stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct Incoming {
+    header: [u8; HEADER],
+    /// Bytes of the current message read so far, header included.
+    got: usize,
+    id: usize,
+    len: usize,
+    seed: u64,
+    intact: bool,
+}
+
+/// One host's half of its traffic with one peer.
+struct Pair {
+    set: SocketSet<'static>,
+    client: SocketHandle,
+    server: SocketHandle,
+    sendq: VecDeque<Outgoing>,
+    rx: Incoming,
+    established: bool,
+}
+
+/// Counters of the TCP driver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpDriverStats {
+    /// Frames that were not IPv4 from a known host (should stay 0).
+    pub bad_frames: u64,
+    /// Stream headers naming no message of this pair (should stay 0).
+    pub bad_headers: u64,
+    /// Times a pair still wanted a poll after `MAX_ROUNDS` polls at once.
+    pub stalls: u64,
+}
+
+/// Every host's interface and connections.
+pub struct TcpDriver<'m> {
+    n: usize,
+    ifaces: Vec<Interface>,
+    /// Index `host * n + peer`; `None` on the diagonal.
+    pairs: Vec<Option<Pair>>,
+    macs: HashMap<[u8; 4], [u8; 6]>,
+    hosts_by_ip: HashMap<[u8; 4], usize>,
+    deadlines: Deadlines,
+    messages: &'m [Message],
+    seed: u64,
+    staged: Vec<u8>,
+    scratch: Vec<u8>,
+    touched: Vec<usize>,
+    is_touched: Vec<bool>,
+    /// Pairs whose two connections are not both established yet.
+    pub unestablished: usize,
+    stats: TcpDriverStats,
+}
+
+fn socket(bytes: usize) -> tcp::Socket<'static> {
+    let mut s = tcp::Socket::new(
+        tcp::SocketBuffer::new(vec![0u8; bytes]),
+        tcp::SocketBuffer::new(vec![0u8; bytes]),
+    );
+    s.set_nagle_enabled(false);
+    s.set_ack_delay(Some(smoltcp::time::Duration::from_millis(1)));
+    s
+}
+
+impl<'m> TcpDriver<'m> {
+    /// An interface per host and a connection per ordered pair of hosts,
+    /// each connection started now (call [`drive`](super::event_loop::drive)
+    /// until [`TcpDriver::unestablished`] is 0 before sending).
+    pub fn new(
+        fabric: &mut Fabric,
+        spec: TcpSpec,
+        messages: &'m [Message],
+        seed: u64,
+    ) -> Result<TcpDriver<'m>, String> {
+        let n = fabric.hosts();
+        let ips: Vec<[u8; 4]> = (0..n).map(|h| fabric.host_ip(h)).collect();
+        let macs: HashMap<_, _> = (0..n).map(|h| (ips[h], fabric.host_mac(h))).collect();
+        let hosts_by_ip: HashMap<_, _> = (0..n).map(|h| (ips[h], h)).collect();
+        let now = fabric.now().total_nanos();
+        let mut ifaces = Vec::with_capacity(n);
+        let mut pairs = Vec::with_capacity(n * n);
+        let mut deadlines = Deadlines::new(n * n);
+        for h in 0..n {
+            let mut cfg = Config::new(HardwareAddress::Ip);
+            cfg.random_seed = seed ^ ((h as u64) << 24);
+            let mut port = SmolPort {
+                fabric,
+                host: h,
+                macs: &macs,
+                staged: None,
+            };
+            let mut iface = Interface::new(cfg, &mut port, smol_time(now));
+            let [a, b, c, d] = ips[h];
+            iface.update_ip_addrs(|addrs| {
+                let _ = addrs.push(IpCidr::new(IpAddress::v4(a, b, c, d), 16));
+            });
+            for (p, &[a, b, c, d]) in ips.iter().enumerate() {
+                if p == h {
+                    pairs.push(None);
+                    continue;
+                }
+                let mut client = socket(spec.buffer_bytes);
+                let remote = (IpAddress::Ipv4(Ipv4Address::new(a, b, c, d)), TCP_PORT);
+                client
+                    .connect(iface.context(), remote, CLIENT_PORT_BASE + p as u16)
+                    .map_err(|e| format!("connect {h} -> {p}: {e}"))?;
+                let mut server = socket(spec.buffer_bytes);
+                server
+                    .listen(TCP_PORT)
+                    .map_err(|e| format!("listen: {e}"))?;
+                let mut set = SocketSet::new(Vec::with_capacity(2));
+                let client = set.add(client);
+                let server = set.add(server);
+                pairs.push(Some(Pair {
+                    set,
+                    client,
+                    server,
+                    sendq: VecDeque::new(),
+                    rx: Incoming::default(),
+                    established: false,
+                }));
+                deadlines.set(h * n + p, now);
+            }
+            ifaces.push(iface);
+        }
+        Ok(TcpDriver {
+            n,
+            ifaces,
+            pairs,
+            macs,
+            hosts_by_ip,
+            deadlines,
+            messages,
+            seed,
+            staged: Vec::new(),
+            scratch: Vec::new(),
+            touched: Vec::new(),
+            is_touched: vec![false; n * n],
+            unestablished: n * (n - 1),
+            stats: TcpDriverStats::default(),
+        })
+    }
+
+    /// The driver's counters.
+    pub fn stats(&self) -> TcpDriverStats {
+        self.stats
+    }
+
+    /// Reads what the server socket of pair `key` holds and writes what
+    /// the client socket can take.
+    fn app(&mut self, key: usize, now: u64, out: &mut Outcomes) {
+        let (h, p) = (key / self.n, key % self.n);
+        let messages = self.messages;
+        let seed = self.seed;
+        let stats = &mut self.stats;
+        let scratch = &mut self.scratch;
+        let Some(pair) = self.pairs[key].as_mut() else {
+            return;
+        };
+        let server = pair.set.get_mut::<tcp::Socket>(pair.server);
+        while server.can_recv() {
+            let rx = &mut pair.rx;
+            let r = server.recv(|buf| {
+                read_stream(rx, buf, messages, seed, (p, h), now, out, stats, scratch);
+                (buf.len(), ())
+            });
+            if r.is_err() {
+                break;
+            }
+        }
+        let client = pair.set.get_mut::<tcp::Socket>(pair.client);
+        while let Some(front) = pair.sendq.front_mut() {
+            if !client.can_send() {
+                break;
+            }
+            let n = client.send(|buf| {
+                let n = front.fill(buf);
+                (n, n)
+            });
+            if front.written == front.total {
+                pair.sendq.pop_front();
+            }
+            if !matches!(n, Ok(k) if k > 0) {
+                break;
+            }
+        }
+        if !pair.established {
+            let up = |s: &tcp::Socket| s.state() == tcp::State::Established;
+            if up(pair.set.get::<tcp::Socket>(pair.client))
+                && up(pair.set.get::<tcp::Socket>(pair.server))
+            {
+                pair.established = true;
+                self.unestablished -= 1;
+            }
+        }
+    }
+
+    /// Polls pair `key` until it has nothing more to send at `now`, and
+    /// files its next deadline.
+    fn service(&mut self, fabric: &mut Fabric, now: u64, key: usize, out: &mut Outcomes) {
+        let h = key / self.n;
+        let ts = smol_time(now);
+        for _ in 0..MAX_ROUNDS {
+            self.app(key, now, out);
+            let Some(pair) = self.pairs[key].as_mut() else {
+                return;
+            };
+            let mut port = SmolPort {
+                fabric,
+                host: h,
+                macs: &self.macs,
+                staged: None,
+            };
+            self.ifaces[h].poll_egress(ts, &mut port, &mut pair.set);
+            let at = self.ifaces[h]
+                .poll_at(ts, &pair.set)
+                .map_or(NEVER, fabric_time);
+            if at > now {
+                self.deadlines.set(key, at);
+                return;
+            }
+        }
+        self.stats.stalls += 1;
+        self.deadlines.set(key, now + 1000);
+    }
+}
+
+/// Consumes stream bytes at the server of pair (`src` -> `dst`), checking
+/// every byte and completing messages.
+#[allow(clippy::too_many_arguments)]
+fn read_stream(
+    rx: &mut Incoming,
+    mut buf: &[u8],
+    messages: &[Message],
+    seed: u64,
+    (src, dst): (usize, usize),
+    now: u64,
+    out: &mut Outcomes,
+    stats: &mut TcpDriverStats,
+    scratch: &mut Vec<u8>,
+) {
+    while !buf.is_empty() {
+        if rx.got < HEADER {
+            let k = (HEADER - rx.got).min(buf.len());
+            rx.header[rx.got..rx.got + k].copy_from_slice(&buf[..k]);
+            rx.got += k;
+            buf = &buf[k..];
+            if rx.got == HEADER {
+                let mut len = [0u8; 4];
+                let mut id = [0u8; 8];
+                len.copy_from_slice(&rx.header[..4]);
+                id.copy_from_slice(&rx.header[4..]);
+                rx.len = u32::from_be_bytes(len) as usize;
+                rx.id = u64::from_be_bytes(id) as usize;
+                rx.seed = payload_seed(seed, rx.id);
+                rx.intact = messages.get(rx.id).is_some_and(|m| {
+                    m.size as usize == rx.len && m.src as usize == src && m.dst as usize == dst
+                });
+                if !rx.intact {
+                    stats.bad_headers += 1;
+                }
+            } else {
+                continue;
+            }
+        }
+        let off = rx.got - HEADER;
+        let k = (rx.len - off).min(buf.len());
+        if rx.intact {
+            rx.intact = pattern_matches(rx.seed, off, &buf[..k], scratch);
+        }
+        rx.got += k;
+        buf = &buf[k..];
+        if rx.got == HEADER + rx.len {
+            if rx.id < messages.len() {
+                out.complete(rx.id, now, rx.intact);
+            }
+            rx.got = 0;
+        }
+    }
+}
+
+impl Driver for TcpDriver<'_> {
+    fn submit(&mut self, _fabric: &mut Fabric, now: u64, id: usize, out: &mut Outcomes) {
+        let m = self.messages[id];
+        let key = m.src as usize * self.n + m.dst as usize;
+        let mut header = [0u8; HEADER];
+        header[..4].copy_from_slice(&m.size.to_be_bytes());
+        header[4..].copy_from_slice(&(id as u64).to_be_bytes());
+        if let Some(pair) = self.pairs[key].as_mut() {
+            pair.sendq.push_back(Outgoing {
+                seed: payload_seed(self.seed, id),
+                header,
+                total: HEADER + m.size as usize,
+                written: 0,
+            });
+        }
+        out.sent += 1;
+        self.deadlines.at_most(key, now);
+    }
+
+    fn on_rx(&mut self, fabric: &mut Fabric, now: u64, host: usize, out: &mut Outcomes) {
+        let ts = smol_time(now);
+        let t = Instant::from_nanos(now);
+        loop {
+            let got = {
+                let mut port = fabric.device(host);
+                match port.receive(t) {
+                    Some((rx, _)) => {
+                        let staged = &mut self.staged;
+                        rx.consume(|d| {
+                            staged.clear();
+                            staged.extend_from_slice(d);
+                        });
+                        true
+                    }
+                    None => false,
+                }
+            };
+            if !got {
+                break;
+            }
+            let peer = ipv4_source(&self.staged).and_then(|ip| self.hosts_by_ip.get(&ip).copied());
+            let key = match peer {
+                Some(p) if p != host => host * self.n + p,
+                _ => {
+                    self.stats.bad_frames += 1;
+                    continue;
+                }
+            };
+            let Some(pair) = self.pairs[key].as_mut() else {
+                continue;
+            };
+            let mut port = SmolPort {
+                fabric,
+                host,
+                macs: &self.macs,
+                staged: Some(&self.staged),
+            };
+            self.ifaces[host].poll_ingress_single(ts, &mut port, &mut pair.set);
+            if !self.is_touched[key] {
+                self.is_touched[key] = true;
+                self.touched.push(key);
+            }
+        }
+        let touched = std::mem::take(&mut self.touched);
+        for &key in &touched {
+            self.is_touched[key] = false;
+            self.service(fabric, now, key, out);
+        }
+        self.touched = touched;
+        self.touched.clear();
+    }
+
+    fn next_deadline(&mut self) -> Option<u64> {
+        self.deadlines.earliest()
+    }
+
+    fn run_due(&mut self, fabric: &mut Fabric, now: u64, out: &mut Outcomes) {
+        while let Some(key) = self.deadlines.pop_due(now) {
+            self.service(fabric, now, key, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_reader_checks_headers_and_bytes_across_splits() {
+        let messages = [
+            Message {
+                at: 0,
+                src: 1,
+                dst: 0,
+                size: 5,
+            },
+            Message {
+                at: 0,
+                src: 1,
+                dst: 0,
+                size: 3,
+            },
+        ];
+        let mut stream = Vec::new();
+        for (id, m) in messages.iter().enumerate() {
+            let mut o = Outgoing {
+                seed: payload_seed(9, id),
+                header: [0; HEADER],
+                total: HEADER + m.size as usize,
+                written: 0,
+            };
+            o.header[..4].copy_from_slice(&m.size.to_be_bytes());
+            o.header[4..].copy_from_slice(&(id as u64).to_be_bytes());
+            let mut b = vec![0u8; o.total];
+            assert_eq!(o.fill(&mut b[..7]), 7);
+            assert_eq!(o.fill(&mut b[7..]), o.total - 7);
+            stream.extend_from_slice(&b);
+        }
+        let mut out = Outcomes::new(2);
+        let mut stats = TcpDriverStats::default();
+        let mut rx = Incoming::default();
+        let mut scratch = Vec::new();
+        for chunk in stream.chunks(4) {
+            read_stream(
+                &mut rx,
+                chunk,
+                &messages,
+                9,
+                (1, 0),
+                77,
+                &mut out,
+                &mut stats,
+                &mut scratch,
+            );
+        }
+        assert_eq!((out.completed, out.verified), (2, 2));
+        assert_eq!(out.finish_time(1), Some(77));
+        // One flipped payload byte fails that message only.
+        stream[HEADER + 1] ^= 1;
+        let mut out = Outcomes::new(2);
+        let mut rx = Incoming::default();
+        read_stream(
+            &mut rx,
+            &stream,
+            &messages,
+            9,
+            (1, 0),
+            5,
+            &mut out,
+            &mut stats,
+            &mut scratch,
+        );
+        assert_eq!((out.completed, out.verified), (2, 1));
+        assert_eq!(stats.bad_headers, 0);
+    }
+}

@@ -1,0 +1,198 @@
+//! Message-size distributions: the W1..W5 CSVs (`bytes,cdf`, one row per
+//! size, the last `cdf` = 1) and any file in the same format.
+//!
+//! Sampling follows the reference tools: draw `u` uniform in `[0, 1)` and
+//! take the first row whose `cdf >= u`; no interpolation.
+
+/// The built-in workloads, compiled into the binary so it runs from anywhere.
+const BUILTIN: [(&str, &str); 5] = [
+    ("w1", include_str!("../../data/workloads/w1.csv")),
+    ("w2", include_str!("../../data/workloads/w2.csv")),
+    ("w3", include_str!("../../data/workloads/w3.csv")),
+    ("w4", include_str!("../../data/workloads/w4.csv")),
+    ("w5", include_str!("../../data/workloads/w5.csv")),
+];
+
+/// Largest message Homa (and so the benchmark) sends; larger sizes are sent
+/// as exactly this many bytes, as HomaModule's `cp_node` does.
+pub const MAX_MESSAGE: u32 = 1_000_000;
+
+/// A discrete message-size distribution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// `w1`..`w5`, or the file's path.
+    pub name: String,
+    /// Sizes in bytes, strictly increasing.
+    pub sizes: Vec<u32>,
+    /// `cdf[i]` = fraction of messages of at most `sizes[i]` bytes.
+    pub cdf: Vec<f64>,
+}
+
+impl Workload {
+    /// `w1`..`w5` (any case), or the path of a CSV file.
+    pub fn load(spec: &str) -> Result<Workload, String> {
+        let lower = spec.to_ascii_lowercase();
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == lower) {
+            return Workload::parse(name, text);
+        }
+        let text = std::fs::read_to_string(spec)
+            .map_err(|e| format!("workload {spec}: not w1..w5 and not a readable file: {e}"))?;
+        Workload::parse(spec, &text)
+    }
+
+    /// Parses `bytes,cdf` rows (a header line is allowed). Sizes must
+    /// increase, the cdf must not decrease and must end at 1.
+    pub fn parse(name: &str, text: &str) -> Result<Workload, String> {
+        let mut sizes = Vec::new();
+        let mut cdf = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || (n == 0 && line.starts_with(|c: char| c.is_alphabetic())) {
+                continue;
+            }
+            let err = |what: &str| format!("{name} line {}: {what}: {line}", n + 1);
+            let (b, c) = line
+                .split_once(',')
+                .ok_or_else(|| err("expected bytes,cdf"))?;
+            let b: u32 = b.trim().parse().map_err(|_| err("bad size"))?;
+            let c: f64 = c.trim().parse().map_err(|_| err("bad cdf"))?;
+            if b == 0 || !(0.0..=1.0 + 1e-9).contains(&c) {
+                return Err(err("size must be > 0 and cdf in 0..=1"));
+            }
+            if sizes.last().is_some_and(|&l| b <= l) || cdf.last().is_some_and(|&l| c < l) {
+                return Err(err("sizes must increase and the cdf must not decrease"));
+            }
+            sizes.push(b);
+            cdf.push(c);
+        }
+        match cdf.last() {
+            Some(&l) if (l - 1.0).abs() < 1e-6 => {}
+            Some(_) => return Err(format!("{name}: the last cdf must be 1")),
+            None => return Err(format!("{name}: no rows")),
+        }
+        if let Some(l) = cdf.last_mut() {
+            *l = 1.0;
+        }
+        Ok(Workload {
+            name: name.to_string(),
+            sizes,
+            cdf,
+        })
+    }
+
+    /// The same distribution with every size above `cap` sent as `cap`
+    /// bytes: the mass of those rows moves to one row at `cap`.
+    pub fn capped(&self, cap: u32) -> Workload {
+        let keep = self.sizes.partition_point(|&s| s < cap);
+        let mut sizes = self.sizes[..keep].to_vec();
+        let mut cdf = self.cdf[..keep].to_vec();
+        if keep < self.sizes.len() {
+            sizes.push(cap);
+            cdf.push(1.0);
+        }
+        Workload {
+            name: self.name.clone(),
+            sizes,
+            cdf,
+        }
+    }
+
+    /// Whether some size exceeds `cap`.
+    pub fn exceeds(&self, cap: u32) -> bool {
+        self.sizes.last().is_some_and(|&s| s > cap)
+    }
+
+    /// The size for `u` in `[0, 1)`: the first row with `cdf >= u`.
+    pub fn sample(&self, u: f64) -> u32 {
+        let i = self.cdf.partition_point(|&c| c < u);
+        self.sizes[i.min(self.sizes.len() - 1)]
+    }
+
+    /// Each size with its probability.
+    pub fn pmf(&self) -> impl Iterator<Item = (u32, f64)> + '_ {
+        self.sizes
+            .iter()
+            .zip(&self.cdf)
+            .scan(0.0, |prev, (&s, &c)| {
+                let p = c - *prev;
+                *prev = c;
+                Some((s, p))
+            })
+    }
+
+    /// The expected value of `f(size)`.
+    pub fn expect(&self, f: impl Fn(u32) -> f64) -> f64 {
+        self.pmf().map(|(s, p)| p * f(s)).sum()
+    }
+
+    /// Mean size in bytes.
+    pub fn mean(&self) -> f64 {
+        self.expect(f64::from)
+    }
+
+    /// Upper size of each of `n` buckets of (as nearly as the atoms allow)
+    /// equal message count: the sizes where the CDF first reaches `k / n`,
+    /// duplicates removed. The first bucket is the "short messages": the
+    /// smallest sizes that together make up at least `1 / n` of messages.
+    pub fn bucket_bounds(&self, n: usize) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        for k in 1..=n {
+            let b = self.sample(k as f64 / n as f64);
+            if out.last() != Some(&b) {
+                out.push(b);
+            }
+        }
+        if out.last() != self.sizes.last() {
+            out.push(*self.sizes.last().unwrap_or(&1));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Workload {
+        Workload::parse("t", "bytes,cdf\n10,0.25\n20,0.5\n30,0.9\n2000000,1\n").unwrap()
+    }
+
+    #[test]
+    fn builtins_parse_with_their_documented_means() {
+        let means = [189.2, 441.6, 2927.7, 127_796.6, 2_564_689.7];
+        for (i, m) in means.iter().enumerate() {
+            let w = Workload::load(&format!("W{}", i + 1)).unwrap();
+            assert!((w.mean() - m).abs() / m < 1e-3, "{}: {}", w.name, w.mean());
+        }
+    }
+
+    #[test]
+    fn cap_moves_the_tail_mass_onto_the_cap() {
+        let w = tiny().capped(1000);
+        assert_eq!(w.sizes, [10, 20, 30, 1000]);
+        assert_eq!(w.sample(0.95), 1000);
+        assert!((w.mean() - (2.5 + 5.0 + 12.0 + 100.0)).abs() < 1e-9);
+        // W4: 2.79% of messages exceed 1 MB; capped, the mean is
+        // E[min(size, 1 MB)].
+        let w4 = Workload::load("w4").unwrap();
+        let expect = w4.expect(|s| f64::from(s.min(MAX_MESSAGE)));
+        let capped = w4.capped(MAX_MESSAGE);
+        assert!((capped.mean() - expect).abs() < 1e-6);
+        assert!((1.0 - capped.cdf[capped.cdf.len() - 2] - 0.0279).abs() < 0.0005);
+    }
+
+    #[test]
+    fn bad_files_are_rejected() {
+        assert!(Workload::parse("x", "10,0.5\n5,1\n").is_err());
+        assert!(Workload::parse("x", "10,0.5\n20,0.9\n").is_err());
+        assert!(Workload::parse("x", "").is_err());
+        assert!(Workload::parse("x", "10;1\n").is_err());
+    }
+
+    #[test]
+    fn buckets_follow_the_cdf() {
+        let w = tiny();
+        assert_eq!(w.bucket_bounds(4), [10, 20, 30, 2_000_000]);
+        assert_eq!(w.bucket_bounds(10), [10, 20, 30, 2_000_000]);
+    }
+}

@@ -1,0 +1,84 @@
+//! homa-sim end to end: short deterministic runs of both protocols on the
+//! simulated fabric, the workload sampling rule, and the slowdown of a lone
+//! message.
+
+use homa_examples::sim::report::json;
+use homa_examples::sim::traffic::Message;
+use homa_examples::sim::{run, run_with, Protocol, SimOptions, Workload};
+use homa_phy::sim::Topology;
+
+/// A rack run short enough for a debug build.
+fn short_run(workload: &str, duration_us: u64) -> SimOptions {
+    let mut o = SimOptions::new(Workload::load(workload).unwrap());
+    o.duration_ns = duration_us * 1000;
+    o.quiet = true;
+    o
+}
+
+#[test]
+fn short_rack_run_delivers_every_message_intact_with_both_protocols() {
+    let mut o = short_run("w3", 300);
+    o.load = 0.5;
+    let r = run(&o).unwrap();
+    assert!(r.messages > 100, "{} messages", r.messages);
+    assert_eq!(r.results.len(), 2);
+    for p in &r.results {
+        let name = p.protocol.name();
+        assert_eq!(p.sent, r.messages, "{name}");
+        assert_eq!(p.completed, r.messages, "{name}");
+        assert_eq!(p.verified, r.messages, "{name}");
+        assert_eq!(p.failed, 0, "{name}");
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_json_and_another_seed_does_not() {
+    let mut o = short_run("w2", 100);
+    let a = json(&run(&o).unwrap());
+    let b = json(&run(&o).unwrap());
+    assert_eq!(a, b);
+    o.seed = 2;
+    assert_ne!(a, json(&run(&o).unwrap()));
+}
+
+#[test]
+fn sampler_takes_the_first_row_whose_cdf_reaches_u() {
+    let w = Workload::parse("t", "bytes,cdf\n10,0.2\n20,0.2\n30,0.7\n40,1\n").unwrap();
+    assert_eq!(w.sample(0.0), 10);
+    assert_eq!(w.sample(0.2), 10);
+    assert_eq!(w.sample(0.2000001), 30, "a row with no mass is never drawn");
+    assert_eq!(w.sample(0.7), 30);
+    assert_eq!(w.sample(0.70001), 40);
+    assert_eq!(w.sample(0.9999999), 40);
+}
+
+#[test]
+fn lone_homa_message_on_an_idle_fabric_has_slowdown_one() {
+    for (topology, name) in [
+        (Topology::Rack { hosts: 16 }, "rack"),
+        (Topology::Paper, "paper"),
+    ] {
+        for size in [1u32, 1_000, 5_000, 200_000] {
+            let mut o = short_run("w4", 10);
+            o.topology = topology;
+            o.topology_name = name.into();
+            o.protocols = vec![Protocol::Homa];
+            o.warmup = 0.0;
+            let m = Message {
+                at: 0,
+                src: 1,
+                dst: 14 + (name == "paper") as u32 * 100,
+                size,
+            };
+            let r = run_with(&o, Some(vec![m])).unwrap();
+            let p = &r.results[0];
+            assert_eq!(p.verified, 1);
+            let b = p.buckets.iter().find(|b| b.count == 1).unwrap();
+            assert!(
+                (b.p50 - 1.0).abs() < 0.01,
+                "{name}, {size} bytes: slowdown {}",
+                b.p50
+            );
+        }
+    }
+}
