@@ -3,8 +3,8 @@
 
 pub mod args;
 pub mod duo;
-pub mod soak;
 pub mod sim;
+pub mod soak;
 
 /// A deterministic payload: byte `i` of message `seed`.
 pub fn pattern_byte(seed: u64, i: usize) -> u8 {

@@ -230,6 +230,7 @@ impl<'a> Endpoint<'a> {
                 r.state = State::ClientDone;
                 r.error = Some(error);
                 r.reported = false;
+                self.maybe_ready = true;
                 self.stats.client_failed += 1;
             }
         }

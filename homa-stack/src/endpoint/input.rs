@@ -220,6 +220,7 @@ impl<'a> Endpoint<'a> {
             match self.pool.alloc(m.length as usize) {
                 Ok(b) => m.buf = Some(b),
                 Err(_) => {
+                    self.waiting_for_buffers = true;
                     // Linux drops the data and restarts the flow with
                     // RESEND(0, all) once space frees (give_waiting_buffers).
                     self.count_drop(Drop::NoBuffer);
@@ -295,6 +296,7 @@ impl<'a> Endpoint<'a> {
     }
 
     fn message_complete(&mut self, slot: usize) {
+        self.maybe_ready = true;
         let r = self.rpc_mut(slot);
         r.reported = false;
         match r.state {
@@ -452,6 +454,7 @@ impl<'a> Endpoint<'a> {
     pub(super) fn request_retrans(&mut self, slot: usize) {
         if let Some(r) = self.rpcs[slot].rpc.as_mut() {
             r.resend_due = true;
+            self.rpc_ctrl_due = true;
         }
     }
 }

@@ -331,6 +331,13 @@ pub struct Endpoint<'a> {
     icmp_budget: u32,
     /// DATA is waiting and the pacer holds it until this instant.
     throttled_until: Option<Instant>,
+    /// Some RPC may have a GRANT, RESEND or NEED_ACK due (cleared by a scan
+    /// that finds none left), so egress need not scan every slot each poll.
+    rpc_ctrl_due: bool,
+    /// Some RPC may hold a result the application has not been told of.
+    maybe_ready: bool,
+    /// Some incoming message may be waiting for pool space.
+    waiting_for_buffers: bool,
     /// Where the next scan for per-RPC control packets starts, so that when
     /// the device or the budget runs out, no RPC is always last.
     ctrl_cursor: usize,
@@ -403,6 +410,9 @@ impl<'a> Endpoint<'a> {
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
             throttled_until: None,
+            rpc_ctrl_due: false,
+            maybe_ready: false,
+            waiting_for_buffers: false,
             ctrl_cursor: 0,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
@@ -652,17 +662,24 @@ impl<'a> Endpoint<'a> {
     /// The next event for `socket`: a request to serve, a response, or a
     /// failed RPC, oldest first.
     pub fn recv(&mut self, socket: SocketHandle) -> Option<Event> {
+        if !self.maybe_ready {
+            return None;
+        }
         let mut best: Option<(u64, usize)> = None;
+        let mut others = false;
         for (i, s) in self.rpcs.iter().enumerate() {
             let Some(r) = &s.rpc else { continue };
-            if r.socket != socket.0 || r.reported {
+            if r.reported || !matches!(r.state, State::ServerReady | State::ClientDone) {
                 continue;
             }
-            if matches!(r.state, State::ServerReady | State::ClientDone)
-                && best.is_none_or(|(b, _)| r.birth < b)
-            {
+            if r.socket != socket.0 {
+                others = true;
+            } else if best.is_none_or(|(b, _)| r.birth < b) {
                 best = Some((r.birth, i));
             }
+        }
+        if best.is_none() && !others {
+            self.maybe_ready = false;
         }
         let (_, i) = best?;
         let r = self.rpcs[i].rpc.as_mut()?;
@@ -952,6 +969,9 @@ impl<'a> Endpoint<'a> {
     /// Gives pool pages to messages that were waiting for them, oldest first,
     /// and asks their senders to start again (Linux sends RESEND(0, all)).
     fn give_waiting_buffers(&mut self) {
+        if !self.waiting_for_buffers {
+            return;
+        }
         loop {
             let waiting = self
                 .rpcs
@@ -961,7 +981,10 @@ impl<'a> Endpoint<'a> {
                 .filter(|(_, r)| r.inp.as_ref().is_some_and(|m| m.buf.is_none()))
                 .min_by_key(|(_, r)| r.birth)
                 .map(|(i, r)| (i, r.inp.as_ref().map_or(0, |m| m.length)));
-            let Some((i, len)) = waiting else { return };
+            let Some((i, len)) = waiting else {
+                self.waiting_for_buffers = false;
+                return;
+            };
             let Ok(buf) = self.pool.alloc(len as usize) else {
                 return;
             };

@@ -150,6 +150,7 @@ impl<'a> Endpoint<'a> {
                 m.granted = d.granted;
                 m.grant_priority = d.priority;
                 m.grant_pending = true;
+                self.rpc_ctrl_due = true;
             }
         }
     }
@@ -355,6 +356,10 @@ impl<'a> Endpoint<'a> {
         device: &mut D,
         budget: &mut usize,
     ) -> bool {
+        if !self.rpc_ctrl_due {
+            return true;
+        }
+        let mut unsent = false;
         let n = self.rpcs.len();
         for k in 0..n {
             let slot = (self.ctrl_cursor + k) % n;
@@ -366,6 +371,7 @@ impl<'a> Endpoint<'a> {
                 continue;
             }
             let Some(mac) = self.link_addr_of(r.peer_addr) else {
+                unsent = true;
                 continue;
             };
             let resend_due = r.resend_due;
@@ -397,6 +403,8 @@ impl<'a> Endpoint<'a> {
             }
         }
         self.ctrl_cursor = (self.ctrl_cursor + 1) % n;
+        // Everything due went out, but for peers still being resolved.
+        self.rpc_ctrl_due = unsent;
         true
     }
 

@@ -238,6 +238,7 @@ fn echo_rpc(p: &mut Pair, len: usize) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn rpcs_of_every_boundary_size_complete_byte_exact() {
     for &len in &[
         1usize, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000,
@@ -258,6 +259,7 @@ fn rpcs_of_every_boundary_size_complete_byte_exact() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn long_messages_are_granted_and_short_ones_are_not() {
     let mut p = Pair::linked(16, 4 << 20);
     echo_rpc(&mut p, 1000);
@@ -269,6 +271,7 @@ fn long_messages_are_granted_and_short_ones_are_not() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn data_packets_follow_linux_geometry_and_priorities() {
     let mut p = Pair::linked(16, 4 << 20);
     echo_rpc(&mut p, 100_000);
@@ -312,6 +315,7 @@ fn data_packets_follow_linux_geometry_and_priorities() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn sixty_four_concurrent_rpcs_of_mixed_sizes() {
     let mut p = Pair::linked(80, 16 << 20);
     let server = p.b.bind(500).unwrap();
@@ -388,6 +392,7 @@ fn full_rpc_table_is_an_error_not_a_panic() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn request_larger_than_free_pool_space_succeeds_once_space_frees() {
     // The server's pool holds one 300 kB message at a time: the second
     // request waits (its DATA dropped and counted) until the first is
@@ -480,6 +485,7 @@ fn ping_gets_an_echo_reply() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn peers_are_resolved_with_arp() {
     let mut p = Pair::new(
         endpoint(A_IP, A_MAC, 8, 1 << 20),
@@ -513,6 +519,7 @@ fn request_to_a_closed_port_fails_with_port_unreachable() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn lost_packets_are_recovered_by_resend() {
     for len in [1usize, 5000, 100_000, 300_000] {
         let mut p = Pair::linked(8, 4 << 20);
@@ -531,6 +538,7 @@ fn lost_packets_are_recovered_by_resend() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn server_that_vanishes_makes_the_client_time_out() {
     let mut p = Pair::linked(4, 1 << 20);
     p.filter = Box::new(|_, to_b, _| !to_b);
@@ -555,6 +563,7 @@ fn server_that_vanishes_makes_the_client_time_out() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn a_short_message_never_waits_behind_more_than_the_nic_backlog() {
     // At 10 Gbit/s a full frame takes ~1.24 us, so with the 5 us backlog
     // limit the pacer lets about five frames of a long message queue, and a
@@ -588,6 +597,7 @@ fn a_short_message_never_waits_behind_more_than_the_nic_backlog() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn vlan_encoding_tags_frames_with_the_priority() {
     let mut ca = Config::new(A_IP, A_MAC);
     ca.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 42 };
@@ -610,6 +620,7 @@ fn vlan_encoding_tags_frames_with_the_priority() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn none_encoding_leaves_tos_zero_but_meta_carries_priority() {
     let mut ca = Config::new(A_IP, A_MAC);
     ca.priority_encoding = crate::config::PriorityEncoding::None;
@@ -659,6 +670,7 @@ fn linuxify(frame: &mut [u8]) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn rpcs_with_a_peer_that_sends_like_linux_complete() {
     for len in [1usize, 1425, 40_001, 300_000] {
         let mut p = Pair::linked(8, 4 << 20);

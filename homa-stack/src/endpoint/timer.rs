@@ -47,6 +47,7 @@ impl<'a> Endpoint<'a> {
                         self.stats.server_ack_timeouts += 1;
                     } else if r.done_ticks >= self.config.request_ack_ticks {
                         r.need_ack_due = true;
+                        self.rpc_ctrl_due = true;
                     }
                     continue;
                 }
@@ -82,6 +83,7 @@ impl<'a> Endpoint<'a> {
                     r.state = State::ClientDone;
                     r.error = Some(RpcError::TimedOut);
                     r.reported = false;
+                    self.maybe_ready = true;
                     self.stats.client_failed += 1;
                     self.grants_dirty = true;
                 } else {

@@ -733,6 +733,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "too slow under Miri")]
     fn write_and_read_span_pages_at_every_alignment() {
         const LEN: usize = 3 * 64 + 17;
         let mut mem = vec![0u8; buffer_len_for(4, 64)];
@@ -832,6 +833,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "too slow under Miri")]
     fn million_byte_message_on_2048_byte_pages() {
         let mut mem = vec![0u8; buffer_len_for(489, 2048)];
         let mut pool = Pool::new(&mut mem[..], 2048).unwrap();

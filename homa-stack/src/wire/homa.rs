@@ -2217,6 +2217,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "searches 65536 ids: too slow under Miri")]
     fn a_computed_zero_checksum_is_sent_as_ffff_and_verifies() {
         let src = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
         let dst = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
