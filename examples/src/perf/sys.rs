@@ -1,0 +1,123 @@
+//! The few kernel calls homa-perf needs beyond homa-phy: a wait with
+//! microsecond precision, the process's CPU time, and a flag set by
+//! SIGINT/SIGTERM/SIGHUP so that runs stop and clean up.
+#![allow(unsafe_code)]
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Sleeps until `fd` is readable or `timeout` passes (`None`: no limit).
+///
+/// Unlike [`homa_phy::wait`], which has poll(2)'s millisecond unit, this
+/// uses ppoll(2) with nanoseconds, so a pacer asking for 60 us gets about
+/// 60 us (plus the timer slack, see [`set_timer_slack_ns`]).
+pub fn wait_precise(fd: RawFd, timeout: Option<std::time::Duration>) {
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: one valid pollfd, a valid or null timespec, no signal mask.
+    // EINTR and other errors just end the wait: the caller polls anyway.
+    unsafe {
+        libc::ppoll(&mut pfd, 1, tsp, std::ptr::null());
+    }
+}
+
+/// Sets how late the kernel may fire this thread's timers (default 50 us),
+/// so that short waits are short.
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// CPU time this process has used: (user, system) seconds, all threads.
+pub fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: `rusage` is plain data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to an rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP set the flag [`stop_requested`]
+/// reads instead of killing the process, so it can clean up.
+pub fn catch_stop_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+}
+
+/// Whether a stop signal arrived.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Sends `sig` to process `pid` (one this program started).
+pub fn kill(pid: u32, sig: libc::c_int) {
+    // SAFETY: plain syscall; a stale pid gives ESRCH, which is ignored.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Whether this process runs as root (needed for TAP, namespaces, tc).
+pub fn is_root() -> bool {
+    // SAFETY: plain syscall without arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn wait_precise_waits_about_the_timeout() {
+        set_timer_slack_ns(1000);
+        let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let start = std::time::Instant::now();
+        wait_precise(a.as_raw_fd(), Some(std::time::Duration::from_micros(300)));
+        let took = start.elapsed();
+        assert!(took >= std::time::Duration::from_micros(300), "{took:?}");
+        // A millisecond-unit wait would take at least 1 ms.
+        assert!(took < std::time::Duration::from_millis(50), "{took:?}");
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        let (u0, s0) = cpu_seconds();
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let (u1, s1) = cpu_seconds();
+        assert!(u1 + s1 > u0 + s0, "{u0} {s0} {u1} {s1}");
+    }
+}
