@@ -19,7 +19,9 @@ usage:
   homa-perf testbed [--clients 4] [--workload w4] [--load 0.8]
                    [--bottleneck-mbps N] [--bands 8] [--duration 20] [--drain 5]
                    [--queue-kb 1500] [--reply-len 100] [--seed 1]
-                   [--only homa|tcp] [--json] [--nic-backlog-us N]
+                   [--only homa|tcp] [--json] [--nic-backlog-us N] [--rtt-us 250]
+                   [--unsched-bytes N] [--max-incoming N] [--fifo-grant-bytes N]
+                   [--resend-ticks 15] [--timeout-ticks 1000]
   homa-perf cleanup            (or --cleanup: removes leftover testbed namespaces)
 
 DEVICE (Homa over homa-stack, or the kernel's TCP):
@@ -37,7 +39,9 @@ PACE:   --rate RPCS_PER_S | --load FRACTION (of --link-mbps, message bytes)
 HOMA OPTIONS: --port N (server; default 500 for Homa, 5000 for TCP)
         --link-mbps N (pacer rate, default 1000) --nic-backlog-us N (default 200)
         --mac XX:XX:XX:XX:XX:XX --neighbor IP=MAC[,IP=MAC] --pcap FILE
-        --max-rpcs N --pool-mb N --no-verify --start-at-ms UNIX_MS --quiet";
+        --max-rpcs N --pool-mb N --no-verify --start-at-ms UNIX_MS --quiet
+        --unsched-bytes N --max-incoming N --fifo-grant-bytes N --resend-ticks N
+        --timeout-ticks N   (Homa's byte and timer settings; defaults are Linux's)";
 
 /// An IPv4 address with a prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +170,16 @@ pub struct HomaOpts {
     pub max_rpcs: usize,
     /// Message pool in MiB.
     pub pool_mb: usize,
+    /// `Config::unsched_bytes` (None: the Linux default).
+    pub unsched_bytes: Option<u32>,
+    /// `Config::max_incoming` (None: the Linux default).
+    pub max_incoming: Option<u32>,
+    /// `Config::resend_ticks` and `resend_interval` (None: Linux's 5 ms).
+    pub resend_ticks: Option<u32>,
+    /// `Config::timeout_ticks` (None: 100 ms).
+    pub timeout_ticks: Option<u32>,
+    /// `Config::fifo_grant_increment` (None: the Linux default).
+    pub fifo_grant_bytes: Option<u32>,
 }
 
 /// `server` options.
@@ -247,6 +261,19 @@ pub struct TestbedOpts {
     pub json: bool,
     /// Pacer queue allowance for the Homa endpoints.
     pub nic_backlog_us: u64,
+    /// Homa's unscheduled bytes: one round trip's worth at the bottleneck
+    /// (`--rtt-us`, default 250 us), in whole packets, unless given.
+    pub unsched_bytes: u32,
+    /// Homa's cap on granted-but-unreceived bytes: 8 round trips' worth
+    /// unless given, so Homa's queue at the bottleneck stays well under its
+    /// 5 ms RESEND timer.
+    pub max_incoming: u32,
+    /// Homa's FIFO grant size: two round trips' worth unless given.
+    pub fifo_grant_bytes: u32,
+    /// Homa's RESEND ticks (default 15 ms: see the README).
+    pub resend_ticks: u32,
+    /// Homa's timeout ticks (default 1000 ms: see the README).
+    pub timeout_ticks: u32,
 }
 
 /// A parsed command line.
@@ -265,7 +292,12 @@ pub enum Command {
 }
 
 const DEVICE_OPTS: [&str; 7] = ["tap", "ip", "bridge", "host-ip", "iface", "tcp", "listen"];
-const HOMA_OPTS: [&str; 10] = [
+const HOMA_OPTS: [&str; 15] = [
+    "fifo-grant-bytes",
+    "unsched-bytes",
+    "max-incoming",
+    "resend-ticks",
+    "timeout-ticks",
     "link-mbps",
     "nic-backlog-us",
     "mac",
@@ -317,6 +349,10 @@ fn transport(a: &Args) -> Result<Transport, String> {
     })
 }
 
+fn opt(a: &Args, name: &str) -> Result<Option<u32>, String> {
+    a.get_str(name).map(|_| a.get(name, 0u32)).transpose()
+}
+
 fn homa_opts(a: &Args, default_pool_mb: usize) -> Result<HomaOpts, String> {
     let mut neighbors = Vec::new();
     if let Some(list) = a.get_str("neighbor") {
@@ -336,7 +372,24 @@ fn homa_opts(a: &Args, default_pool_mb: usize) -> Result<HomaOpts, String> {
         pcap: a.get_str("pcap").map(String::from),
         max_rpcs: a.get("max-rpcs", 1024)?,
         pool_mb: a.get("pool-mb", default_pool_mb)?,
+        unsched_bytes: opt(a, "unsched-bytes")?,
+        max_incoming: opt(a, "max-incoming")?,
+        resend_ticks: opt(a, "resend-ticks")?,
+        timeout_ticks: opt(a, "timeout-ticks")?,
+        fifo_grant_bytes: opt(a, "fifo-grant-bytes")?,
     };
+    if [
+        o.unsched_bytes,
+        o.max_incoming,
+        o.resend_ticks,
+        o.timeout_ticks,
+    ]
+    .contains(&Some(0))
+    {
+        return Err(
+            "--unsched-bytes, --max-incoming, --resend-ticks, --timeout-ticks must be > 0".into(),
+        );
+    }
     if o.link_mbps == 0 || !(1..=60_000).contains(&o.max_rpcs) || o.pool_mb == 0 {
         return Err("--link-mbps and --pool-mb must be > 0, --max-rpcs 1..=60000".into());
     }
@@ -356,7 +409,7 @@ fn known(extra: &[&'static str]) -> Vec<&'static str> {
 
 fn seconds(a: &Args, name: &str, default: f64) -> Result<f64, String> {
     let s: f64 = a.get(name, default)?;
-    if !(s.is_finite() && s >= 0.0 && s <= 86_400.0) {
+    if !(0.0..=86_400.0).contains(&s) {
         return Err(format!("--{name} must be 0..=86400 seconds"));
     }
     Ok(s)
@@ -512,13 +565,23 @@ fn testbed(a: &Args) -> Result<TestbedOpts, String> {
         "only",
         "json",
         "nic-backlog-us",
+        "rtt-us",
+        "unsched-bytes",
+        "max-incoming",
+        "fifo-grant-bytes",
+        "resend-ticks",
+        "timeout-ticks",
         "help",
     ])?;
+    let bottleneck_mbps: u32 = a.get("bottleneck-mbps", super::testbed::DEFAULT_BOTTLENECK_MBPS)?;
+    let rtt_us: u32 = a.get("rtt-us", 250)?;
+    let rtt_bytes = u64::from(bottleneck_mbps) * u64::from(rtt_us) / 8;
+    let unsched = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
     let o = TestbedOpts {
         clients: a.get("clients", 4)?,
         workload: a.get("workload", "w4".to_string())?,
         load: a.get("load", 0.8)?,
-        bottleneck_mbps: a.get("bottleneck-mbps", super::testbed::DEFAULT_BOTTLENECK_MBPS)?,
+        bottleneck_mbps,
         bands: a.get("bands", 8)?,
         duration_s: seconds(a, "duration", 20.0)?,
         drain_s: seconds(a, "drain", 5.0)?,
@@ -528,7 +591,15 @@ fn testbed(a: &Args) -> Result<TestbedOpts, String> {
         only: a.get_str("only").map(String::from),
         json: a.flag("json"),
         nic_backlog_us: a.get("nic-backlog-us", 200)?,
+        unsched_bytes: a.get("unsched-bytes", unsched)?,
+        max_incoming: a.get("max-incoming", unsched.saturating_mul(8))?,
+        fifo_grant_bytes: a.get("fifo-grant-bytes", unsched.saturating_mul(2))?,
+        resend_ticks: a.get("resend-ticks", 15)?,
+        timeout_ticks: a.get("timeout-ticks", 1000)?,
     };
+    if o.resend_ticks == 0 || o.timeout_ticks == 0 || o.unsched_bytes == 0 || o.max_incoming == 0 {
+        return Err("Homa's byte and tick settings must be > 0".into());
+    }
     SizeDist::from_spec(&o.workload)?;
     if !(1..=32).contains(&o.clients) {
         return Err("--clients must be 1..=32".into());

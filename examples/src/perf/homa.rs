@@ -171,6 +171,22 @@ fn config(ip: Ipv4Addr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config
     c.random_seed = seed;
     c.link_mbps = o.link_mbps;
     c.max_nic_est_backlog = Duration::from_micros(o.nic_backlog_us);
+    if let Some(b) = o.unsched_bytes {
+        c.unsched_bytes = b;
+    }
+    if let Some(b) = o.max_incoming {
+        c.max_incoming = b;
+    }
+    if let Some(t) = o.resend_ticks {
+        c.resend_ticks = t;
+        c.resend_interval = t;
+    }
+    if let Some(t) = o.timeout_ticks {
+        c.timeout_ticks = t;
+    }
+    if let Some(b) = o.fifo_grant_bytes {
+        c.fifo_grant_increment = b;
+    }
     c
 }
 

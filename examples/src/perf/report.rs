@@ -111,6 +111,7 @@ impl ClientReport {
         self.response_bytes += o.response_bytes;
         self.cpu_s.0 += o.cpu_s.0;
         self.cpu_s.1 += o.cpu_s.1;
+        add_counters(&mut self.extra, &o.extra);
         Ok(())
     }
 
@@ -137,6 +138,30 @@ impl ClientReport {
             self.cpu_s.1,
         );
         out
+    }
+}
+
+/// Adds the numeric counters of `b` into `a`, field by field, recursively.
+pub fn add_counters(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, bv) in b {
+                match a.get_mut(k) {
+                    Some(av) => add_counters(av, bv),
+                    None => {
+                        a.insert(k.clone(), bv.clone());
+                    }
+                }
+            }
+        }
+        (a @ Value::Number(_), Value::Number(b)) => {
+            if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+                *a = json!(x + y);
+            } else if let (Some(x), Some(y)) = (a.as_f64(), b.as_f64()) {
+                *a = json!(x + y);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -277,6 +302,7 @@ mod tests {
         m.merge(&report(&[(50, 7_000)])).unwrap();
         assert_eq!(m.completed, 3);
         assert_eq!(m.rtt.short().count(), 2);
+        assert_eq!(m.extra["retransmissions"], 6);
         assert!(m.text().contains("completed 3 failed 0"));
     }
 

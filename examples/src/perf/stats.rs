@@ -101,12 +101,20 @@ impl Histogram {
 
     /// The value at quantile `q` (0..=1): the midpoint of the bucket that
     /// holds the `ceil(q * count)`-th smallest value, clamped to the
-    /// recorded minimum and maximum; 0 when empty.
+    /// recorded minimum and maximum (exactly the minimum for `q = 0` and
+    /// the maximum for the largest rank); 0 when empty.
     pub fn percentile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        // The extremes are known exactly.
+        if rank == 1 && q <= 0.0 {
+            return self.min;
+        }
+        if rank >= self.count {
+            return self.max;
+        }
         let mut seen = 0;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c;
