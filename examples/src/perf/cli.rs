@@ -21,7 +21,7 @@ usage:
                    [--queue-kb 1500] [--reply-len 100] [--seed 1]
                    [--only homa|tcp] [--json] [--nic-backlog-us N] [--rtt-us 250]
                    [--unsched-bytes N] [--max-incoming N] [--fifo-grant-bytes N]
-                   [--resend-ticks 15] [--timeout-ticks 1000]
+                   [--resend-ticks 15] [--timeout-ticks 1000] [--probe 3]
   homa-perf cleanup            (or --cleanup: removes leftover testbed namespaces)
 
 DEVICE (Homa over homa-stack, or the kernel's TCP):
@@ -274,6 +274,8 @@ pub struct TestbedOpts {
     pub resend_ticks: u32,
     /// Homa's timeout ticks (default 1000 ms: see the README).
     pub timeout_ticks: u32,
+    /// Seconds of the closed-loop capacity probe per protocol (0: none).
+    pub probe_s: f64,
 }
 
 /// A parsed command line.
@@ -571,6 +573,7 @@ fn testbed(a: &Args) -> Result<TestbedOpts, String> {
         "fifo-grant-bytes",
         "resend-ticks",
         "timeout-ticks",
+        "probe",
         "help",
     ])?;
     let bottleneck_mbps: u32 = a.get("bottleneck-mbps", super::testbed::DEFAULT_BOTTLENECK_MBPS)?;
@@ -596,6 +599,7 @@ fn testbed(a: &Args) -> Result<TestbedOpts, String> {
         fifo_grant_bytes: a.get("fifo-grant-bytes", unsched.saturating_mul(2))?,
         resend_ticks: a.get("resend-ticks", 15)?,
         timeout_ticks: a.get("timeout-ticks", 1000)?,
+        probe_s: seconds(a, "probe", 3.0)?,
     };
     if o.resend_ticks == 0 || o.timeout_ticks == 0 || o.unsched_bytes == 0 || o.max_incoming == 0 {
         return Err("Homa's byte and tick settings must be > 0".into());

@@ -190,9 +190,20 @@ fn config(ip: Ipv4Addr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config
     c
 }
 
-fn stack_counters(ep: &Endpoint<'_>) -> Value {
+fn stack_counters(ep: &Endpoint<'_>, loop_stats: &Punctuality) -> Value {
     let s = ep.stats();
+    let d = &s.drops;
     json!({
+        "loop": loop_stats.to_json(),
+        "drop_reasons": {
+            "malformed": d.malformed, "checksum": d.checksum, "not_for_us": d.not_for_us,
+            "unsupported": d.unsupported, "unknown_port": d.unknown_port,
+            "unknown_rpc": d.unknown_rpc, "bad_range": d.bad_range, "duplicate": d.duplicate,
+            "too_many_gaps": d.too_many_gaps, "no_buffer": d.no_buffer,
+            "rpc_table_full": d.rpc_table_full, "peer_table_full": d.peer_table_full,
+            "control_queue_full": d.control_queue_full, "wrong_state": d.wrong_state,
+            "unresolved": d.unresolved,
+        },
         "rx_frames": s.rx_frames,
         "tx_frames": s.tx_frames,
         "rx_data_bytes": s.rx_data_bytes,
@@ -210,15 +221,48 @@ fn stack_counters(ep: &Endpoint<'_>) -> Value {
     })
 }
 
-/// Sleeps until `deadline_ns`, the endpoint's next poll, or a frame.
-fn sleep(ep: &Endpoint<'_>, clock: &Clock, fd: RawFd, deadline_ns: u64) {
-    let now = clock.ns();
-    let mut wait = deadline_ns.saturating_sub(now).min(100_000_000);
-    if let Some(d) = ep.poll_delay(Instant::from_nanos(now)) {
-        wait = wait.min(d.total_nanos());
+/// How punctual the loop was: a loop that wakes late or works long keeps
+/// the peer waiting, which is how a busy CPU shows up in Homa's timers.
+#[derive(Debug, Default)]
+struct Punctuality {
+    /// Latest wake-up after a timed sleep, past its deadline.
+    max_late_ns: u64,
+    /// Timed wake-ups more than 10 ms late.
+    late_over_10ms: u64,
+    /// Longest stretch of work between two sleeps.
+    max_busy_ns: u64,
+    busy_since: u64,
+}
+
+impl Punctuality {
+    fn to_json(&self) -> Value {
+        json!({
+            "max_wake_late_us": self.max_late_ns / 1000,
+            "wakes_late_over_10ms": self.late_over_10ms,
+            "max_busy_us": self.max_busy_ns / 1000,
+        })
     }
-    if wait > 0 {
-        sys::wait_precise(fd, Some(std::time::Duration::from_nanos(wait)));
+
+    /// Sleeps until `deadline_ns`, the endpoint's next poll, or a frame,
+    /// and notes how long the work before it took and how late it woke.
+    fn sleep(&mut self, ep: &Endpoint<'_>, clock: &Clock, fd: RawFd, deadline_ns: u64) {
+        let now = clock.ns();
+        self.max_busy_ns = self.max_busy_ns.max(now.saturating_sub(self.busy_since));
+        let mut wait = deadline_ns.saturating_sub(now).min(100_000_000);
+        if let Some(d) = ep.poll_delay(Instant::from_nanos(now)) {
+            wait = wait.min(d.total_nanos());
+        }
+        if wait > 0 {
+            sys::wait_precise(fd, Some(std::time::Duration::from_nanos(wait)));
+        }
+        let woke = clock.ns();
+        // Only a wake-up at the timeout can be late; a frame ends it early.
+        let late = woke.saturating_sub(now + wait);
+        if late > 0 {
+            self.max_late_ns = self.max_late_ns.max(late);
+            self.late_over_10ms += u64::from(late > 10_000_000);
+        }
+        self.busy_since = woke;
     }
 }
 
@@ -308,6 +352,7 @@ impl Job for Server<'_, '_> {
         };
         let (mut scratch, mut resp) = (Vec::new(), Vec::new());
         let mut retry: VecDeque<RpcHandle> = VecDeque::new();
+        let mut punct = Punctuality::default();
         while clock.ns() < end_ns && !sys::stop_requested() {
             ep.poll(clock.now(), dev);
             let mut todo: Vec<RpcHandle> = retry.drain(..).collect();
@@ -330,14 +375,14 @@ impl Job for Server<'_, '_> {
                 }
             }
             if retry.is_empty() {
-                sleep(ep, &clock, fd, end_ns);
+                punct.sleep(ep, &clock, fd, end_ns);
             } else {
                 ep.poll(clock.now(), dev);
             }
         }
         r.elapsed_s = clock.ns() as f64 / 1e9;
         r.cpu_s = sys::cpu_seconds();
-        Ok((r, stack_counters(ep)))
+        Ok((r, stack_counters(ep, &punct)))
     }
 }
 
@@ -431,6 +476,7 @@ impl Job for Client<'_, '_> {
         let mut pending: HashMap<RpcHandle, InFlight> = HashMap::new();
         let (mut buf, mut scratch) = (Vec::new(), Vec::new());
         let mut stopped = false;
+        let mut punct = Punctuality::default();
         loop {
             let now_ns = clock.ns();
             stopped |= sys::stop_requested();
@@ -523,8 +569,10 @@ impl Job for Client<'_, '_> {
                             r.failed += 1;
                             if !o.quiet {
                                 eprintln!(
-                                    "homa-perf: RPC of {} B failed after {:.1} ms: {error}",
+                                    "homa-perf: RPC {} of {} B failed at {:.3} s, {:.1} ms after it was sent: {error}",
+                                    rpc.id(),
                                     f.a.len,
+                                    t_ns as f64 / 1e9,
                                     (t_ns - f.started_ns) as f64 / 1e6
                                 );
                             }
@@ -544,7 +592,7 @@ impl Job for Client<'_, '_> {
                 (true, Some(a)) => a.at_ns.min(end_ns),
                 _ => end_ns,
             };
-            sleep(ep, &clock, fd, wake);
+            punct.sleep(ep, &clock, fd, wake);
         }
         r.elapsed_s = clock.ns() as f64 / 1e9;
         r.unfinished = (pending.len() + backlog.len()) as u64;
@@ -554,12 +602,13 @@ impl Job for Client<'_, '_> {
         // A little longer, so the acks of the last responses reach the
         // server and it frees those RPCs.
         let linger = clock.ns() + 20_000_000;
+        let mut tail = Punctuality::default();
         while clock.ns() < linger {
             ep.poll(clock.now(), dev);
-            sleep(ep, &clock, fd, linger);
+            tail.sleep(ep, &clock, fd, linger);
         }
         r.rtt = rtt;
         r.cpu_s = sys::cpu_seconds();
-        Ok((r, stack_counters(ep)))
+        Ok((r, stack_counters(ep, &punct)))
     }
 }

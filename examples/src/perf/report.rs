@@ -137,16 +137,44 @@ impl ClientReport {
             self.cpu_s.0,
             self.cpu_s.1,
         );
+        out += &extra_text(&self.extra);
         out
     }
 }
 
-/// Adds the numeric counters of `b` into `a`, field by field, recursively.
+/// The homa-stack counters worth a line, when there are any.
+fn extra_text(extra: &Value) -> String {
+    let st = &extra["stack"];
+    if !st.is_object() {
+        return String::new();
+    }
+    format!(
+        "homa-stack: tx frames {} rx frames {} retransmissions {} resends asked {} timeouts {} \
+         drops {}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
+        st["tx_frames"],
+        st["rx_frames"],
+        st["retransmissions"],
+        st["resends_requested"],
+        st["timeouts"],
+        st["drops"],
+        st["loop"]["max_wake_late_us"],
+        st["loop"]["wakes_late_over_10ms"],
+        st["loop"]["max_busy_us"],
+    )
+}
+
+/// Adds the numeric counters of `b` into `a`, field by field, recursively;
+/// fields named `max_*` keep the larger value instead.
 pub fn add_counters(a: &mut Value, b: &Value) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, bv) in b {
                 match a.get_mut(k) {
+                    Some(av) if k.starts_with("max_") => {
+                        if bv.as_f64() > av.as_f64() {
+                            *av = bv.clone();
+                        }
+                    }
                     Some(av) => add_counters(av, bv),
                     None => {
                         a.insert(k.clone(), bv.clone());
@@ -246,9 +274,9 @@ impl ServerReport {
         })
     }
 
-    /// One line for people.
+    /// One line for people (two with homa-stack counters).
     pub fn text(&self) -> String {
-        format!(
+        let line = format!(
             "{} server: {:.1} s, {} requests ({} corrupt), {} B in, {} B out, \
              CPU {:.2} s user {:.2} s system\n",
             self.protocol,
@@ -259,7 +287,8 @@ impl ServerReport {
             self.response_bytes,
             self.cpu_s.0,
             self.cpu_s.1
-        )
+        );
+        line + &extra_text(&self.extra)
     }
 }
 
@@ -287,7 +316,7 @@ mod tests {
             response_bytes: 100,
             rtt,
             cpu_s: (0.5, 0.25),
-            extra: json!({"retransmissions": 3}),
+            extra: json!({"retransmissions": 3, "loop": {"max_busy_us": rtts.len()}}),
         }
     }
 
@@ -303,6 +332,7 @@ mod tests {
         assert_eq!(m.completed, 3);
         assert_eq!(m.rtt.short().count(), 2);
         assert_eq!(m.extra["retransmissions"], 6);
+        assert_eq!(m.extra["loop"]["max_busy_us"], 2); // the larger, not the sum
         assert!(m.text().contains("completed 3 failed 0"));
     }
 

@@ -488,11 +488,23 @@ fn strings(v: &[&str]) -> Vec<String> {
 }
 
 /// Runs one protocol over the testbed.
+/// How one phase loads the bottleneck.
+struct Load {
+    /// Client arguments for the pacing (`--rate R` or `--outstanding N`).
+    pace: Vec<String>,
+    /// Seconds of issuing.
+    duration_s: f64,
+    /// Seconds allowed after that.
+    drain_s: f64,
+    /// Offered message bytes, Mbit/s (the bottleneck rate for a probe).
+    offered_mbps: f64,
+}
+
 fn run_phase(
     tb: &mut Testbed,
     o: &TestbedOpts,
     protocol: &str,
-    per_client_rate: f64,
+    load: &Load,
 ) -> Result<Phase, String> {
     let homa = protocol == "homa";
     let r = o.bottleneck_mbps.to_string();
@@ -564,12 +576,10 @@ fn run_phase(
             &target,
             "--workload",
             &o.workload,
-            "--rate",
-            &format!("{per_client_rate}"),
             "--duration",
-            &o.duration_s.to_string(),
+            &load.duration_s.to_string(),
             "--drain",
-            &o.drain_s.to_string(),
+            &load.drain_s.to_string(),
             "--reply-len",
             &o.reply_len.to_string(),
             "--seed",
@@ -577,6 +587,7 @@ fn run_phase(
             "--start-at-ms",
             &start_ms.to_string(),
         ]);
+        a.extend(load.pace.iter().cloned());
         if homa {
             a.extend(homa_dev(c));
             a.extend(strings(&[
@@ -596,7 +607,7 @@ fn run_phase(
     let cpu0 = machine_jiffies();
     let procs0 = children_cpu(tb);
     let t0 = Instant::now();
-    let issue_end = t0 + Duration::from_secs_f64(o.duration_s);
+    let issue_end = t0 + Duration::from_secs_f64(load.duration_s);
     while Instant::now() < issue_end && !sys::stop_requested() {
         thread::sleep(Duration::from_millis(50));
     }
@@ -607,7 +618,7 @@ fn run_phase(
     if sys::stop_requested() {
         return Err("stopped by a signal".into());
     }
-    let limit = Instant::now() + Duration::from_secs_f64(o.drain_s + 20.0);
+    let limit = Instant::now() + Duration::from_secs_f64(load.drain_s + 20.0);
     let mut merged: Option<ClientReport> = None;
     for (i, out, _) in clients {
         tb.wait_child(i, limit)?;
@@ -659,7 +670,7 @@ fn run_phase(
         seconds,
         machine_busy: busy,
         experiment_cpu,
-        offered_mbps: o.load * f64::from(o.bottleneck_mbps),
+        offered_mbps: load.offered_mbps,
     })
 }
 
@@ -690,7 +701,9 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
         None => vec!["homa", "tcp"],
     };
     let budget = Instant::now()
-        + Duration::from_secs_f64((o.duration_s + o.drain_s + 40.0) * protocols.len() as f64);
+        + Duration::from_secs_f64(
+            (o.duration_s + o.drain_s + o.probe_s + 60.0) * protocols.len() as f64,
+        );
     let header = format!(
         "homa-perf testbed: {} clients -> 1 server (incast), workload {} (cp_node table{}; short = <= {} B), \
          Poisson open loop at {:.0}% of a {} Mbit/s bottleneck = {:.1} Mbit/s of requests ({:.1} RPC/s in all), \
@@ -709,6 +722,19 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
     );
     if !o.json {
         println!("{header}");
+        if o.bottleneck_mbps == DEFAULT_BOTTLENECK_MBPS {
+            println!(
+                "(the default bottleneck is {DEFAULT_BOTTLENECK_MBPS} Mbit/s, not 1 Gbit/s: on a 2-core machine \
+                 homa-stack over TAP cannot carry 80% of 1 Gbit/s, every frame costing syscalls and three \
+                 bridge hops; --bottleneck-mbps 1000 runs it anyway, and the capacity probes below say \
+                 which resource limits)"
+            );
+        }
+        println!(
+            "Homa settings scaled to the bottleneck: unscheduled {} B, max incoming {} B, FIFO grants {} B, \
+             RESEND after {} ms, timeout {} ms",
+            o.unsched_bytes, o.max_incoming, o.fifo_grant_bytes, o.resend_ticks, o.timeout_ticks
+        );
     }
     let mut tb = Testbed {
         tag: format!("hp{}", std::process::id()),
@@ -716,13 +742,37 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
         children: Vec::new(),
     };
     tb.build(o)?;
+    let measured = Load {
+        pace: strings(&["--rate", &per_client.to_string()]),
+        duration_s: o.duration_s,
+        drain_s: o.drain_s,
+        offered_mbps: o.load * f64::from(o.bottleneck_mbps),
+    };
+    let probe = Load {
+        pace: strings(&["--outstanding", "8"]),
+        duration_s: o.probe_s,
+        drain_s: 0.5,
+        offered_mbps: f64::from(o.bottleneck_mbps),
+    };
     let mut phases = Vec::new();
+    let mut probes = Vec::new();
     for p in &protocols {
         if Instant::now() > budget || sys::stop_requested() {
             return Err("time budget exhausted or stopped".into());
         }
+        if o.probe_s > 0.0 {
+            eprintln!(
+                "homa-perf: probing {p}'s capacity, closed loop, {} s ...",
+                o.probe_s
+            );
+            let phase = run_phase(&mut tb, o, p, &probe)?;
+            if !o.json {
+                println!("{}", probe_text(&phase, o));
+            }
+            probes.push(phase);
+        }
         eprintln!("homa-perf: running {p} for {} s ...", o.duration_s);
-        let phase = run_phase(&mut tb, o, p, per_client)?;
+        let phase = run_phase(&mut tb, o, p, &measured)?;
         if !o.json {
             print_phase(&phase, o);
         }
@@ -746,6 +796,12 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
                 "tcp": tcp.map(short),
             },
             "tcp_over_homa": ratio,
+            "capacity_probes": probes.iter().map(|p| json!({
+                "protocol": p.protocol,
+                "carried_mbps": p.carried_mbps(),
+                "experiment_cpu": p.experiment_cpu,
+                "verdict": probe_text(p, o),
+            })).collect::<Vec<_>>(),
         });
         println!(
             "{}",
@@ -792,6 +848,28 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
         _ => println!("short-message P99: only one protocol ran, no ratio"),
     }
     Ok(())
+}
+
+/// The capacity probe's finding: can this protocol, on this CPU, fill the
+/// bottleneck? If it can, the bottleneck is what limits throughput.
+fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
+    let util = p.carried_mbps() / f64::from(o.bottleneck_mbps);
+    let verdict = if util >= 0.9 {
+        "the bottleneck, not the CPU, limits throughput"
+    } else {
+        "CPU-BOUND: it cannot fill the bottleneck on this machine"
+    };
+    format!(
+        "capacity probe ({} closed loop, 8 RPCs per client, {:.0} s): bottleneck carried {:.1} Mbit/s \
+         ({:.0}% of {}), homa-perf + softirq CPU {:.0}% of {} cores: {verdict}",
+        p.protocol,
+        o.probe_s,
+        p.carried_mbps(),
+        util * 100.0,
+        o.bottleneck_mbps,
+        p.experiment_cpu * 100.0,
+        cores()
+    )
 }
 
 fn print_phase(p: &Phase, o: &TestbedOpts) {
