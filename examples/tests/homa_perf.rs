@@ -204,6 +204,8 @@ fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
             "1",
             "--drain",
             "2",
+            "--probe",
+            "1",
             "--json",
         ])
         .stdout(Stdio::piped())
@@ -218,6 +220,8 @@ fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v = json_of(&out);
+    let probes = v["capacity_probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 2, "{v}");
     let phases = v["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2);
     for p in phases {
