@@ -475,6 +475,9 @@ impl Job for Client<'_, '_> {
         let mut backlog: VecDeque<Arrival> = VecDeque::new();
         let mut pending: HashMap<RpcHandle, InFlight> = HashMap::new();
         let (mut buf, mut scratch) = (Vec::new(), Vec::new());
+        // Which arrival `buf` holds, so a request waiting for room is not
+        // refilled on every pass.
+        let mut filled: Option<u64> = None;
         let mut stopped = false;
         let mut punct = Punctuality::default();
         loop {
@@ -505,7 +508,10 @@ impl Job for Client<'_, '_> {
                     reply_len: o.reply_len,
                     seed: a.seed,
                 };
-                fill_request(&mut buf, header, a.len as usize);
+                if filled != Some(a.index) {
+                    fill_request(&mut buf, header, a.len as usize);
+                    filled = Some(a.index);
+                }
                 let t = o.targets[(a.index % o.targets.len() as u64) as usize];
                 match ep.send_request(sock, *t.ip(), t.port(), &buf) {
                     Ok(h) => {
