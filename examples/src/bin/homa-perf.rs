@@ -1,0 +1,78 @@
+//! homa-perf: measure homa-stack over a TAP device or an AF_PACKET socket,
+//! and the kernel's TCP the same way; `testbed` compares them under load in
+//! network namespaces it builds and removes. `homa-perf --help` for usage.
+
+use std::process::ExitCode;
+
+use homa_examples::perf::cli::{self, Command, Transport, USAGE};
+use homa_examples::perf::{homa, sys, tcp, testbed};
+
+fn main() -> ExitCode {
+    let words: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = match cli::parse(words) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("homa-perf: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("homa-perf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Command) -> Result<ExitCode, String> {
+    match cmd {
+        Command::Help => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cleanup => {
+            let n = testbed::cleanup_leftovers();
+            println!("removed {n} leftover testbed namespaces");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Testbed(o) => {
+            testbed::run_testbed(&o)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Server(o) => {
+            sys::catch_stop_signals();
+            let r = match o.transport {
+                Transport::Tcp => tcp::run_server(&o)?,
+                _ => homa::run_server(&o)?,
+            };
+            if o.json {
+                println!("{}", r.to_json());
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(if r.corrupt == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Client(o) => {
+            sys::catch_stop_signals();
+            let r = match o.transport {
+                Transport::Tcp => tcp::run_client(&o)?,
+                _ => homa::run_client(&o)?,
+            };
+            if o.json {
+                println!("{}", r.to_json());
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(if r.failed == 0 && r.corrupt == 0 && r.completed > 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}

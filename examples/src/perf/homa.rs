@@ -1,0 +1,620 @@
+//! The homa-stack client and server over a TAP device or an AF_PACKET
+//! socket, on the wall clock.
+//!
+//! The loop is the one a real program runs: `poll(now, device)`, handle the
+//! events, then sleep until the endpoint's `poll_at`, the next arrival or a
+//! frame, whichever is first ([`super::sys::wait_precise`]). Round-trip
+//! times are measured from each RPC's scheduled arrival, so time an RPC
+//! spent waiting for a free slot counts, as it does for TCP's socket buffer.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+
+use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
+use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+use serde_json::{json, Value};
+
+use super::arrivals::{Arrival, Arrivals, Pace};
+use super::cli::{ClientOpts, HomaOpts, ServerOpts, Transport};
+use super::payload::{fill_request, fill_response, Header, ECHO, HEADER_LEN};
+use super::report::{ClientReport, ServerReport};
+use super::stats::SizeBuckets;
+use super::{netcfg, sys};
+
+/// The wall clock as homa-phy time: nanoseconds since the run began.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock(std::time::Instant);
+
+impl Clock {
+    /// A clock starting now.
+    pub fn start() -> Clock {
+        Clock(std::time::Instant::now())
+    }
+    /// Nanoseconds since the start.
+    pub fn ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+    /// The time for the endpoint.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.ns())
+    }
+}
+
+/// Caller-owned memory of an endpoint.
+struct Memory {
+    rpcs: Vec<RpcSlot>,
+    peers: Vec<PeerSlot>,
+    sockets: Vec<SocketSlot>,
+    pool: Vec<u8>,
+}
+
+impl Memory {
+    fn new(o: &HomaOpts) -> Memory {
+        Memory {
+            rpcs: (0..o.max_rpcs).map(|_| RpcSlot::EMPTY).collect(),
+            peers: vec![PeerSlot::EMPTY; 64],
+            sockets: vec![SocketSlot::EMPTY; 4],
+            pool: vec![0; o.pool_mb << 20],
+        }
+    }
+
+    fn endpoint(&mut self, config: Config) -> Result<Endpoint<'_>, String> {
+        Endpoint::new(
+            config,
+            &mut self.rpcs[..],
+            &mut self.peers[..],
+            &mut self.sockets[..],
+            &mut self.pool[..],
+            4096,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// The device, opened, plus what the endpoint needs to know about it.
+enum Opened {
+    Tap(TapInterface),
+    Raw(RawSocket),
+}
+
+fn open(transport: &Transport) -> Result<(Opened, Ipv4Addr, Option<EthernetAddress>), String> {
+    match transport {
+        Transport::Tap {
+            name,
+            ip,
+            bridge,
+            host_ip,
+        } => {
+            let tap = netcfg::open_tap(name, *ip, bridge.as_deref(), *host_ip)?;
+            Ok((Opened::Tap(tap), ip.addr, None))
+        }
+        Transport::Iface { name, ip } => {
+            let raw = RawSocket::new(name).map_err(|e| e.to_string())?;
+            // Sharing a real interface: use its MAC, so the frames it
+            // receives for us pass its filter.
+            Ok((
+                Opened::Raw(raw),
+                ip.addr,
+                Some(netcfg::interface_mac(name)?),
+            ))
+        }
+        Transport::Tcp => Err("not a Homa transport".into()),
+    }
+}
+
+/// A loop to run over whichever device was opened.
+trait Job {
+    type Out;
+    fn run<D: Device>(self, dev: &mut D, fd: RawFd) -> Self::Out;
+}
+
+fn pcap_sink(path: &Option<String>) -> Result<Option<Box<dyn Write>>, String> {
+    path.as_ref()
+        .map(|p| {
+            let f = std::fs::File::create(p).map_err(|e| format!("{p}: {e}"))?;
+            Ok(Box::new(std::io::BufWriter::new(f)) as Box<dyn Write>)
+        })
+        .transpose()
+}
+
+/// Runs `job` over the device, behind a pcap writer when asked; returns
+/// its result and the device's counters.
+fn with_device<J: Job>(
+    opened: &mut Opened,
+    pcap: &Option<String>,
+    job: J,
+) -> Result<(J::Out, Value), String> {
+    let sink = pcap_sink(pcap)?;
+    let (out, host) = match opened {
+        Opened::Tap(t) => {
+            let fd = t.as_raw_fd();
+            let out = match sink {
+                Some(s) => {
+                    let mut w = PcapWriter::new(&mut *t, s, PcapMode::Both);
+                    let out = job.run(&mut w, fd);
+                    let _ = w.flush();
+                    out
+                }
+                None => job.run(t, fd),
+            };
+            (out, t.stats())
+        }
+        Opened::Raw(r) => {
+            let fd = r.as_raw_fd();
+            let out = match sink {
+                Some(s) => {
+                    let mut w = PcapWriter::new(&mut *r, s, PcapMode::Both);
+                    let out = job.run(&mut w, fd);
+                    let _ = w.flush();
+                    out
+                }
+                None => job.run(r, fd),
+            };
+            (out, r.stats())
+        }
+    };
+    let dev = json!({
+        "rx_frames": host.rx_frames,
+        "rx_errors": host.rx_errors,
+        "tx_frames": host.tx_frames,
+        "tx_would_block": host.tx_would_block,
+        "tx_errors": host.tx_errors,
+    });
+    Ok((out, dev))
+}
+
+fn config(ip: Ipv4Addr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config {
+    let mut c = Config::new(ip, mac);
+    c.random_seed = seed;
+    c.link_mbps = o.link_mbps;
+    c.max_nic_est_backlog = Duration::from_micros(o.nic_backlog_us);
+    if let Some(b) = o.unsched_bytes {
+        c.unsched_bytes = b;
+    }
+    if let Some(b) = o.max_incoming {
+        c.max_incoming = b;
+    }
+    if let Some(t) = o.resend_ticks {
+        c.resend_ticks = t;
+        c.resend_interval = t;
+    }
+    if let Some(t) = o.timeout_ticks {
+        c.timeout_ticks = t;
+    }
+    if let Some(b) = o.fifo_grant_bytes {
+        c.fifo_grant_increment = b;
+    }
+    c
+}
+
+fn stack_counters(ep: &Endpoint<'_>, loop_stats: &Punctuality) -> Value {
+    let s = ep.stats();
+    let d = &s.drops;
+    json!({
+        "loop": loop_stats.to_json(),
+        "drop_reasons": {
+            "malformed": d.malformed, "checksum": d.checksum, "not_for_us": d.not_for_us,
+            "unsupported": d.unsupported, "unknown_port": d.unknown_port,
+            "unknown_rpc": d.unknown_rpc, "bad_range": d.bad_range, "duplicate": d.duplicate,
+            "too_many_gaps": d.too_many_gaps, "no_buffer": d.no_buffer,
+            "rpc_table_full": d.rpc_table_full, "peer_table_full": d.peer_table_full,
+            "control_queue_full": d.control_queue_full, "wrong_state": d.wrong_state,
+            "unresolved": d.unresolved,
+        },
+        "rx_frames": s.rx_frames,
+        "tx_frames": s.tx_frames,
+        "rx_data_bytes": s.rx_data_bytes,
+        "tx_data_bytes": s.tx_data_bytes,
+        "retransmissions": s.retransmissions,
+        "resends_requested": s.resends_requested,
+        "timeouts": s.timeouts,
+        "drops": s.drops.total(),
+        "drops_no_buffer": s.drops.no_buffer,
+        "drops_rpc_table_full": s.drops.rpc_table_full,
+        "pacer_throttled": s.pacer_throttled,
+        "grants_srpt": s.grants_srpt,
+        "grants_fifo": s.grants_fifo,
+        "arp_requests": s.arp_requests,
+    })
+}
+
+/// How punctual the loop was: a loop that wakes late or works long keeps
+/// the peer waiting, which is how a busy CPU shows up in Homa's timers.
+#[derive(Debug, Default)]
+struct Punctuality {
+    /// Latest wake-up after a timed sleep, past its deadline.
+    max_late_ns: u64,
+    /// Timed wake-ups more than 10 ms late.
+    late_over_10ms: u64,
+    /// Longest stretch of work between two sleeps.
+    max_busy_ns: u64,
+    busy_since: u64,
+}
+
+impl Punctuality {
+    fn to_json(&self) -> Value {
+        json!({
+            "max_wake_late_us": self.max_late_ns / 1000,
+            "wakes_late_over_10ms": self.late_over_10ms,
+            "max_busy_us": self.max_busy_ns / 1000,
+        })
+    }
+
+    /// Sleeps until `deadline_ns`, the endpoint's next poll, or a frame,
+    /// and notes how long the work before it took and how late it woke.
+    fn sleep(&mut self, ep: &Endpoint<'_>, clock: &Clock, fd: RawFd, deadline_ns: u64) {
+        let now = clock.ns();
+        self.max_busy_ns = self.max_busy_ns.max(now.saturating_sub(self.busy_since));
+        let mut wait = deadline_ns.saturating_sub(now).min(100_000_000);
+        if let Some(d) = ep.poll_delay(Instant::from_nanos(now)) {
+            wait = wait.min(d.total_nanos());
+        }
+        if wait > 0 {
+            sys::wait_precise(fd, Some(std::time::Duration::from_nanos(wait)));
+        }
+        let woke = clock.ns();
+        // Only a wake-up at the timeout can be late; a frame ends it early.
+        let late = woke.saturating_sub(now + wait);
+        if late > 0 {
+            self.max_late_ns = self.max_late_ns.max(late);
+            self.late_over_10ms += u64::from(late > 10_000_000);
+        }
+        self.busy_since = woke;
+    }
+}
+
+/// Runs a Homa server until its duration ends or a stop signal.
+pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
+    let (mut opened, ip, dev_mac) = open(&o.transport)?;
+    let mac = o
+        .homa
+        .mac
+        .or(dev_mac)
+        .unwrap_or_else(|| netcfg::mac_for(ip));
+    let mut mem = Memory::new(&o.homa);
+    let ep = mem.endpoint(config(ip, mac, &o.homa, 0x5e57))?;
+    let (report, dev) = with_device(&mut opened, &o.homa.pcap, Server { o, ep, ip, mac })?;
+    let (mut report, stack) = report?;
+    report.extra = json!({ "stack": stack, "device": dev });
+    Ok(report)
+}
+
+struct Server<'a, 'b> {
+    o: &'a ServerOpts,
+    ep: Endpoint<'b>,
+    ip: Ipv4Addr,
+    mac: EthernetAddress,
+}
+
+/// Answers one request; nothing is counted unless the reply was accepted.
+fn answer(
+    ep: &mut Endpoint<'_>,
+    rpc: RpcHandle,
+    verify: bool,
+    scratch: &mut Vec<u8>,
+    resp: &mut Vec<u8>,
+) -> Result<(usize, usize, bool), SendError> {
+    let m = ep.message(rpc).ok_or(SendError::NoSuchRpc)?;
+    let len = m.len();
+    let mut head = [0u8; HEADER_LEN];
+    let mut got = 0;
+    for c in m.chunks() {
+        let n = c.len().min(HEADER_LEN - got);
+        head[got..got + n].copy_from_slice(&c[..n]);
+        got += n;
+        if got == HEADER_LEN {
+            break;
+        }
+    }
+    let header = Header::parse(&head[..got]);
+    let mut ok = header.is_some();
+    if let (true, Some(h)) = (verify, header) {
+        fill_request(scratch, h, len);
+        ok = scratch.len() == len && m.eq_bytes(scratch);
+    }
+    match header {
+        Some(h) if h.reply_len != ECHO => fill_response(resp, h, len),
+        // An echo sends back the bytes received, so a corrupted request
+        // shows as a corrupted response at the client.
+        _ => {
+            resp.resize(len, 0);
+            m.copy_to(resp);
+        }
+    }
+    ep.reply(rpc, resp)?;
+    Ok((len, resp.len(), ok))
+}
+
+impl Job for Server<'_, '_> {
+    type Out = Result<(ServerReport, Value), String>;
+
+    fn run<D: Device>(mut self, dev: &mut D, fd: RawFd) -> Self::Out {
+        let o = self.o;
+        let ep = &mut self.ep;
+        let sock = ep.bind(o.port).map_err(|e| e.to_string())?;
+        let clock = Clock::start();
+        for &(ip, mac) in &o.homa.neighbors {
+            ep.add_neighbor(clock.now(), ip, mac)
+                .map_err(|e| e.to_string())?;
+        }
+        sys::set_timer_slack_ns(1_000);
+        eprintln!(
+            "homa-perf: server ready: homa {}:{} mac {}",
+            self.ip, o.port, self.mac
+        );
+        let end_ns = o.duration_s.map_or(u64::MAX, |s| (s * 1e9) as u64);
+        let mut r = ServerReport {
+            protocol: "homa".into(),
+            ..ServerReport::default()
+        };
+        let (mut scratch, mut resp) = (Vec::new(), Vec::new());
+        let mut retry: VecDeque<RpcHandle> = VecDeque::new();
+        let mut punct = Punctuality::default();
+        while clock.ns() < end_ns && !sys::stop_requested() {
+            ep.poll(clock.now(), dev);
+            let mut todo: Vec<RpcHandle> = retry.drain(..).collect();
+            while let Some(ev) = ep.recv(sock) {
+                if let Event::Request { rpc, .. } = ev {
+                    todo.push(rpc);
+                }
+            }
+            for rpc in todo {
+                match answer(ep, rpc, o.verify, &mut scratch, &mut resp) {
+                    Ok((inb, outb, ok)) => {
+                        r.requests += 1;
+                        r.request_bytes += inb as u64;
+                        r.response_bytes += outb as u64;
+                        r.corrupt += u64::from(!ok);
+                    }
+                    // No room for the reply yet: try again after the next poll.
+                    Err(SendError::PoolFull) | Err(SendError::TableFull) => retry.push_back(rpc),
+                    Err(_) => {} // the RPC is gone (aborted by its client)
+                }
+            }
+            if retry.is_empty() {
+                punct.sleep(ep, &clock, fd, end_ns);
+            } else {
+                ep.poll(clock.now(), dev);
+            }
+        }
+        r.elapsed_s = clock.ns() as f64 / 1e9;
+        r.cpu_s = sys::cpu_seconds();
+        Ok((r, stack_counters(ep, &punct)))
+    }
+}
+
+/// Runs a Homa client: issues RPCs for the duration, waits for the
+/// outstanding ones up to the drain time, and reports.
+pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
+    let (mut opened, ip, dev_mac) = open(&o.transport)?;
+    let mac = o
+        .homa
+        .mac
+        .or(dev_mac)
+        .unwrap_or_else(|| netcfg::mac_for(ip));
+    let mut mem = Memory::new(&o.homa);
+    let ep = mem.endpoint(config(ip, mac, &o.homa, o.seed))?;
+    let (report, dev) = with_device(&mut opened, &o.homa.pcap, Client { o, ep })?;
+    let (mut report, stack) = report?;
+    report.extra = json!({ "stack": stack, "device": dev });
+    Ok(report)
+}
+
+struct Client<'a, 'b> {
+    o: &'a ClientOpts,
+    ep: Endpoint<'b>,
+}
+
+/// Describes the pacing for the report header.
+pub fn pace_text(pace: Pace) -> String {
+    match pace {
+        Pace::Poisson { per_sec } => format!("Poisson {per_sec:.1} RPC/s"),
+        Pace::Closed { outstanding } => format!("closed loop, {outstanding} outstanding"),
+    }
+}
+
+/// Sleeps until the Unix time `ms`, if it is ahead (bounded to a minute).
+pub fn sleep_until_unix_ms(ms: Option<u64>) {
+    let Some(ms) = ms else { return };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if ms > now {
+        std::thread::sleep(std::time::Duration::from_millis((ms - now).min(60_000)));
+    }
+}
+
+/// Everything the client keeps about one RPC in flight.
+struct InFlight {
+    a: Arrival,
+    started_ns: u64,
+}
+
+impl Job for Client<'_, '_> {
+    type Out = Result<(ClientReport, Value), String>;
+
+    fn run<D: Device>(mut self, dev: &mut D, fd: RawFd) -> Self::Out {
+        let o = self.o;
+        let ep = &mut self.ep;
+        let sock = ep.socket().map_err(|e| e.to_string())?;
+        sys::set_timer_slack_ns(1_000);
+        let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
+        let mut rtt = SizeBuckets::new(o.dist.bucket_bounds());
+        let mut r = ClientReport {
+            protocol: "homa".into(),
+            workload: o.dist.name().to_string(),
+            pace: pace_text(o.pace),
+            duration_s: o.duration_s,
+            elapsed_s: 0.0,
+            issued: 0,
+            completed: 0,
+            failed: 0,
+            corrupt: 0,
+            unfinished: 0,
+            request_bytes: 0,
+            response_bytes: 0,
+            rtt: SizeBuckets::new(vec![1]),
+            cpu_s: (0.0, 0.0),
+            extra: Value::Null,
+        };
+        sleep_until_unix_ms(o.start_at_ms);
+        let clock = Clock::start();
+        for &(ip, mac) in &o.homa.neighbors {
+            ep.add_neighbor(clock.now(), ip, mac)
+                .map_err(|e| e.to_string())?;
+        }
+        let dur_ns = (o.duration_s * 1e9) as u64;
+        let end_ns = dur_ns + (o.drain_s * 1e9) as u64;
+        let mut next = match o.pace {
+            Pace::Poisson { .. } => Some(arrivals.next_arrival()),
+            Pace::Closed { .. } => None,
+        };
+        let mut backlog: VecDeque<Arrival> = VecDeque::new();
+        let mut pending: HashMap<RpcHandle, InFlight> = HashMap::new();
+        let (mut buf, mut scratch) = (Vec::new(), Vec::new());
+        // Which arrival `buf` holds, so a request waiting for room is not
+        // refilled on every pass.
+        let mut filled: Option<u64> = None;
+        let mut stopped = false;
+        let mut punct = Punctuality::default();
+        loop {
+            let now_ns = clock.ns();
+            stopped |= sys::stop_requested();
+            let issuing = now_ns < dur_ns && !stopped;
+            if issuing {
+                match o.pace {
+                    Pace::Poisson { .. } => {
+                        while let Some(a) = next.filter(|a| a.at_ns <= now_ns) {
+                            backlog.push_back(a);
+                            r.issued += 1;
+                            next = Some(arrivals.next_arrival());
+                        }
+                    }
+                    Pace::Closed { outstanding } => {
+                        while pending.len() + backlog.len() < outstanding {
+                            let mut a = arrivals.next_arrival();
+                            a.at_ns = now_ns;
+                            backlog.push_back(a);
+                            r.issued += 1;
+                        }
+                    }
+                }
+            }
+            while let Some(a) = backlog.front().copied() {
+                let header = Header {
+                    reply_len: o.reply_len,
+                    seed: a.seed,
+                };
+                if filled != Some(a.index) {
+                    fill_request(&mut buf, header, a.len as usize);
+                    filled = Some(a.index);
+                }
+                let t = o.targets[(a.index % o.targets.len() as u64) as usize];
+                match ep.send_request(sock, *t.ip(), t.port(), &buf) {
+                    Ok(h) => {
+                        backlog.pop_front();
+                        pending.insert(
+                            h,
+                            InFlight {
+                                a,
+                                started_ns: now_ns,
+                            },
+                        );
+                    }
+                    Err(SendError::TableFull) | Err(SendError::PoolFull) => break,
+                    Err(e) => {
+                        backlog.pop_front();
+                        r.failed += 1;
+                        if !o.quiet {
+                            eprintln!("homa-perf: request of {} B not sent: {e}", a.len);
+                        }
+                    }
+                }
+            }
+            ep.poll(clock.now(), dev);
+            let t_ns = clock.ns();
+            let mut events = 0;
+            while let Some(ev) = ep.recv(sock) {
+                events += 1;
+                match ev {
+                    Event::Response { rpc, len } => {
+                        let Some(f) = pending.remove(&rpc) else {
+                            let _ = ep.release(rpc);
+                            continue;
+                        };
+                        let header = Header {
+                            reply_len: o.reply_len,
+                            seed: f.a.seed,
+                        };
+                        let ok = !o.verify || {
+                            fill_response(&mut scratch, header, f.a.len as usize);
+                            len == scratch.len()
+                                && ep.message(rpc).is_some_and(|m| m.eq_bytes(&scratch))
+                        };
+                        r.completed += 1;
+                        r.request_bytes += u64::from(f.a.len);
+                        r.response_bytes += len as u64;
+                        if ok {
+                            rtt.record(f.a.size, t_ns.saturating_sub(f.a.at_ns));
+                        } else {
+                            r.corrupt += 1;
+                            if !o.quiet {
+                                eprintln!(
+                                    "homa-perf: response to a {} B request (seed {}) is corrupt",
+                                    f.a.len, f.a.seed
+                                );
+                            }
+                        }
+                        let _ = ep.release(rpc);
+                    }
+                    Event::Failed { rpc, error } => {
+                        if let Some(f) = pending.remove(&rpc) {
+                            r.failed += 1;
+                            if !o.quiet {
+                                eprintln!(
+                                    "homa-perf: RPC {} of {} B failed at {:.3} s, {:.1} ms after it was sent: {error}",
+                                    rpc.id(),
+                                    f.a.len,
+                                    t_ns as f64 / 1e9,
+                                    (t_ns - f.started_ns) as f64 / 1e6
+                                );
+                            }
+                        }
+                        let _ = ep.release(rpc);
+                    }
+                    Event::Request { .. } => {}
+                }
+            }
+            if (!issuing && pending.is_empty() && backlog.is_empty()) || stopped || t_ns >= end_ns {
+                break;
+            }
+            if events > 0 {
+                continue; // a closed loop refills at once
+            }
+            let wake = match (issuing, next) {
+                (true, Some(a)) => a.at_ns.min(end_ns),
+                _ => end_ns,
+            };
+            punct.sleep(ep, &clock, fd, wake);
+        }
+        r.elapsed_s = clock.ns() as f64 / 1e9;
+        r.unfinished = (pending.len() + backlog.len()) as u64;
+        for (rpc, _) in pending.drain() {
+            let _ = ep.abort(rpc);
+        }
+        // A little longer, so the acks of the last responses reach the
+        // server and it frees those RPCs.
+        let linger = clock.ns() + 20_000_000;
+        let mut tail = Punctuality::default();
+        while clock.ns() < linger {
+            ep.poll(clock.now(), dev);
+            tail.sleep(ep, &clock, fd, linger);
+        }
+        r.rtt = rtt;
+        r.cpu_s = sys::cpu_seconds();
+        Ok((r, stack_counters(ep, &punct)))
+    }
+}

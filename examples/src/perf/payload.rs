@@ -1,0 +1,130 @@
+//! What homa-perf puts in its messages, so every byte can be checked.
+//!
+//! A request starts with a 12-byte header, `reply_len: u32` (LE;
+//! [`ECHO`] asks for the request back) and `seed: u64` (LE); the rest is a
+//! pattern derived from the seed, one 64-bit word per 8 bytes so that
+//! filling and checking a megabyte takes microseconds. A response that is
+//! not an echo carries the same header and the pattern of `seed ^
+//! RESPONSE_SALT`, and is `max(reply_len, 12)` bytes long.
+
+/// Bytes of the header; shorter messages are raised to this length.
+pub const HEADER_LEN: usize = 12;
+
+/// `reply_len` value that asks the server to send the request back.
+pub const ECHO: u32 = u32::MAX;
+
+const RESPONSE_SALT: u64 = 0x5250_4c59_5250_4c59;
+
+/// The header of a request or response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Length of the response asked for, or [`ECHO`].
+    pub reply_len: u32,
+    /// Pattern seed of the request.
+    pub seed: u64,
+}
+
+impl Header {
+    /// Reads the header from the first bytes of a message, if long enough.
+    pub fn parse(bytes: &[u8]) -> Option<Header> {
+        let b = bytes.get(..HEADER_LEN)?;
+        Some(Header {
+            reply_len: u32::from_le_bytes(b[0..4].try_into().ok()?),
+            seed: u64::from_le_bytes(b[4..12].try_into().ok()?),
+        })
+    }
+
+    fn write(&self, buf: &mut [u8]) {
+        buf[0..4].copy_from_slice(&self.reply_len.to_le_bytes());
+        buf[4..12].copy_from_slice(&self.seed.to_le_bytes());
+    }
+
+    /// Length of the response this request asks for, given its own length.
+    pub fn response_len(&self, request_len: usize) -> usize {
+        if self.reply_len == ECHO {
+            request_len
+        } else {
+            (self.reply_len as usize).max(HEADER_LEN)
+        }
+    }
+}
+
+fn word(seed: u64, i: usize) -> u64 {
+    let mut z = seed.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z ^ (z >> 29)
+}
+
+fn fill_words(seed: u64, buf: &mut [u8]) {
+    for (i, chunk) in buf.chunks_mut(8).enumerate() {
+        let w = word(seed, i).to_le_bytes();
+        chunk.copy_from_slice(&w[..chunk.len()]);
+    }
+}
+
+/// Writes request `header` of `len` bytes (at least [`HEADER_LEN`]) into
+/// `buf`, resizing it.
+pub fn fill_request(buf: &mut Vec<u8>, header: Header, len: usize) {
+    buf.resize(len.max(HEADER_LEN), 0);
+    fill_words(header.seed, buf);
+    header.write(buf);
+}
+
+/// Writes into `buf` the response the server owes to a request with
+/// `header` and length `request_len` (an echo is the request itself).
+pub fn fill_response(buf: &mut Vec<u8>, header: Header, request_len: usize) {
+    if header.reply_len == ECHO {
+        fill_request(buf, header, request_len);
+    } else {
+        buf.resize(header.response_len(request_len), 0);
+        fill_words(header.seed ^ RESPONSE_SALT, buf);
+        header.write(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_carry_their_header_and_differ_by_seed() {
+        let h = Header {
+            reply_len: 100,
+            seed: 42,
+        };
+        let mut a = Vec::new();
+        fill_request(&mut a, h, 1000);
+        assert_eq!(a.len(), 1000);
+        assert_eq!(Header::parse(&a), Some(h));
+        let mut b = Vec::new();
+        fill_request(&mut b, Header { seed: 43, ..h }, 1000);
+        assert_ne!(a[HEADER_LEN..], b[HEADER_LEN..]);
+        // Short lengths are raised to the header.
+        fill_request(&mut b, h, 1);
+        assert_eq!(b.len(), HEADER_LEN);
+    }
+
+    #[test]
+    fn responses_have_the_asked_length_and_echoes_equal_the_request() {
+        let mut req = Vec::new();
+        let mut resp = Vec::new();
+        let h = Header {
+            reply_len: 100,
+            seed: 7,
+        };
+        fill_request(&mut req, h, 5000);
+        fill_response(&mut resp, h, req.len());
+        assert_eq!(resp.len(), 100);
+        assert_eq!(Header::parse(&resp), Some(h));
+        assert_ne!(resp[HEADER_LEN..], req[HEADER_LEN..100]);
+
+        let echo = Header {
+            reply_len: ECHO,
+            ..h
+        };
+        fill_request(&mut req, echo, 5000);
+        fill_response(&mut resp, echo, req.len());
+        assert_eq!(resp, req);
+        assert_eq!(Header::parse(&[0; 11]), None);
+    }
+}

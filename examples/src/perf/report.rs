@@ -1,0 +1,353 @@
+//! What a client or server run found, as a table for people and as JSON for
+//! the testbed (which merges the clients' histograms).
+
+use serde_json::{json, Value};
+
+use super::stats::{Histogram, SizeBuckets};
+
+/// The result of one client run.
+#[derive(Debug, Clone)]
+pub struct ClientReport {
+    /// `homa` or `tcp`.
+    pub protocol: String,
+    /// Workload name and pacing, for the header line.
+    pub workload: String,
+    /// How RPCs were paced, in words.
+    pub pace: String,
+    /// Seconds during which RPCs were issued.
+    pub duration_s: f64,
+    /// Seconds from the start until the last RPC finished or was given up.
+    pub elapsed_s: f64,
+    /// RPCs that arrived during the run.
+    pub issued: u64,
+    /// RPCs whose response came back (verified or not).
+    pub completed: u64,
+    /// RPCs that failed (timeout, unreachable, connection lost, refused).
+    pub failed: u64,
+    /// Completed RPCs whose response differed from what was owed.
+    pub corrupt: u64,
+    /// RPCs still outstanding (or never sent) when the drain time ran out.
+    pub unfinished: u64,
+    /// Request bytes of completed RPCs.
+    pub request_bytes: u64,
+    /// Response bytes of completed RPCs.
+    pub response_bytes: u64,
+    /// Round-trip times by size.
+    pub rtt: SizeBuckets,
+    /// CPU seconds (user, system) of the process.
+    pub cpu_s: (f64, f64),
+    /// Protocol-specific counters (retransmissions, drops, ...).
+    pub extra: Value,
+}
+
+impl ClientReport {
+    /// Goodput: request bytes of completed RPCs per issuing second, Mbit/s.
+    pub fn goodput_mbps(&self) -> f64 {
+        if self.duration_s <= 0.0 {
+            return 0.0;
+        }
+        self.request_bytes as f64 * 8.0 / self.duration_s / 1e6
+    }
+
+    /// JSON form.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "kind": "client",
+            "protocol": self.protocol,
+            "workload": self.workload,
+            "pace": self.pace,
+            "duration_s": self.duration_s,
+            "elapsed_s": self.elapsed_s,
+            "issued": self.issued,
+            "completed": self.completed,
+            "failed": self.failed,
+            "corrupt": self.corrupt,
+            "unfinished": self.unfinished,
+            "request_bytes": self.request_bytes,
+            "response_bytes": self.response_bytes,
+            "goodput_mbps": self.goodput_mbps(),
+            "rtt": self.rtt.to_json(),
+            "cpu_user_s": self.cpu_s.0,
+            "cpu_sys_s": self.cpu_s.1,
+            "extra": self.extra,
+        })
+    }
+
+    /// Reads [`ClientReport::to_json`]'s form back.
+    pub fn from_json(v: &Value) -> Result<ClientReport, String> {
+        let u = |k: &str| v[k].as_u64().ok_or(format!("client report without {k}"));
+        let f = |k: &str| v[k].as_f64().ok_or(format!("client report without {k}"));
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        Ok(ClientReport {
+            protocol: s("protocol"),
+            workload: s("workload"),
+            pace: s("pace"),
+            duration_s: f("duration_s")?,
+            elapsed_s: f("elapsed_s")?,
+            issued: u("issued")?,
+            completed: u("completed")?,
+            failed: u("failed")?,
+            corrupt: u("corrupt")?,
+            unfinished: u("unfinished")?,
+            request_bytes: u("request_bytes")?,
+            response_bytes: u("response_bytes")?,
+            rtt: SizeBuckets::from_json(&v["rtt"])?,
+            cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),
+            extra: v["extra"].clone(),
+        })
+    }
+
+    /// Adds another client's results (same workload) to these.
+    pub fn merge(&mut self, o: &ClientReport) -> Result<(), String> {
+        self.rtt.merge(&o.rtt)?;
+        self.duration_s = self.duration_s.max(o.duration_s);
+        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
+        self.issued += o.issued;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.corrupt += o.corrupt;
+        self.unfinished += o.unfinished;
+        self.request_bytes += o.request_bytes;
+        self.response_bytes += o.response_bytes;
+        self.cpu_s.0 += o.cpu_s.0;
+        self.cpu_s.1 += o.cpu_s.1;
+        add_counters(&mut self.extra, &o.extra);
+        Ok(())
+    }
+
+    /// The table: one row per size bucket, then the totals.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{} client: workload {}, {}, {:.1} s\n",
+            self.protocol, self.workload, self.pace, self.duration_s
+        );
+        out += &rtt_table(&self.rtt);
+        out += &format!(
+            "issued {} completed {} failed {} corrupt {} unfinished {}\n\
+             throughput {:.1} Mbit/s of requests ({} B), {} B of responses; \
+             CPU {:.2} s user {:.2} s system\n",
+            self.issued,
+            self.completed,
+            self.failed,
+            self.corrupt,
+            self.unfinished,
+            self.goodput_mbps(),
+            self.request_bytes,
+            self.response_bytes,
+            self.cpu_s.0,
+            self.cpu_s.1,
+        );
+        out += &extra_text(&self.extra);
+        out
+    }
+}
+
+/// The homa-stack counters worth a line, when there are any.
+fn extra_text(extra: &Value) -> String {
+    let st = &extra["stack"];
+    if !st.is_object() {
+        return String::new();
+    }
+    format!(
+        "homa-stack: tx frames {} rx frames {} retransmissions {} resends asked {} timeouts {} \
+         drops {}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
+        st["tx_frames"],
+        st["rx_frames"],
+        st["retransmissions"],
+        st["resends_requested"],
+        st["timeouts"],
+        st["drops"],
+        st["loop"]["max_wake_late_us"],
+        st["loop"]["wakes_late_over_10ms"],
+        st["loop"]["max_busy_us"],
+    )
+}
+
+/// Adds the numeric counters of `b` into `a`, field by field, recursively;
+/// fields named `max_*` keep the larger value instead.
+pub fn add_counters(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, bv) in b {
+                match a.get_mut(k) {
+                    Some(av) if k.starts_with("max_") => {
+                        if bv.as_f64() > av.as_f64() {
+                            *av = bv.clone();
+                        }
+                    }
+                    Some(av) => add_counters(av, bv),
+                    None => {
+                        a.insert(k.clone(), bv.clone());
+                    }
+                }
+            }
+        }
+        (a @ Value::Number(_), Value::Number(b)) => {
+            if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+                *a = json!(x + y);
+            } else if let (Some(x), Some(y)) = (a.as_f64(), b.as_f64()) {
+                *a = json!(x + y);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
+}
+
+/// Rows of P50/P99/P99.9 (microseconds) per size bucket and for all.
+pub fn rtt_table(rtt: &SizeBuckets) -> String {
+    let mut out = format!(
+        "{:>12} {:>9} {:>11} {:>11} {:>11}\n",
+        "size <= B", "RPCs", "P50 us", "P99 us", "P99.9 us"
+    );
+    let row = |label: String, h: &Histogram| {
+        format!(
+            "{:>12} {:>9} {:>11} {:>11} {:>11}\n",
+            label,
+            h.count(),
+            us(h.percentile(0.5)),
+            us(h.percentile(0.99)),
+            us(h.percentile(0.999))
+        )
+    };
+    for (i, b) in rtt.bounds().iter().enumerate() {
+        out += &row(b.to_string(), rtt.bucket(i));
+    }
+    out += &row("all".into(), rtt.all());
+    out
+}
+
+/// The result of one server run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerReport {
+    /// `homa` or `tcp`.
+    pub protocol: String,
+    /// Seconds the server ran.
+    pub elapsed_s: f64,
+    /// Requests answered.
+    pub requests: u64,
+    /// Requests whose bytes differed from their pattern.
+    pub corrupt: u64,
+    /// Request bytes received.
+    pub request_bytes: u64,
+    /// Response bytes sent.
+    pub response_bytes: u64,
+    /// CPU seconds (user, system).
+    pub cpu_s: (f64, f64),
+    /// Protocol-specific counters.
+    pub extra: Value,
+}
+
+impl ServerReport {
+    /// JSON form.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "kind": "server",
+            "protocol": self.protocol,
+            "elapsed_s": self.elapsed_s,
+            "requests": self.requests,
+            "corrupt": self.corrupt,
+            "request_bytes": self.request_bytes,
+            "response_bytes": self.response_bytes,
+            "cpu_user_s": self.cpu_s.0,
+            "cpu_sys_s": self.cpu_s.1,
+            "extra": self.extra,
+        })
+    }
+
+    /// Reads [`ServerReport::to_json`]'s form back.
+    pub fn from_json(v: &Value) -> Result<ServerReport, String> {
+        let u = |k: &str| v[k].as_u64().ok_or(format!("server report without {k}"));
+        let f = |k: &str| v[k].as_f64().ok_or(format!("server report without {k}"));
+        Ok(ServerReport {
+            protocol: v["protocol"].as_str().unwrap_or_default().to_string(),
+            elapsed_s: f("elapsed_s")?,
+            requests: u("requests")?,
+            corrupt: u("corrupt")?,
+            request_bytes: u("request_bytes")?,
+            response_bytes: u("response_bytes")?,
+            cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),
+            extra: v["extra"].clone(),
+        })
+    }
+
+    /// One line for people (two with homa-stack counters).
+    pub fn text(&self) -> String {
+        let line = format!(
+            "{} server: {:.1} s, {} requests ({} corrupt), {} B in, {} B out, \
+             CPU {:.2} s user {:.2} s system\n",
+            self.protocol,
+            self.elapsed_s,
+            self.requests,
+            self.corrupt,
+            self.request_bytes,
+            self.response_bytes,
+            self.cpu_s.0,
+            self.cpu_s.1
+        );
+        line + &extra_text(&self.extra)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(rtts: &[(u32, u64)]) -> ClientReport {
+        let mut rtt = SizeBuckets::new(vec![100, 1000]);
+        for &(s, r) in rtts {
+            rtt.record(s, r);
+        }
+        ClientReport {
+            protocol: "homa".into(),
+            workload: "100,1000".into(),
+            pace: "closed loop".into(),
+            duration_s: 2.0,
+            elapsed_s: 2.1,
+            issued: rtts.len() as u64,
+            completed: rtts.len() as u64,
+            failed: 0,
+            corrupt: 0,
+            unfinished: 0,
+            request_bytes: 250_000,
+            response_bytes: 100,
+            rtt,
+            cpu_s: (0.5, 0.25),
+            extra: json!({"retransmissions": 3, "loop": {"max_busy_us": rtts.len()}}),
+        }
+    }
+
+    #[test]
+    fn client_reports_round_trip_and_merge() {
+        let a = report(&[(100, 5_000), (1000, 9_000)]);
+        let back = ClientReport::from_json(&a.to_json()).unwrap();
+        assert_eq!(back.rtt, a.rtt);
+        assert_eq!((back.completed, back.cpu_s), (2, (0.5, 0.25)));
+        assert_eq!(back.goodput_mbps(), 1.0);
+        let mut m = back;
+        m.merge(&report(&[(50, 7_000)])).unwrap();
+        assert_eq!(m.completed, 3);
+        assert_eq!(m.rtt.short().count(), 2);
+        assert_eq!(m.extra["retransmissions"], 6);
+        assert_eq!(m.extra["loop"]["max_busy_us"], 2); // the larger, not the sum
+        assert!(m.text().contains("completed 3 failed 0"));
+    }
+
+    #[test]
+    fn server_reports_round_trip() {
+        let s = ServerReport {
+            protocol: "tcp".into(),
+            elapsed_s: 1.0,
+            requests: 5,
+            corrupt: 0,
+            request_bytes: 500,
+            response_bytes: 60,
+            cpu_s: (0.1, 0.2),
+            extra: json!({}),
+        };
+        assert_eq!(ServerReport::from_json(&s.to_json()).unwrap(), s);
+    }
+}

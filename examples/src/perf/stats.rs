@@ -1,0 +1,364 @@
+//! Round-trip-time histograms: log-linear buckets (64 per power of two,
+//! so a percentile is within 0.8% of the true value), mergeable across
+//! processes, and per-size-bucket sets of them.
+
+use serde_json::{json, Value};
+
+/// Sub-buckets per power of two.
+const SUB: u64 = 64;
+const SUB_BITS: u32 = 6;
+/// Buckets needed to cover every `u64`.
+const BUCKETS: usize = (SUB + (64 - SUB_BITS as u64) * SUB) as usize;
+
+/// A histogram of nanosecond values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    count: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn index_of(v: u64) -> usize {
+    if v < SUB {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros(); // >= SUB_BITS
+    let shift = e - SUB_BITS;
+    let sub = (v >> shift) - SUB; // 0..SUB
+    (SUB + u64::from(shift) * SUB + sub) as usize
+}
+
+/// The smallest and largest value of bucket `i`.
+fn range_of(i: usize) -> (u64, u64) {
+    let i = i as u64;
+    if i < SUB {
+        return (i, i);
+    }
+    let shift = (i - SUB) / SUB;
+    let sub = (i - SUB) % SUB;
+    let lo = (SUB + sub) << shift;
+    (lo, lo + ((1u64 << shift) - 1))
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Histogram {
+        Histogram {
+            counts: vec![0; BUCKETS],
+            count: 0,
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    /// Records one value.
+    pub fn record(&mut self, v: u64) {
+        self.counts[index_of(v)] += 1;
+        self.count += 1;
+        self.sum += u128::from(v);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
+    /// Adds every value of `other`.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Mean value, 0 when empty.
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+
+    /// Largest value (exact), 0 when empty.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The value at quantile `q` (0..=1): the midpoint of the bucket that
+    /// holds the `ceil(q * count)`-th smallest value, clamped to the
+    /// recorded minimum and maximum (exactly the minimum for `q = 0` and
+    /// the maximum for the largest rank); 0 when empty.
+    pub fn percentile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        // The extremes are known exactly.
+        if rank == 1 && q <= 0.0 {
+            return self.min;
+        }
+        if rank >= self.count {
+            return self.max;
+        }
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, hi) = range_of(i);
+                return (lo + (hi - lo) / 2).clamp(self.min, self.max);
+            }
+        }
+        self.max
+    }
+
+    /// JSON form: totals and the non-empty buckets as `[index, count]`.
+    pub fn to_json(&self) -> Value {
+        let buckets: Vec<Value> = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| json!([i, c]))
+            .collect();
+        json!({
+            "count": self.count,
+            "sum_ns": self.sum as f64,
+            "min_ns": if self.count == 0 { 0 } else { self.min },
+            "max_ns": self.max,
+            "buckets": buckets,
+        })
+    }
+
+    /// Reads [`Histogram::to_json`]'s form back.
+    pub fn from_json(v: &Value) -> Result<Histogram, String> {
+        let mut h = Histogram::new();
+        let buckets = v["buckets"].as_array().ok_or("histogram without buckets")?;
+        for b in buckets {
+            let i = b[0].as_u64().ok_or("bad bucket index")? as usize;
+            let c = b[1].as_u64().ok_or("bad bucket count")?;
+            *h.counts.get_mut(i).ok_or("bucket index out of range")? += c;
+            h.count += c;
+        }
+        if h.count != v["count"].as_u64().unwrap_or(u64::MAX) {
+            return Err("histogram count does not match its buckets".into());
+        }
+        h.sum = v["sum_ns"].as_f64().unwrap_or(0.0) as u128;
+        h.min = if h.count == 0 {
+            u64::MAX
+        } else {
+            v["min_ns"].as_u64().unwrap_or(0)
+        };
+        h.max = v["max_ns"].as_u64().unwrap_or(0);
+        Ok(h)
+    }
+}
+
+/// Round-trip times kept per message-size bucket, plus all together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeBuckets {
+    bounds: Vec<u32>,
+    hists: Vec<Histogram>,
+    all: Histogram,
+}
+
+impl SizeBuckets {
+    /// Buckets with these ascending upper bounds (the last takes anything
+    /// larger too).
+    pub fn new(bounds: Vec<u32>) -> SizeBuckets {
+        let hists = vec![Histogram::new(); bounds.len()];
+        SizeBuckets {
+            bounds,
+            hists,
+            all: Histogram::new(),
+        }
+    }
+
+    /// Records the round trip of a message of `size` bytes.
+    pub fn record(&mut self, size: u32, rtt_ns: u64) {
+        let i = self
+            .bounds
+            .partition_point(|&b| b < size)
+            .min(self.bounds.len().saturating_sub(1));
+        if let Some(h) = self.hists.get_mut(i) {
+            h.record(rtt_ns);
+        }
+        self.all.record(rtt_ns);
+    }
+
+    /// Upper bounds of the buckets.
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+
+    /// The histogram of bucket `i`.
+    pub fn bucket(&self, i: usize) -> &Histogram {
+        &self.hists[i]
+    }
+
+    /// The first bucket: short messages.
+    pub fn short(&self) -> &Histogram {
+        &self.hists[0]
+    }
+
+    /// Every message.
+    pub fn all(&self) -> &Histogram {
+        &self.all
+    }
+
+    /// Adds `other`'s values; both must have the same bounds.
+    pub fn merge(&mut self, other: &SizeBuckets) -> Result<(), String> {
+        if self.bounds != other.bounds {
+            return Err(format!(
+                "size buckets differ: {:?} vs {:?}",
+                self.bounds, other.bounds
+            ));
+        }
+        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
+            a.merge(b);
+        }
+        self.all.merge(&other.all);
+        Ok(())
+    }
+
+    /// JSON form, including P50/P99/P99.9 in microseconds for readers.
+    pub fn to_json(&self) -> Value {
+        let row = |h: &Histogram| {
+            json!({
+                "p50_us": h.percentile(0.5) as f64 / 1e3,
+                "p99_us": h.percentile(0.99) as f64 / 1e3,
+                "p999_us": h.percentile(0.999) as f64 / 1e3,
+                "hist": h.to_json(),
+            })
+        };
+        let buckets: Vec<Value> = self
+            .bounds
+            .iter()
+            .zip(&self.hists)
+            .map(|(b, h)| {
+                let mut v = row(h);
+                v["max_bytes"] = json!(b);
+                v
+            })
+            .collect();
+        json!({ "buckets": buckets, "all": row(&self.all) })
+    }
+
+    /// Reads [`SizeBuckets::to_json`]'s form back.
+    pub fn from_json(v: &Value) -> Result<SizeBuckets, String> {
+        let list = v["buckets"].as_array().ok_or("no buckets")?;
+        let mut bounds = Vec::new();
+        let mut hists = Vec::new();
+        for b in list {
+            bounds.push(b["max_bytes"].as_u64().ok_or("bucket without max_bytes")? as u32);
+            hists.push(Histogram::from_json(&b["hist"])?);
+        }
+        Ok(SizeBuckets {
+            bounds,
+            hists,
+            all: Histogram::from_json(&v["all"]["hist"])?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_cover_values_contiguously() {
+        assert_eq!(index_of(0), 0);
+        assert_eq!(index_of(63), 63);
+        assert_eq!(index_of(64), 64);
+        assert_eq!(index_of(u64::MAX), BUCKETS - 1);
+        let mut prev_hi = None;
+        for i in 0..BUCKETS {
+            let (lo, hi) = range_of(i);
+            assert!(lo <= hi);
+            assert_eq!(index_of(lo), i);
+            assert_eq!(index_of(hi), i);
+            if let Some(p) = prev_hi {
+                assert_eq!(lo, p + 1, "gap before bucket {i}");
+            }
+            prev_hi = Some(hi);
+        }
+    }
+
+    #[test]
+    fn percentiles_of_1_to_10000_are_within_one_percent() {
+        let mut h = Histogram::new();
+        for v in 1..=10_000u64 {
+            h.record(v * 1000);
+        }
+        for (q, exact) in [
+            (0.5, 5_000_000.0),
+            (0.99, 9_900_000.0),
+            (0.999, 9_990_000.0),
+        ] {
+            let got = h.percentile(q) as f64;
+            assert!((got / exact - 1.0).abs() < 0.01, "q {q}: {got} vs {exact}");
+        }
+        assert_eq!(h.percentile(1.0), 10_000_000);
+        assert_eq!(h.percentile(0.0), 1000);
+        assert_eq!(h.count(), 10_000);
+        assert_eq!(Histogram::new().percentile(0.5), 0);
+    }
+
+    #[test]
+    fn small_values_are_exact_and_a_single_value_is_every_percentile() {
+        let mut h = Histogram::new();
+        for v in [3, 1, 2] {
+            h.record(v);
+        }
+        assert_eq!(h.percentile(0.5), 2);
+        let mut one = Histogram::new();
+        one.record(123_456);
+        assert_eq!(one.percentile(0.5), 123_456);
+        assert_eq!(one.percentile(0.999), 123_456);
+    }
+
+    #[test]
+    fn merge_and_json_round_trip_keep_every_value() {
+        let (mut a, mut b) = (Histogram::new(), Histogram::new());
+        for v in 0..1000u64 {
+            a.record(v * 37);
+            b.record(v * 1_000_003);
+        }
+        let mut m = a.clone();
+        m.merge(&b);
+        assert_eq!(m.count(), 2000);
+        assert_eq!(m.max(), 999 * 1_000_003);
+        let back = Histogram::from_json(&m.to_json()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn size_buckets_split_by_size_and_round_trip() {
+        let mut s = SizeBuckets::new(vec![100, 1000]);
+        s.record(50, 10);
+        s.record(100, 20);
+        s.record(101, 30);
+        s.record(5000, 40); // beyond the last bound: the last bucket
+        assert_eq!(s.short().count(), 2);
+        assert_eq!(s.bucket(1).count(), 2);
+        assert_eq!(s.all().count(), 4);
+        let back = SizeBuckets::from_json(&s.to_json()).unwrap();
+        assert_eq!(back, s);
+        let mut other = SizeBuckets::new(vec![100]);
+        assert!(other.merge(&s).is_err());
+    }
+}

@@ -1,0 +1,459 @@
+//! The same client and server over the kernel's TCP: one persistent
+//! connection per server, each message preceded by its length (u32, LE),
+//! TCP_NODELAY on, TOS 0 as ordinary TCP traffic.
+//!
+//! As with HomaModule's `cp_node`, messages on one connection are sent one
+//! after the other, so a short request queued behind a long one waits for
+//! it: that head-of-line blocking is part of what the comparison measures.
+//! Round trips count from each RPC's scheduled arrival.
+//!
+//! Threads keep it simple: per connection a writer (sends requests as the
+//! dispatcher hands them over) and a reader (matches responses in order);
+//! per accepted connection on the server a thread that answers in order.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration as StdDuration;
+
+use serde_json::json;
+
+use super::arrivals::{Arrival, Arrivals, Pace};
+use super::cli::{ClientOpts, ServerOpts};
+use super::homa::{pace_text, sleep_until_unix_ms, Clock};
+use super::payload::{fill_request, fill_response, Header, ECHO};
+use super::report::{ClientReport, ServerReport};
+use super::stats::SizeBuckets;
+use super::sys;
+
+/// Longest message accepted on a connection (Homa's limit, plus slack).
+const MAX_FRAME: usize = 1_000_000 + 64;
+/// How often blocked reads and writes look at the clock and the stop flag.
+const TICK: StdDuration = StdDuration::from_millis(50);
+
+/// Why a transfer stopped early.
+#[derive(Debug)]
+enum Stop {
+    /// The deadline passed or a stop was asked for.
+    Deadline,
+    /// The connection failed or closed.
+    Io(String),
+}
+
+/// Writes all of `buf`, waking every [`TICK`] to check `give_up`.
+fn write_all(s: &mut TcpStream, buf: &[u8], give_up: &dyn Fn() -> bool) -> Result<(), Stop> {
+    let mut off = 0;
+    while off < buf.len() {
+        match s.write(&buf[off..]) {
+            Ok(0) => return Err(Stop::Io("connection closed".into())),
+            Ok(n) => off += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if give_up() {
+                    return Err(Stop::Deadline);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(Stop::Io(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf`, waking every [`TICK`] to check `give_up`. `Ok(false)`:
+/// the peer closed the connection cleanly before the first byte.
+fn read_exact(s: &mut TcpStream, buf: &mut [u8], give_up: &dyn Fn() -> bool) -> Result<bool, Stop> {
+    let mut off = 0;
+    while off < buf.len() {
+        match s.read(&mut buf[off..]) {
+            Ok(0) if off == 0 => return Ok(false),
+            Ok(0) => return Err(Stop::Io("connection closed mid-message".into())),
+            Ok(n) => off += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if give_up() {
+                    return Err(Stop::Deadline);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(Stop::Io(e.to_string())),
+        }
+    }
+    Ok(true)
+}
+
+/// Reads one length-prefixed message into `buf`; `Ok(false)` at a clean end.
+fn read_frame(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    give_up: &dyn Fn() -> bool,
+) -> Result<bool, Stop> {
+    let mut len = [0u8; 4];
+    if !read_exact(s, &mut len, give_up)? {
+        return Ok(false);
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(Stop::Io(format!("message of {len} B is over the limit")));
+    }
+    buf.resize(len, 0);
+    if !read_exact(s, buf, give_up)? {
+        return Err(Stop::Io("connection closed mid-message".into()));
+    }
+    Ok(true)
+}
+
+fn frame(out: &mut Vec<u8>, msg: &[u8]) {
+    out.clear();
+    out.extend_from_slice(&(msg.len() as u32).to_le_bytes());
+    out.extend_from_slice(msg);
+}
+
+fn stream_for(s: &TcpStream) -> Result<(), String> {
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(TICK)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(TICK)).map_err(|e| e.to_string())
+}
+
+/// What one connection's reader found.
+#[derive(Default)]
+struct ReaderResult {
+    completed: u64,
+    corrupt: u64,
+    failed: u64,
+    request_bytes: u64,
+    response_bytes: u64,
+    rtt: Option<SizeBuckets>,
+}
+
+/// One connection of the client.
+struct Conn {
+    /// Requests written (or being written) and not yet answered, in order.
+    fifo: Mutex<VecDeque<Arrival>>,
+    /// The writer has finished.
+    writer_done: AtomicBool,
+    /// The connection broke.
+    broken: AtomicBool,
+}
+
+/// Runs the TCP client.
+pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
+    sys::set_timer_slack_ns(1_000);
+    let mut streams = Vec::new();
+    for t in &o.targets {
+        let s = TcpStream::connect_timeout(&SocketAddr::V4(*t), StdDuration::from_secs(5))
+            .map_err(|e| format!("connect {t}: {e}"))?;
+        stream_for(&s)?;
+        streams.push(s);
+    }
+    sleep_until_unix_ms(o.start_at_ms);
+    let clock = Clock::start();
+    let dur_ns = (o.duration_s * 1e9) as u64;
+    let end_ns = dur_ns + (o.drain_s * 1e9) as u64;
+    let give_up = move || clock.ns() >= end_ns || sys::stop_requested();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut senders = Vec::new();
+    let mut writers = Vec::new();
+    let mut readers = Vec::new();
+    let mut conns = Vec::new();
+    for s in streams {
+        let conn = Arc::new(Conn {
+            fifo: Mutex::new(VecDeque::new()),
+            writer_done: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+        });
+        conns.push(conn.clone());
+        let (tx, rx) = mpsc::channel::<Arrival>();
+        senders.push(tx);
+        let mut ws = s.try_clone().map_err(|e| e.to_string())?;
+        let wconn = conn.clone();
+        let reply_len = o.reply_len;
+        writers.push(thread::spawn(move || {
+            let (mut msg, mut out) = (Vec::new(), Vec::new());
+            loop {
+                let a = match rx.recv_timeout(TICK) {
+                    Ok(a) => a,
+                    Err(mpsc::RecvTimeoutError::Timeout) if !give_up() => continue,
+                    Err(_) => break,
+                };
+                if wconn.broken.load(Ordering::SeqCst) {
+                    break;
+                }
+                fill_request(
+                    &mut msg,
+                    Header {
+                        reply_len,
+                        seed: a.seed,
+                    },
+                    a.len as usize,
+                );
+                frame(&mut out, &msg);
+                wconn.fifo.lock().expect("no panics hold it").push_back(a);
+                match write_all(&mut ws, &out, &give_up) {
+                    Ok(()) => {}
+                    Err(Stop::Deadline) => break,
+                    Err(Stop::Io(e)) => {
+                        eprintln!("homa-perf: tcp write: {e}");
+                        wconn.broken.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                }
+            }
+            wconn.writer_done.store(true, Ordering::SeqCst);
+        }));
+        let mut rs = s;
+        let rconn = conn;
+        let bounds = o.dist.bucket_bounds();
+        let (verify, quiet) = (o.verify, o.quiet);
+        let done_tx = done_tx.clone();
+        readers.push(thread::spawn(move || {
+            let mut res = ReaderResult::default();
+            let mut rtt = SizeBuckets::new(bounds);
+            let (mut buf, mut expect) = (Vec::new(), Vec::new());
+            let finished = || {
+                rconn.writer_done.load(Ordering::SeqCst)
+                    && rconn.fifo.lock().expect("no panics hold it").is_empty()
+            };
+            let stop = || give_up() || finished();
+            loop {
+                match read_frame(&mut rs, &mut buf, &stop) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(Stop::Deadline) => break,
+                    Err(Stop::Io(e)) => {
+                        eprintln!("homa-perf: tcp read: {e}");
+                        rconn.broken.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                }
+                let t = clock.ns();
+                let Some(a) = rconn.fifo.lock().expect("no panics hold it").pop_front() else {
+                    eprintln!("homa-perf: tcp: a response nobody asked for");
+                    rconn.broken.store(true, Ordering::SeqCst);
+                    break;
+                };
+                let ok = !verify || {
+                    fill_response(
+                        &mut expect,
+                        Header {
+                            reply_len,
+                            seed: a.seed,
+                        },
+                        a.len as usize,
+                    );
+                    expect == buf
+                };
+                res.completed += 1;
+                res.request_bytes += u64::from(a.len);
+                res.response_bytes += buf.len() as u64;
+                if ok {
+                    rtt.record(a.size, t.saturating_sub(a.at_ns));
+                } else {
+                    res.corrupt += 1;
+                    if !quiet {
+                        eprintln!(
+                            "homa-perf: tcp response to a {} B request is corrupt",
+                            a.len
+                        );
+                    }
+                }
+                let _ = done_tx.send(());
+            }
+            if rconn.broken.load(Ordering::SeqCst) {
+                // What was sent on a broken connection will not be answered.
+                res.failed += rconn
+                    .fifo
+                    .lock()
+                    .expect("no panics hold it")
+                    .drain(..)
+                    .count() as u64;
+            }
+            res.rtt = Some(rtt);
+            res
+        }));
+    }
+    drop(done_tx);
+
+    // Dispatch arrivals to the connections in turn.
+    let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
+    let mut issued = 0u64;
+    let send = |a: Arrival| {
+        let i = (a.index % senders.len() as u64) as usize;
+        let _ = senders[i].send(a);
+    };
+    match o.pace {
+        Pace::Poisson { .. } => loop {
+            let a = arrivals.next_arrival();
+            if a.at_ns >= dur_ns {
+                break;
+            }
+            while clock.ns() < a.at_ns {
+                if sys::stop_requested() {
+                    break;
+                }
+                let wait = (a.at_ns - clock.ns()).min(50_000_000);
+                thread::sleep(StdDuration::from_nanos(wait));
+            }
+            if sys::stop_requested() {
+                break;
+            }
+            issued += 1;
+            send(a);
+        },
+        Pace::Closed { outstanding } => {
+            for _ in 0..outstanding {
+                let mut a = arrivals.next_arrival();
+                a.at_ns = clock.ns();
+                issued += 1;
+                send(a);
+            }
+            while clock.ns() < dur_ns && !sys::stop_requested() {
+                let left = StdDuration::from_nanos(dur_ns.saturating_sub(clock.ns()));
+                match done_rx.recv_timeout(left.min(TICK)) {
+                    Ok(()) => {
+                        let mut a = arrivals.next_arrival();
+                        a.at_ns = clock.ns();
+                        issued += 1;
+                        send(a);
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        }
+    }
+    drop(senders);
+    for w in writers {
+        let _ = w.join();
+    }
+    let mut r = ClientReport {
+        protocol: "tcp".into(),
+        workload: o.dist.name().to_string(),
+        pace: pace_text(o.pace),
+        duration_s: o.duration_s,
+        elapsed_s: 0.0,
+        issued,
+        completed: 0,
+        failed: 0,
+        corrupt: 0,
+        unfinished: 0,
+        request_bytes: 0,
+        response_bytes: 0,
+        rtt: SizeBuckets::new(o.dist.bucket_bounds()),
+        cpu_s: (0.0, 0.0),
+        extra: json!({}),
+    };
+    for h in readers {
+        let res = h.join().map_err(|_| "a reader thread panicked")?;
+        r.completed += res.completed;
+        r.corrupt += res.corrupt;
+        r.failed += res.failed;
+        r.request_bytes += res.request_bytes;
+        r.response_bytes += res.response_bytes;
+        if let Some(h) = res.rtt {
+            r.rtt.merge(&h)?;
+        }
+    }
+    r.elapsed_s = clock.ns() as f64 / 1e9;
+    r.unfinished = issued.saturating_sub(r.completed + r.failed);
+    r.cpu_s = sys::cpu_seconds();
+    let broken = conns
+        .iter()
+        .filter(|c| c.broken.load(Ordering::SeqCst))
+        .count();
+    r.extra = json!({ "connections": conns.len(), "broken_connections": broken });
+    Ok(r)
+}
+
+/// Totals of the server's connection threads.
+#[derive(Default)]
+struct Totals {
+    requests: u64,
+    corrupt: u64,
+    request_bytes: u64,
+    response_bytes: u64,
+}
+
+/// Runs the TCP server until its duration ends or a stop signal.
+pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
+    let listener = TcpListener::bind(o.listen).map_err(|e| format!("listen {}: {e}", o.listen))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    eprintln!("homa-perf: server ready: tcp {}", o.listen);
+    let clock = Clock::start();
+    let end_ns = o.duration_s.map_or(u64::MAX, |s| (s * 1e9) as u64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let totals = Arc::new(Mutex::new(Totals::default()));
+    let mut handlers = Vec::new();
+    let mut connections = 0u64;
+    while clock.ns() < end_ns && !sys::stop_requested() {
+        match listener.accept() {
+            Ok((s, _)) => {
+                connections += 1;
+                s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                stream_for(&s)?;
+                let (stop, totals, verify) = (stop.clone(), totals.clone(), o.verify);
+                handlers.push(thread::spawn(move || serve(s, &stop, &totals, verify)));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                thread::sleep(StdDuration::from_millis(10))
+            }
+            Err(e) => eprintln!("homa-perf: accept: {e}"),
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    for h in handlers {
+        let _ = h.join();
+    }
+    let t = totals.lock().expect("no panics hold it");
+    Ok(ServerReport {
+        protocol: "tcp".into(),
+        elapsed_s: clock.ns() as f64 / 1e9,
+        requests: t.requests,
+        corrupt: t.corrupt,
+        request_bytes: t.request_bytes,
+        response_bytes: t.response_bytes,
+        cpu_s: sys::cpu_seconds(),
+        extra: json!({ "connections": connections }),
+    })
+}
+
+/// Answers the requests of one connection in order until it closes or the
+/// server stops.
+fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bool) {
+    let give_up = || stop.load(Ordering::SeqCst) || sys::stop_requested();
+    let (mut req, mut resp, mut expect, mut out) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    loop {
+        match read_frame(&mut s, &mut req, &give_up) {
+            Ok(true) => {}
+            Ok(false) | Err(Stop::Deadline) => return,
+            Err(Stop::Io(e)) => {
+                eprintln!("homa-perf: tcp server read: {e}");
+                return;
+            }
+        }
+        let header = Header::parse(&req);
+        let mut ok = header.is_some();
+        if let (true, Some(h)) = (verify, header) {
+            fill_request(&mut expect, h, req.len());
+            ok = expect == req;
+        }
+        match header {
+            Some(h) if h.reply_len != ECHO => fill_response(&mut resp, h, req.len()),
+            _ => {
+                resp.clear();
+                resp.extend_from_slice(&req);
+            }
+        }
+        frame(&mut out, &resp);
+        if write_all(&mut s, &out, &give_up).is_err() {
+            return;
+        }
+        let mut t = totals.lock().expect("no panics hold it");
+        t.requests += 1;
+        t.corrupt += u64::from(!ok);
+        t.request_bytes += req.len() as u64;
+        t.response_bytes += resp.len() as u64;
+    }
+}

@@ -1,0 +1,238 @@
+//! homa-perf end to end: kernel TCP over loopback (always), homa-stack over
+//! two TAP devices in a network namespace, and a one-second testbed run
+//! (both only as root with /dev/net/tun; otherwise they print SKIP and why).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const EXE: &str = env!("CARGO_BIN_EXE_homa-perf");
+
+/// Why the privileged tests cannot run here, if they cannot.
+fn no_privileges() -> Option<String> {
+    // SAFETY: plain syscall without arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun does not exist".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("the ip command is missing".into());
+    }
+    None
+}
+
+/// A server child: its stderr is watched for the ready line.
+fn start_server(cmd: &mut Command) -> (Child, mpsc::Receiver<()>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("server ready") {
+                let _ = tx.send(());
+            } else {
+                eprintln!("server: {line}");
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): stdout {text:?} stderr {:?}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Asks a server to stop (it reports on SIGTERM) and reads its report.
+fn stop(child: Child) -> Value {
+    // SAFETY: signals a child this test started.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    json_of(&child.wait_with_output().unwrap())
+}
+
+fn assert_clean_client(v: &Value) {
+    assert_eq!(v["kind"], "client", "{v}");
+    assert!(v["completed"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["failed"], 0, "{v}");
+    assert_eq!(v["corrupt"], 0, "{v}");
+}
+
+#[test]
+fn tcp_client_and_server_over_loopback() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let (server, ready) = start_server(Command::new(EXE).args([
+        "server",
+        "--tcp",
+        "--listen",
+        &listen,
+        "--duration",
+        "15",
+        "--json",
+    ]));
+    ready
+        .recv_timeout(Duration::from_secs(10))
+        .expect("server ready");
+    let out = Command::new(EXE)
+        .args([
+            "client",
+            "--tcp",
+            "--server",
+            &listen,
+            "--size",
+            "100,5000,200000",
+            "--outstanding",
+            "3",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    assert_clean_client(&v);
+    assert_eq!(v["protocol"], "tcp");
+    let s = stop(server);
+    assert_eq!(s["requests"], v["completed"], "{s}");
+    assert_eq!(s["corrupt"], 0, "{s}");
+}
+
+/// Deletes the test's namespace however the test ends.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn homa_client_and_server_over_tap_in_a_namespace() {
+    if let Some(why) = no_privileges() {
+        println!("SKIP homa_client_and_server_over_tap_in_a_namespace: {why}");
+        return;
+    }
+    let ns = Netns(format!("hpt{}", std::process::id()));
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap()
+        .success());
+    let in_ns = |args: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &ns.0, EXE]).args(args);
+        c
+    };
+    let (server, ready) = start_server(&mut in_ns(&[
+        "server",
+        "--tap",
+        "hpt0",
+        "--bridge",
+        "br0",
+        "--host-ip",
+        "10.77.9.1/24",
+        "--ip",
+        "10.77.9.2/24",
+        "--duration",
+        "15",
+        "--json",
+    ]));
+    ready
+        .recv_timeout(Duration::from_secs(10))
+        .expect("server ready");
+    let out = in_ns(&[
+        "client",
+        "--tap",
+        "hpt1",
+        "--bridge",
+        "br0",
+        "--ip",
+        "10.77.9.3/24",
+        "--server",
+        "10.77.9.2:500",
+        "--size",
+        "100,1500,100000,1000000",
+        "--outstanding",
+        "4",
+        "--duration",
+        "2",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let v = json_of(&out);
+    assert_clean_client(&v);
+    assert_eq!(v["protocol"], "homa");
+    assert_eq!(v["unfinished"], 0, "{v}");
+    let s = stop(server);
+    assert_eq!(s["requests"], v["completed"], "{s}");
+    assert_eq!(s["corrupt"], 0, "{s}");
+}
+
+#[test]
+fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
+    if let Some(why) = no_privileges() {
+        println!("SKIP a_short_testbed_run_compares_both_protocols_and_cleans_up: {why}");
+        return;
+    }
+    let child = Command::new(EXE)
+        .args([
+            "testbed",
+            "--clients",
+            "2",
+            "--duration",
+            "1",
+            "--drain",
+            "2",
+            "--probe",
+            "1",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tag = format!("hp{}-", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    let probes = v["capacity_probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 2, "{v}");
+    let phases = v["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2);
+    for p in phases {
+        assert_eq!(p["clients"]["failed"], 0, "{p}");
+        assert_eq!(p["clients"]["corrupt"], 0, "{p}");
+        assert!(p["clients"]["completed"].as_u64().unwrap() > 0, "{p}");
+    }
+    assert!(v["tcp_over_homa"].as_f64().unwrap() > 0.0, "{v}");
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&list.stdout).contains(&tag),
+        "the testbed left namespaces behind"
+    );
+}
