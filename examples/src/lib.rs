@@ -3,9 +3,9 @@
 
 pub mod args;
 pub mod duo;
+pub mod perf;
 pub mod sim;
 pub mod soak;
-pub mod perf;
 
 /// A deterministic payload: byte `i` of message `seed`.
 pub fn pattern_byte(seed: u64, i: usize) -> u8 {

@@ -3,7 +3,7 @@
 //!
 //! The loop is the one a real program runs: `poll(now, device)`, handle the
 //! events, then sleep until the endpoint's `poll_at`, the next arrival or a
-//! frame, whichever is first ([`super::sys::wait_precise`]). Round-trip
+//! frame, whichever is first ([`homa_phy::wait`]). Round-trip
 //! times are measured from each RPC's scheduled arrival, so time an RPC
 //! spent waiting for a free slot counts, as it does for TCP's socket buffer.
 
@@ -253,7 +253,7 @@ impl Punctuality {
             wait = wait.min(d.total_nanos());
         }
         if wait > 0 {
-            sys::wait_precise(fd, Some(std::time::Duration::from_nanos(wait)));
+            let _ = homa_phy::wait(fd, Some(homa_phy::Duration::from_nanos(wait)));
         }
         let woke = clock.ns();
         // Only a wake-up at the timeout can be late; a frame ends it early.

@@ -1,35 +1,9 @@
-//! The few kernel calls homa-perf needs beyond homa-phy: a wait with
-//! microsecond precision, the process's CPU time, and a flag set by
+//! The few kernel calls homa-perf needs beyond homa-phy: the timer slack,
+//! the process's CPU time, and a flag set by
 //! SIGINT/SIGTERM/SIGHUP so that runs stop and clean up.
 #![allow(unsafe_code)]
 
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Sleeps until `fd` is readable or `timeout` passes (`None`: no limit).
-///
-/// Unlike [`homa_phy::wait`], which has poll(2)'s millisecond unit, this
-/// uses ppoll(2) with nanoseconds, so a pacer asking for 60 us gets about
-/// 60 us (plus the timer slack, see [`set_timer_slack_ns`]).
-pub fn wait_precise(fd: RawFd, timeout: Option<std::time::Duration>) {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: one valid pollfd, a valid or null timespec, no signal mask.
-    // EINTR and other errors just end the wait: the caller polls anyway.
-    unsafe {
-        libc::ppoll(&mut pfd, 1, tsp, std::ptr::null());
-    }
-}
 
 /// Sets how late the kernel may fire this thread's timers (default 50 us),
 /// so that short waits are short.
@@ -123,24 +97,6 @@ pub fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
-
-    #[test]
-    fn wait_precise_waits_at_least_the_timeout_and_under_a_millisecond() {
-        set_timer_slack_ns(1000);
-        let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
-        let mut best = std::time::Duration::MAX;
-        for _ in 0..20 {
-            let start = std::time::Instant::now();
-            wait_precise(a.as_raw_fd(), Some(std::time::Duration::from_micros(300)));
-            let took = start.elapsed();
-            assert!(took >= std::time::Duration::from_micros(300), "{took:?}");
-            best = best.min(took);
-        }
-        // A wait in poll(2)'s millisecond unit never takes under 1 ms; the
-        // best of 20 tries survives a busy machine.
-        assert!(best < std::time::Duration::from_millis(1), "{best:?}");
-    }
 
     #[test]
     fn this_process_cpu_time_is_readable_from_proc() {
