@@ -9,11 +9,9 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::string::{String, ToString};
-use std::vec::Vec;
 
 use crate::tap::{
-    context, interface_index, interface_mtu, HostRxToken, HostStats, HostTxToken, RX_BUFFER,
+    context, interface_index, interface_mtu, FdPort, HostRxToken, HostStats, HostTxToken,
 };
 use crate::{Device, DeviceCapabilities, Instant};
 
@@ -31,13 +29,7 @@ fn eth_p_all() -> u16 {
 /// An `AF_PACKET`/`SOCK_RAW` socket bound to one interface.
 #[derive(Debug)]
 pub struct RawSocket {
-    fd: OwnedFd,
-    name: String,
-    mtu: usize,
-    rx_buffer: Vec<u8>,
-    tx_buffer: Vec<u8>,
-    stats: HostStats,
-    last_error: Option<io::Error>,
+    port: FdPort,
 }
 
 impl RawSocket {
@@ -93,81 +85,79 @@ impl RawSocket {
             ));
         }
         Ok(RawSocket {
-            fd,
-            name: name.to_string(),
-            mtu,
-            rx_buffer: std::vec![0; RX_BUFFER],
-            tx_buffer: Vec::new(),
-            stats: HostStats::default(),
-            last_error: None,
+            port: FdPort::new(fd, "raw socket on", name, mtu),
         })
     }
 
     /// The interface name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.port.name
     }
 
     /// What happened on the data path so far.
     pub fn stats(&self) -> HostStats {
-        self.stats
+        self.port.stats
     }
 
     /// The last data-path error (a failed read or write), if any.
     pub fn take_last_error(&mut self) -> Option<io::Error> {
-        self.last_error.take()
+        self.port.last_error.take()
     }
+}
 
-    /// Reads the next frame the interface received; `Ok(None)` when none is
-    /// waiting. Outgoing frames and frames too long for the buffer are
-    /// skipped.
-    fn read(&mut self) -> io::Result<Option<usize>> {
-        for _ in 0..MAX_SKIPPED {
-            // SAFETY: plain data; all zeros is valid.
-            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut from_len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: the buffer and the address are valid for writes of the
-            // lengths given. MSG_TRUNC makes the result the real frame length.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    self.rx_buffer.as_mut_ptr().cast(),
-                    self.rx_buffer.len(),
-                    libc::MSG_TRUNC,
-                    (&mut from as *mut libc::sockaddr_ll).cast(),
-                    &mut from_len,
-                )
+/// Reads the next frame the interface received into `buf`; `Ok(None)` when
+/// none is waiting. Outgoing frames and frames too long for the buffer are
+/// skipped (the latter counted as receive errors).
+fn recv_frame(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    stats: &mut HostStats,
+) -> io::Result<Option<usize>> {
+    for _ in 0..MAX_SKIPPED {
+        // SAFETY: plain data; all zeros is valid.
+        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut from_len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: the buffer and the address are valid for writes of the
+        // lengths given. MSG_TRUNC makes the result the real frame length.
+        let n = unsafe {
+            libc::recvfrom(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_TRUNC,
+                (&mut from as *mut libc::sockaddr_ll).cast(),
+                &mut from_len,
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return match err.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(err),
             };
-            if n < 0 {
-                let err = io::Error::last_os_error();
-                return match err.kind() {
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                    _ => Err(err),
-                };
-            }
-            let n = n as usize;
-            if from.sll_pkttype == PACKET_OUTGOING {
-                continue;
-            }
-            if n > self.rx_buffer.len() {
-                self.stats.rx_errors += 1;
-                continue;
-            }
-            return Ok(Some(n));
         }
-        Ok(None)
+        let n = n as usize;
+        if from.sll_pkttype == PACKET_OUTGOING {
+            continue;
+        }
+        if n > buf.len() {
+            stats.rx_errors += 1;
+            continue;
+        }
+        return Ok(Some(n));
     }
+    Ok(None)
 }
 
 impl AsRawFd for RawSocket {
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.port.fd.as_raw_fd()
     }
 }
 
 impl AsFd for RawSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.port.fd.as_fd()
     }
 }
 
@@ -176,47 +166,15 @@ impl Device for RawSocket {
     type TxToken<'a> = HostTxToken<'a>;
 
     fn receive(&mut self, _timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        let len = match self.read() {
-            Ok(Some(len)) => len,
-            Ok(None) => return None,
-            Err(err) => {
-                self.stats.rx_errors += 1;
-                self.last_error = Some(context("raw socket on", &self.name, "recvfrom", err));
-                return None;
-            }
-        };
-        self.stats.rx_frames += 1;
-        Some((
-            HostRxToken {
-                frame: &self.rx_buffer[..len],
-            },
-            HostTxToken {
-                fd: self.fd.as_fd(),
-                kind: "raw socket on",
-                name: &self.name,
-                buffer: &mut self.tx_buffer,
-                stats: &mut self.stats,
-                last_error: &mut self.last_error,
-            },
-        ))
+        self.port.receive("recvfrom", recv_frame)
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        Some(HostTxToken {
-            fd: self.fd.as_fd(),
-            kind: "raw socket on",
-            name: &self.name,
-            buffer: &mut self.tx_buffer,
-            stats: &mut self.stats,
-            last_error: &mut self.last_error,
-        })
+        Some(self.port.transmit())
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
-        DeviceCapabilities {
-            max_transmission_unit: self.mtu,
-            ..DeviceCapabilities::default()
-        }
+        self.port.capabilities()
     }
 }
 

@@ -268,13 +268,7 @@ pub(crate) fn write_frame(fd: BorrowedFd<'_>, frame: &[u8]) -> io::Result<bool> 
 /// was made persistent (`ip tuntap add`).
 #[derive(Debug)]
 pub struct TapInterface {
-    fd: OwnedFd,
-    name: String,
-    mtu: usize,
-    rx_buffer: Vec<u8>,
-    tx_buffer: Vec<u8>,
-    stats: HostStats,
-    last_error: Option<io::Error>,
+    port: FdPort,
 }
 
 impl TapInterface {
@@ -328,53 +322,128 @@ impl TapInterface {
         }
         let mtu = interface_mtu(name)? + ETHERNET_HEADER;
         Ok(TapInterface {
+            port: FdPort::new(fd, "TAP", name, mtu),
+        })
+    }
+
+    /// The interface name.
+    pub fn name(&self) -> &str {
+        &self.port.name
+    }
+
+    /// Brings the interface up or down; see [`set_interface_up`].
+    pub fn set_up(&self, up: bool) -> io::Result<()> {
+        set_interface_up(&self.port.name, up)
+    }
+
+    /// Gives the kernel side of the interface an IPv4 address; see
+    /// [`set_ipv4_address`].
+    pub fn set_ipv4_address(&self, addr: [u8; 4], prefix_len: u8) -> io::Result<()> {
+        set_ipv4_address(&self.port.name, addr, prefix_len)
+    }
+
+    /// What happened on the data path so far.
+    pub fn stats(&self) -> HostStats {
+        self.port.stats
+    }
+
+    /// The last data-path error (a failed read or write), if any, with the
+    /// interface name in its message.
+    pub fn take_last_error(&mut self) -> Option<io::Error> {
+        self.port.last_error.take()
+    }
+}
+
+impl AsRawFd for TapInterface {
+    fn as_raw_fd(&self) -> RawFd {
+        self.port.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for TapInterface {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.port.fd.as_fd()
+    }
+}
+
+/// The data path shared by [`TapInterface`] and
+/// [`RawSocket`](crate::RawSocket): a non-blocking descriptor, a receive
+/// buffer, counters and the last error, named for messages.
+#[derive(Debug)]
+pub(crate) struct FdPort {
+    pub(crate) fd: OwnedFd,
+    /// What kind of device, for error messages ("TAP", "raw socket on").
+    kind: &'static str,
+    pub(crate) name: String,
+    mtu: usize,
+    rx_buffer: Vec<u8>,
+    tx_buffer: Vec<u8>,
+    pub(crate) stats: HostStats,
+    pub(crate) last_error: Option<io::Error>,
+}
+
+impl FdPort {
+    pub(crate) fn new(fd: OwnedFd, kind: &'static str, name: &str, mtu: usize) -> FdPort {
+        FdPort {
             fd,
+            kind,
             name: name.to_string(),
             mtu,
             rx_buffer: std::vec![0; RX_BUFFER],
             tx_buffer: Vec::new(),
             stats: HostStats::default(),
             last_error: None,
-        })
+        }
     }
 
-    /// The interface name.
-    pub fn name(&self) -> &str {
-        &self.name
+    /// Reads one frame with `read` (named `op` in errors) and hands out the
+    /// token pair; a failed read is counted and kept, never a panic.
+    pub(crate) fn receive(
+        &mut self,
+        op: &str,
+        read: impl FnOnce(BorrowedFd<'_>, &mut [u8], &mut HostStats) -> io::Result<Option<usize>>,
+    ) -> Option<(HostRxToken<'_>, HostTxToken<'_>)> {
+        let len = match read(self.fd.as_fd(), &mut self.rx_buffer, &mut self.stats) {
+            Ok(Some(len)) => len,
+            Ok(None) => return None,
+            Err(err) => {
+                self.stats.rx_errors += 1;
+                self.last_error = Some(context(self.kind, &self.name, op, err));
+                return None;
+            }
+        };
+        self.stats.rx_frames += 1;
+        Some((
+            HostRxToken {
+                frame: &self.rx_buffer[..len],
+            },
+            HostTxToken {
+                fd: self.fd.as_fd(),
+                kind: self.kind,
+                name: &self.name,
+                buffer: &mut self.tx_buffer,
+                stats: &mut self.stats,
+                last_error: &mut self.last_error,
+            },
+        ))
     }
 
-    /// Brings the interface up or down; see [`set_interface_up`].
-    pub fn set_up(&self, up: bool) -> io::Result<()> {
-        set_interface_up(&self.name, up)
+    pub(crate) fn transmit(&mut self) -> HostTxToken<'_> {
+        HostTxToken {
+            fd: self.fd.as_fd(),
+            kind: self.kind,
+            name: &self.name,
+            buffer: &mut self.tx_buffer,
+            stats: &mut self.stats,
+            last_error: &mut self.last_error,
+        }
     }
 
-    /// Gives the kernel side of the interface an IPv4 address; see
-    /// [`set_ipv4_address`].
-    pub fn set_ipv4_address(&self, addr: [u8; 4], prefix_len: u8) -> io::Result<()> {
-        set_ipv4_address(&self.name, addr, prefix_len)
-    }
-
-    /// What happened on the data path so far.
-    pub fn stats(&self) -> HostStats {
-        self.stats
-    }
-
-    /// The last data-path error (a failed read or write), if any, with the
-    /// interface name in its message.
-    pub fn take_last_error(&mut self) -> Option<io::Error> {
-        self.last_error.take()
-    }
-}
-
-impl AsRawFd for TapInterface {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
-impl AsFd for TapInterface {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    pub(crate) fn capabilities(&self) -> DeviceCapabilities {
+        DeviceCapabilities {
+            max_transmission_unit: self.mtu,
+            ..DeviceCapabilities::default()
+        }
     }
 }
 
@@ -422,47 +491,15 @@ impl Device for TapInterface {
     type TxToken<'a> = HostTxToken<'a>;
 
     fn receive(&mut self, _timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        let len = match read_frame(self.fd.as_fd(), &mut self.rx_buffer) {
-            Ok(Some(len)) => len,
-            Ok(None) => return None,
-            Err(err) => {
-                self.stats.rx_errors += 1;
-                self.last_error = Some(context("TAP", &self.name, "read", err));
-                return None;
-            }
-        };
-        self.stats.rx_frames += 1;
-        Some((
-            HostRxToken {
-                frame: &self.rx_buffer[..len],
-            },
-            HostTxToken {
-                fd: self.fd.as_fd(),
-                kind: "TAP",
-                name: &self.name,
-                buffer: &mut self.tx_buffer,
-                stats: &mut self.stats,
-                last_error: &mut self.last_error,
-            },
-        ))
+        self.port.receive("read", |fd, buf, _| read_frame(fd, buf))
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        Some(HostTxToken {
-            fd: self.fd.as_fd(),
-            kind: "TAP",
-            name: &self.name,
-            buffer: &mut self.tx_buffer,
-            stats: &mut self.stats,
-            last_error: &mut self.last_error,
-        })
+        Some(self.port.transmit())
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
-        DeviceCapabilities {
-            max_transmission_unit: self.mtu,
-            ..DeviceCapabilities::default()
-        }
+        self.port.capabilities()
     }
 }
 
