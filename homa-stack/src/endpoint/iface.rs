@@ -173,7 +173,7 @@ impl<'a> Endpoint<'a> {
                 data,
             } => {
                 if !src_mac.is_unicast() {
-                    return None;
+                    return self.drop_frame(Drop::Malformed, "echo request from a group address");
                 }
                 Some(Reply::Echo {
                     dst_mac: src_mac,
@@ -193,6 +193,7 @@ impl<'a> Endpoint<'a> {
                     || header.src_addr != self.config.ipv4_addr
                     || data.len() < 4
                 {
+                    net_trace!("homa: ICMP unreachable for non-Homa traffic ignored");
                     return None;
                 }
                 let sport = u16::from_be_bytes([data[0], data[1]]);
@@ -205,7 +206,7 @@ impl<'a> Endpoint<'a> {
                 self.abort_client_rpcs(header.dst_addr, sport, port_only.then_some(dport), error);
                 None
             }
-            _ => None,
+            _ => self.drop_frame(Drop::Unsupported, "ICMP type not handled"),
         }
     }
 
