@@ -113,7 +113,9 @@ impl<'a> Endpoint<'a> {
             Kind::RpcUnknown => self.rpc_unknown_pkt(from),
             Kind::Busy => {
                 if let Some(i) = self.find_rpc(from.addr, from.local_id) {
-                    self.rpc_mut(i).silent_ticks = 0;
+                    if let Some(r) = self.rpc_mut(i) {
+                        r.silent_ticks = 0;
+                    }
                 } else {
                     self.count_drop(Drop::UnknownRpc);
                 }
@@ -158,9 +160,10 @@ impl<'a> Endpoint<'a> {
         Some(slot)
     }
 
-    pub(super) fn rpc_mut(&mut self, slot: usize) -> &mut Rpc {
-        // Callers pass slots just returned by `find_rpc` or a scan.
-        self.rpcs[slot].rpc.as_mut().expect("slot holds an RPC")
+    /// The RPC in `slot` (slots come from `find_rpc` or a scan, so it is
+    /// there; `None` rather than a panic if not).
+    pub(super) fn rpc_mut(&mut self, slot: usize) -> Option<&mut Rpc> {
+        self.rpcs.get_mut(slot)?.rpc.as_mut()
     }
 
     fn data_pkt(&mut self, now: Instant, from: From, socket: u16, h: &DataHeader, payload: &[u8]) {
@@ -297,7 +300,7 @@ impl<'a> Endpoint<'a> {
 
     fn message_complete(&mut self, slot: usize) {
         self.maybe_ready = true;
-        let r = self.rpc_mut(slot);
+        let Some(r) = self.rpc_mut(slot) else { return };
         r.reported = false;
         match r.state {
             State::ClientIncoming => {
@@ -334,7 +337,7 @@ impl<'a> Endpoint<'a> {
             return self.count_drop(Drop::UnknownRpc);
         };
         let top = self.config.highest_priority();
-        let r = self.rpc_mut(i);
+        let Some(r) = self.rpc_mut(i) else { return };
         r.silent_ticks = 0;
         let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
         match r.out.as_mut() {
@@ -352,7 +355,7 @@ impl<'a> Endpoint<'a> {
             return;
         };
         let top = self.config.highest_priority();
-        let r = self.rpc_mut(i);
+        let Some(r) = self.rpc_mut(i) else { return };
         let out = match r.out.as_mut() {
             // A server still receiving or computing owes its response: BUSY
             // keeps the client from timing out (protocol.md 4.7).
@@ -403,7 +406,7 @@ impl<'a> Endpoint<'a> {
                     (Some(p), Some(out)) => p.unsched_priority(out.length, num_priorities),
                     _ => 0,
                 };
-                if let Some(out) = self.rpc_mut(i).out.as_mut() {
+                if let Some(out) = self.rpc_mut(i).and_then(|r| r.out.as_mut()) {
                     out.request_resend(0, out.next_xmit, prio);
                 }
             }
@@ -418,7 +421,7 @@ impl<'a> Endpoint<'a> {
     fn need_ack_pkt(&mut self, from: From) {
         let rpc = self.find_rpc(from.addr, from.local_id);
         if let Some(i) = rpc {
-            let r = self.rpc_mut(i);
+            let Some(r) = self.rpc_mut(i) else { return };
             if matches!(r.state, State::ClientOutgoing | State::ClientIncoming) {
                 // Still missing response bytes: ask for them instead of acking.
                 self.request_retrans(i);
@@ -437,7 +440,7 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.find_rpc(addr, id) else {
             return;
         };
-        let r = self.rpc_mut(i);
+        let Some(r) = self.rpc_mut(i) else { return };
         if r.local_port != port {
             return;
         }
