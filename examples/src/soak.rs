@@ -113,7 +113,8 @@ struct Pending {
     started: Instant,
 }
 
-/// Runs a soak and reports what happened.
+/// Runs a soak and reports what happened. With the environment variable
+/// `SOAK_DEBUG` set, both endpoints' counters go to stderr at the end.
 pub fn run(mut soak: Soak) -> Report {
     let checksums = soak.faults.corrupt_ppm > 0;
     let pool = (soak.concurrency * 2 + 2) * 1_100_000;
@@ -214,6 +215,8 @@ pub fn run(mut soak: Soak) -> Report {
     let (c, s) = (d.client.stats(), d.server.stats());
     r.retransmissions = c.retransmissions + s.retransmissions;
     r.drops = c.drops.total() + s.drops.total();
+    // `SOAK_DEBUG=1` prints both endpoints' counters (drops by reason,
+    // packets by type) to stderr, for digging into a run.
     if std::env::var_os("SOAK_DEBUG").is_some() {
         eprintln!("client {c}\nserver {s}");
     }
