@@ -715,22 +715,36 @@ impl<'a> Endpoint<'a> {
         Some(self.pool.message(buf))
     }
 
-    /// Answers a request taken with [`Endpoint::recv`]. The request's memory
-    /// is freed; the response is copied into the pool.
+    /// Answers a request taken with [`Endpoint::recv`]. The response is
+    /// copied into the pool and the request's memory freed. When the pool
+    /// has no room even with the request's pages, the call fails with
+    /// [`SendError::PoolFull`] and the request stays readable for a retry.
     pub fn reply(&mut self, rpc: RpcHandle, data: &[u8]) -> Result<(), SendError> {
         let peer = match self.rpc(rpc) {
             Some(r) if r.state == State::ServerInService => r.peer,
             _ => return Err(SendError::NoSuchRpc),
         };
         let slot = usize::from(rpc.slot);
-        // Free the request first: its pages may be what the response needs.
-        if let Some(inp) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take()) {
-            if let Some(b) = inp.buf {
-                self.pool.free(b);
-                self.pool_freed = true;
+        let out = match self.new_msgout(peer, data) {
+            Err(SendError::PoolFull) => {
+                // The request's own pages may be what the response needs:
+                // give them up only if that makes room, so a failed reply
+                // leaves the request readable for a retry.
+                let request_pages = self.rpcs[slot]
+                    .rpc
+                    .as_ref()
+                    .and_then(|r| r.inp.as_ref()?.buf.as_ref())
+                    .map_or(0, |b| b.page_count());
+                let needed = crate::storage::pages_for(data.len(), self.pool.page_size());
+                if self.pool.free_pages() + request_pages < needed {
+                    return Err(SendError::PoolFull);
+                }
+                self.free_request(slot);
+                self.new_msgout(peer, data)?
             }
-        }
-        let out = self.new_msgout(peer, data)?;
+            other => other?,
+        };
+        self.free_request(slot);
         if let Some(r) = self.rpcs[slot].rpc.as_mut() {
             r.out = Some(out);
             r.state = State::ServerOutgoing;
@@ -738,6 +752,16 @@ impl<'a> Endpoint<'a> {
             r.done_ticks = 0;
         }
         Ok(())
+    }
+
+    /// Gives a server RPC's request pages back to the pool.
+    fn free_request(&mut self, slot: usize) {
+        if let Some(inp) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take()) {
+            if let Some(b) = inp.buf {
+                self.pool.free(b);
+                self.pool_freed = true;
+            }
+        }
     }
 
     /// Frees a finished client RPC (after its response was read or its

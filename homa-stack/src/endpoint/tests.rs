@@ -696,3 +696,43 @@ fn rpcs_with_a_peer_that_sends_like_linux_complete() {
         echo_rpc(&mut p, len);
     }
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_reply_that_does_not_fit_leaves_the_request_readable() {
+    // The server holds two 100 kB requests in a 356 kB pool; a 300 kB
+    // response does not fit even with one request's pages given back, so
+    // reply fails and that request can still be read and answered with
+    // something that fits.
+    let mut a = endpoint(A_IP, A_MAC, 8, 4 << 20);
+    let b = endpoint(B_IP, B_MAC, 8, 350 * 1024);
+    a.add_neighbor(Instant::ZERO, B_IP, B_MAC).unwrap();
+    let mut p = Pair::new(a, b);
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let (r1, r2) = (pattern(100_000, 3), pattern(100_000, 4));
+    p.a.send_request(client, B_IP, 500, &r1).unwrap();
+    p.a.send_request(client, B_IP, 500, &r2).unwrap();
+    let mut got = Vec::new();
+    p.run_until(Duration::from_secs(1), |p| {
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            got.push(rpc);
+        }
+        got.len() == 2
+    });
+    assert_eq!(got.len(), 2);
+    let rpc = got[0];
+    assert_eq!(
+        p.b.reply(rpc, &pattern(300_000, 5)),
+        Err(SendError::PoolFull)
+    );
+    let m = p.b.message(rpc).expect("the request is still there");
+    assert!(m.eq_bytes(&r1) || m.eq_bytes(&r2));
+    // A response that fits once the request's pages are given back.
+    p.b.reply(rpc, &pattern(200_000, 6)).unwrap();
+    let ok = p.run_until(Duration::from_secs(1), |p| {
+        matches!(p.a.recv(client), Some(Event::Response { len: 200_000, .. }))
+    });
+    assert!(ok);
+}
