@@ -16,7 +16,7 @@
 use libfuzzer_sys::fuzz_target;
 
 use homa_phy::{
-    forward, ChecksumCapabilities, Device, Duration, Instant, Loopback, RxToken, Split, TxToken,
+    ChecksumCapabilities, Device, Duration, Instant, Loopback, RxToken, Split, TxToken,
 };
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};

@@ -289,6 +289,8 @@ impl<'a> Endpoint<'a> {
             reported: false,
             birth: self.births,
         });
+        // A new message may need grants even if its first packet is dropped.
+        self.grants_dirty = true;
         net_trace!(
             "homa: new server rpc {} from {}:{}",
             from.local_id,
