@@ -6,7 +6,7 @@ use std::time::Instant as WallClock;
 use homa_phy::sim::{Config as FabricConfig, Fabric, Topology};
 use homa_phy::ChecksumCapabilities;
 
-use super::event_loop::{drive, host_busy, Plan, Progress};
+use super::event_loop::{drive, host_busy, Driver, LoopStats, Plan, Progress};
 use super::homa_config::{self, HomaParams, HomaStyle};
 use super::homa_driver::{HomaDriver, HomaHostSpec, HostMem};
 use super::metrics::{buckets, Bucket, Ideal, Outcomes};
@@ -333,7 +333,7 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
 
 /// Start time, loop figures (with the busy time at the start filled in) and
 /// counters of one protocol's run.
-type RunOut = (u64, super::event_loop::LoopStats, Vec<(&'static str, u64)>);
+type RunOut = (u64, LoopStats, Vec<(&'static str, u64)>);
 
 fn run_homa(
     o: &SimOptions,
@@ -370,23 +370,7 @@ fn run_homa(
     if d.warming > 0 {
         return Err(format!("{} Homa warm-up messages never arrived", d.warming));
     }
-    let setup_ns = fabric.now().total_nanos();
-    let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
-    let busy0 = host_busy(fabric);
-    let limit = start + o.duration_ns + o.drain_ns;
-    let mut ls = drive(
-        fabric,
-        &mut d,
-        Plan {
-            messages,
-            start,
-            limit,
-        },
-        out,
-        progress,
-        |_| false,
-    );
-    ls.busy_at_start = busy0;
+    let (setup_ns, start, ls) = measure(o, fabric, &mut d, messages, out, progress);
     let s = d.stats();
     let e = d.endpoint_totals();
     let counters = vec![
@@ -405,6 +389,31 @@ fn run_homa(
         ("grants", e.grants),
     ];
     Ok((start, ls, counters))
+}
+
+/// The measured part of a run, after its driver's set-up: messages start on
+/// the next whole microsecond after `setup_ns` and run for the duration plus
+/// the drain. Returns (setup_ns, start, loop statistics).
+fn measure<D: Driver>(
+    o: &SimOptions,
+    fabric: &mut Fabric,
+    d: &mut D,
+    messages: &[Message],
+    out: &mut Outcomes,
+    progress: &mut Progress,
+) -> (u64, u64, LoopStats) {
+    let setup_ns = fabric.now().total_nanos();
+    let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
+    let busy0 = host_busy(fabric);
+    let limit = start + o.duration_ns + o.drain_ns;
+    let plan = Plan {
+        messages,
+        start,
+        limit,
+    };
+    let mut ls = drive(fabric, d, plan, out, progress, |_| false);
+    ls.busy_at_start = busy0;
+    (setup_ns, start, ls)
 }
 
 fn run_tcp(
@@ -436,23 +445,7 @@ fn run_tcp(
     if d.unestablished > 0 {
         return Err(format!("{} TCP pairs never connected", d.unestablished));
     }
-    let setup_ns = fabric.now().total_nanos();
-    let start = setup_ns.div_ceil(1_000) * 1_000 + 1_000;
-    let busy0 = host_busy(fabric);
-    let limit = start + o.duration_ns + o.drain_ns;
-    let mut ls = drive(
-        fabric,
-        &mut d,
-        Plan {
-            messages,
-            start,
-            limit,
-        },
-        out,
-        progress,
-        |_| false,
-    );
-    ls.busy_at_start = busy0;
+    let (setup_ns, start, ls) = measure(o, fabric, &mut d, messages, out, progress);
     let s = d.stats();
     let counters = vec![
         ("setup_ns", setup_ns),
