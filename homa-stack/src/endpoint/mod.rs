@@ -502,7 +502,7 @@ impl<'a> Endpoint<'a> {
             .iter()
             .position(|s| s.sock.is_none())
             .ok_or(BindError::TableFull)?;
-        let port = self.free_client_port();
+        let port = self.free_client_port().ok_or(BindError::TableFull)?;
         self.sockets[slot].sock = Some(Socket {
             client_port: port,
             server_port: None,
@@ -552,8 +552,9 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    fn free_client_port(&mut self) -> u16 {
-        loop {
+    /// An automatic port no socket uses; `None` when all 32768 are taken.
+    fn free_client_port(&mut self) -> Option<u16> {
+        for _ in MIN_CLIENT_PORT..=u16::MAX {
             let p = self.next_port;
             self.next_port = if p == u16::MAX {
                 MIN_CLIENT_PORT
@@ -565,9 +566,10 @@ impl<'a> Endpoint<'a> {
                 .iter()
                 .any(|s| matches!(s.sock, Some(k) if k.client_port == p))
             {
-                return p;
+                return Some(p);
             }
         }
+        None
     }
 
     /// Starts an RPC: sends `data` as a request to `port` at `dest`. The data
@@ -899,7 +901,7 @@ impl<'a> Endpoint<'a> {
         self.caps = device.capabilities();
         self.adapt_to_device();
         if now >= self.next_tick {
-            self.tick(now);
+            self.tick();
             // One tick per poll: a late poll does not count missed ticks as silence.
             self.next_tick = if now >= self.next_tick + self.config.tick {
                 now + self.config.tick
@@ -945,7 +947,7 @@ impl<'a> Endpoint<'a> {
     /// means at once; `None` means only when a frame arrives or the
     /// application calls in.
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.ctrl.is_empty() || self.grants_dirty {
+        if !self.ctrl.is_empty() || self.grants_dirty || self.rpc_ctrl_due {
             return Some(Instant::ZERO);
         }
         let mut at: Option<Instant> = None;
@@ -953,9 +955,6 @@ impl<'a> Endpoint<'a> {
         let mut any_rpc = false;
         for r in self.rpcs.iter().filter_map(|s| s.rpc.as_ref()) {
             any_rpc = true;
-            if r.resend_due || r.need_ack_due || r.inp.as_ref().is_some_and(|m| m.grant_pending) {
-                return Some(Instant::ZERO);
-            }
             if let Some(out) = &r.out {
                 if !out.resend.is_empty() {
                     return Some(Instant::ZERO);

@@ -234,7 +234,6 @@ impl<'a> Endpoint<'a> {
             out.bytes_left(),
             c.defer_min_bytes,
             c.max_nic_est_backlog,
-            false,
         ) {
             return None;
         }

@@ -58,16 +58,15 @@ impl Pacer {
     }
 
     /// Whether a packet of a message with `bytes_left` to send may go now.
-    /// Short messages and retransmissions (`force`) always may.
+    /// Short messages always may (retransmissions do not ask).
     pub fn may_send(
         &self,
         now: Instant,
         bytes_left: u32,
         defer_min_bytes: u32,
         max_backlog: Duration,
-        force: bool,
     ) -> bool {
-        force || bytes_left <= defer_min_bytes || self.backlog(now) <= max_backlog
+        bytes_left <= defer_min_bytes || self.backlog(now) <= max_backlog
     }
 
     /// When a held-back long message may go again.
@@ -141,10 +140,9 @@ mod tests {
             p.on_transmit(now, 1514);
         }
         let max = Duration::from_micros(5);
-        assert!(!p.may_send(now, 100_000, 1000, max, false));
-        assert!(p.may_send(now, 1000, 1000, max, false));
-        assert!(p.may_send(now, 100_000, 1000, max, true));
-        assert!(p.may_send(p.next_slot(max), 100_000, 1000, max, false));
+        assert!(!p.may_send(now, 100_000, 1000, max));
+        assert!(p.may_send(now, 1000, 1000, max));
+        assert!(p.may_send(p.next_slot(max), 100_000, 1000, max));
     }
 
     #[test]

@@ -14,11 +14,9 @@
 
 use super::rpc::State;
 use super::{Endpoint, RpcError, ICMP_PER_TICK};
-use crate::time::Instant;
 
 impl<'a> Endpoint<'a> {
-    pub(super) fn tick(&mut self, now: Instant) {
-        let _ = now;
+    pub(super) fn tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
         for slot in 0..self.rpcs.len() {
             let Some(r) = self.rpcs[slot].rpc.as_mut() else {
