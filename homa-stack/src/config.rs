@@ -81,14 +81,11 @@ pub struct Config {
     pub resend_ticks: u32,
     /// Ticks between RESENDs.
     pub resend_interval: u32,
-    /// Silent ticks before an RPC is aborted.
+    /// Silent ticks before an RPC is aborted: a client RPC fails, a server
+    /// RPC is freed, whatever it was waiting for.
     pub timeout_ticks: u32,
     /// Ticks after a response left before the server asks for an ACK.
     pub request_ack_ticks: u32,
-    /// Ticks a server keeps asking for an ACK before it frees the RPC anyway.
-    /// Linux never stops (protocol.md 9); bounding it keeps state finite when
-    /// a client vanishes.
-    pub need_ack_timeout_ticks: u32,
     /// Length of one timer tick (1 ms in Linux).
     pub tick: Duration,
     /// Most frames taken from the device in one `poll`.
@@ -125,7 +122,6 @@ impl Config {
             resend_interval: 5,
             timeout_ticks: 100,
             request_ack_ticks: 2,
-            need_ack_timeout_ticks: 1000,
             tick: Duration::from_millis(1),
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,

@@ -94,6 +94,12 @@ pub enum Drop {
     WrongState,
     /// A frame that could not be sent because the peer's link address is unknown.
     Unresolved,
+    /// A packet from a peer not in the peer table that would need an entry.
+    UnknownPeer,
+    /// A packet type that is parsed and counted but not acted on (FREEZE).
+    NotHandled,
+    /// A frame we would send is larger than the device's MTU.
+    FrameTooBig,
 }
 
 impl fmt::Display for Drop {
@@ -114,6 +120,9 @@ impl fmt::Display for Drop {
             Drop::ControlQueueFull => "control queue full",
             Drop::WrongState => "RPC in wrong state",
             Drop::Unresolved => "peer link address unknown",
+            Drop::UnknownPeer => "unknown peer",
+            Drop::NotHandled => "packet type not handled",
+            Drop::FrameTooBig => "frame larger than the device MTU",
         })
     }
 }
@@ -152,6 +161,12 @@ pub struct Drops {
     pub wrong_state: u64,
     /// [`Drop::Unresolved`].
     pub unresolved: u64,
+    /// [`Drop::UnknownPeer`].
+    pub unknown_peer: u64,
+    /// [`Drop::NotHandled`].
+    pub not_handled: u64,
+    /// [`Drop::FrameTooBig`].
+    pub frame_too_big: u64,
 }
 
 impl Drops {
@@ -173,6 +188,9 @@ impl Drops {
             Drop::ControlQueueFull => &mut self.control_queue_full,
             Drop::WrongState => &mut self.wrong_state,
             Drop::Unresolved => &mut self.unresolved,
+            Drop::UnknownPeer => &mut self.unknown_peer,
+            Drop::NotHandled => &mut self.not_handled,
+            Drop::FrameTooBig => &mut self.frame_too_big,
         };
         *c = c.wrapping_add(1);
     }
@@ -193,6 +211,9 @@ impl Drops {
             + self.control_queue_full
             + self.wrong_state
             + self.unresolved
+            + self.unknown_peer
+            + self.not_handled
+            + self.frame_too_big
     }
 }
 
@@ -243,8 +264,17 @@ pub struct Stats {
     pub timeouts: u64,
     /// Server RPCs freed (by ACK, RPC_UNKNOWN or timeout).
     pub server_freed: u64,
-    /// Server RPCs freed without an ACK after `need_ack_timeout_ticks`.
-    pub server_ack_timeouts: u64,
+    /// Server RPCs freed after `timeout_ticks` of silence from the client
+    /// (also while sending the response or waiting for its ACK).
+    pub server_timeouts: u64,
+    /// Acks not queued because the peer's ack list was full while its ACK
+    /// packet waited to be sent (the server's NEED_ACK recovers them).
+    pub acks_dropped: u64,
+    /// Link addresses of peers confirmed or learned by ARP.
+    pub arp_learned: u64,
+    /// Checked packets whose source link address differed from the known
+    /// one (the peer is probed with ARP; the address is not changed).
+    pub link_addr_mismatches: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
 }

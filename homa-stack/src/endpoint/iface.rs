@@ -70,7 +70,7 @@ impl<'a> Endpoint<'a> {
         let src_mac = eth.src_addr();
         let payload = eth.payload();
         match eth.ethertype() {
-            EtherType::Arp => self.process_arp(payload),
+            EtherType::Arp => self.process_arp(now, src_mac, payload),
             EtherType::Ipv4 => self.process_ipv4(now, src_mac, payload),
             _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
         }
@@ -89,7 +89,15 @@ impl<'a> Endpoint<'a> {
         self.stats.drops.count(why);
     }
 
-    fn process_arp<'f>(&mut self, payload: &[u8]) -> Option<Reply<'f>> {
+    /// ARP is the one place a link address is learned outright (see
+    /// `peer`): from a request for our address or a reply to us, whose
+    /// Ethernet source agrees with the sender it names, for a peer we hold.
+    fn process_arp<'f>(
+        &mut self,
+        now: Instant,
+        eth_src: EthernetAddress,
+        payload: &[u8],
+    ) -> Option<Reply<'f>> {
         let Ok(repr) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
             return self.drop_frame(Drop::Malformed, "bad ARP");
         };
@@ -100,7 +108,13 @@ impl<'a> Endpoint<'a> {
             target_protocol_addr,
             ..
         } = repr;
-        self.learn(source_protocol_addr, source_hardware_addr);
+        if target_protocol_addr != self.config.ipv4_addr {
+            return self.drop_frame(Drop::NotForUs, "ARP for another host");
+        }
+        if source_hardware_addr != eth_src || !source_hardware_addr.is_unicast() {
+            return self.drop_frame(Drop::Malformed, "ARP sender differs from its frame");
+        }
+        self.learn(now, source_protocol_addr, source_hardware_addr);
         if operation == ArpOperation::Request
             && target_protocol_addr == self.config.ipv4_addr
             && source_hardware_addr.is_unicast()
@@ -114,19 +128,14 @@ impl<'a> Endpoint<'a> {
         None
     }
 
-    /// Records the link address of a known peer (from ARP or from any frame
-    /// it sent us).
-    pub(super) fn learn(&mut self, addr: Ipv4Addr, mac: EthernetAddress) {
-        if !mac.is_unicast() {
+    /// Records the link address ARP gave for a peer we hold.
+    fn learn(&mut self, now: Instant, addr: Ipv4Addr, mac: EthernetAddress) {
+        let Some(i) = self.find_peer(addr) else {
             return;
-        }
-        if let Some(p) = self
-            .peers
-            .iter_mut()
-            .filter_map(|p| p.peer.as_mut())
-            .find(|p| p.addr == addr)
-        {
-            p.link_addr = Some(mac);
+        };
+        if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
+            p.resolved_by_arp(mac, now);
+            self.stats.arp_learned += 1;
         }
     }
 
@@ -146,7 +155,6 @@ impl<'a> Endpoint<'a> {
         if ip.dst_addr != self.config.ipv4_addr {
             return self.drop_frame(Drop::NotForUs, "IPv4 packet for another host");
         }
-        self.learn(ip.src_addr, src_mac);
         let body = packet.payload();
         match ip.next_header {
             IpProtocol::Icmp => self.process_icmp(src_mac, &ip, body),
@@ -203,39 +211,45 @@ impl<'a> Endpoint<'a> {
                     _ => RpcError::PeerUnreachable,
                 };
                 let port_only = error == RpcError::PortUnreachable;
-                self.abort_client_rpcs(header.dst_addr, sport, port_only.then_some(dport), error);
+                self.abort_rpcs(header.dst_addr, sport, port_only.then_some(dport), error);
                 None
             }
             _ => self.drop_frame(Drop::Unsupported, "ICMP type not handled"),
         }
     }
 
-    /// Completes with `error` every unfinished client RPC to `addr` sent from
-    /// `local_port` (and to `peer_port`, when given).
-    fn abort_client_rpcs(
+    /// ICMP says our packets from `local_port` to `addr` (and `peer_port`,
+    /// when given) cannot be delivered: unfinished client RPCs there fail
+    /// with `error`, and server RPCs answering there are freed (the client
+    /// is gone, protocol.md 2.5).
+    fn abort_rpcs(
         &mut self,
         addr: Ipv4Addr,
         local_port: u16,
         peer_port: Option<u16>,
         error: RpcError,
     ) {
-        for s in self.rpcs.iter_mut() {
-            let Some(r) = s.rpc.as_mut() else { continue };
-            let matches = r.state.is_client()
-                && r.state != State::ClientDone
-                && r.peer_addr == addr
+        for slot in 0..self.rpcs.len() {
+            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+                continue;
+            };
+            let matches = r.peer_addr == addr
                 && r.local_port == local_port
                 && peer_port.is_none_or(|p| p == r.peer_port);
-            if matches {
-                net_debug!("homa: rpc {} aborted by ICMP: {}", r.id, error);
-                r.state = State::ClientDone;
-                r.error = Some(error);
-                r.reported = false;
-                self.maybe_ready = true;
-                self.stats.client_failed += 1;
+            if !matches {
+                continue;
+            }
+            if r.state.is_client() {
+                if r.state != State::ClientDone {
+                    net_debug!("homa: rpc {} aborted by ICMP: {}", r.id, error);
+                    self.fail_client_rpc(slot, error);
+                }
+            } else if r.state == State::ServerOutgoing {
+                net_debug!("homa: server rpc {} freed by ICMP: {}", r.id, error);
+                self.free_rpc(slot);
+                self.stats.server_freed += 1;
             }
         }
-        self.grants_dirty = true;
     }
 
     /// Link-layer header length of the frames we send.
@@ -339,7 +353,7 @@ impl<'a> Endpoint<'a> {
     }
 
     fn emit_icmp<T: TxToken>(
-        &self,
+        &mut self,
         tx: T,
         dst_mac: EthernetAddress,
         dst_ip: Ipv4Addr,
@@ -347,6 +361,9 @@ impl<'a> Endpoint<'a> {
         priority: u8,
     ) {
         let len = self.link_header_len() + IPV4_HEADER_LEN + icmp.buffer_len();
+        if !self.fits(len) {
+            return;
+        }
         let fill = self.caps.checksum.icmpv4.tx();
         tx.consume(len, |frame| {
             let at = emit_headers(
@@ -367,7 +384,7 @@ impl<'a> Endpoint<'a> {
 
     /// Sends an ARP packet: a reply to `dst`, or a broadcast request for it.
     pub(super) fn emit_arp<T: TxToken>(
-        &self,
+        &mut self,
         tx: T,
         operation: ArpOperation,
         dst_mac: EthernetAddress,
@@ -394,6 +411,9 @@ impl<'a> Endpoint<'a> {
             vlan: None,
             ethertype: EtherType::Arp,
         };
+        if !self.fits(eth.header_len() + arp.buffer_len()) {
+            return;
+        }
         tx.consume(eth.header_len() + arp.buffer_len(), |frame| {
             eth.emit(&mut EthernetFrame::new_unchecked(&mut *frame));
             arp.emit(&mut ArpPacket::new_unchecked(
@@ -402,21 +422,28 @@ impl<'a> Endpoint<'a> {
         });
     }
 
-    /// Sends ARP requests for peers with work waiting
-    /// and no link address (at most once per `ARP_RETRY` each).
+    /// Whether a frame of `len` bytes fits the device; if not, it is counted
+    /// as a drop and not sent (a device is never handed more than its MTU).
+    pub(super) fn fits(&mut self, len: usize) -> bool {
+        if len <= self.caps.max_transmission_unit {
+            return true;
+        }
+        self.count_drop(Drop::FrameTooBig);
+        false
+    }
+
+    /// Sends ARP requests for peers with work waiting and no link address,
+    /// or whose link address is in doubt (at most once per `ARP_RETRY` each).
     pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
         for i in 0..self.peers.len() {
             let Some(p) = self.peers[i].peer.as_ref() else {
                 continue;
             };
-            if p.link_addr.is_some() || p.arp_sent.is_some_and(|t| now < t + ARP_RETRY) {
+            if (p.resolved() && !p.probe) || p.arp_sent.is_some_and(|t| now < t + ARP_RETRY) {
                 continue;
             }
             let addr = p.addr;
-            let wanted = self
-                .rpcs
-                .iter()
-                .any(|s| matches!(&s.rpc, Some(r) if usize::from(r.peer) == i))
+            let wanted = p.rpcs > 0
                 || self
                     .ctrl
                     .iter()
@@ -432,6 +459,8 @@ impl<'a> Endpoint<'a> {
             self.stats.tx_frames += 1;
             if let Some(p) = self.peers[i].peer.as_mut() {
                 p.arp_sent = Some(now);
+                // One probe per doubt; another silence raises it again.
+                p.probe = false;
             }
         }
     }

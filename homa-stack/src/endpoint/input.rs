@@ -113,6 +113,7 @@ impl<'a> Endpoint<'a> {
             Kind::RpcUnknown => self.rpc_unknown_pkt(from),
             Kind::Busy => {
                 if let Some(i) = self.find_rpc(from.addr, from.local_id) {
+                    self.heard(i, from.mac);
                     if let Some(r) = self.rpc_mut(i) {
                         r.silent_ticks = 0;
                     }
@@ -124,18 +125,26 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs,
                 version,
             } => {
-                if let Some(p) = self.peer_index(from.addr, now) {
-                    if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
-                        peer.set_cutoffs(unsched_cutoffs, version);
+                // Only a peer we already hold (one with RPCs, or recently):
+                // a stranger's CUTOFFS must not take a table entry.
+                match self.find_peer(from.addr) {
+                    Some(p) => {
+                        if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+                            peer.set_cutoffs(unsched_cutoffs, version);
+                        }
                     }
+                    None => self.count_drop(Drop::UnknownPeer),
                 }
             }
-            Kind::Freeze => {}
+            Kind::Freeze => self.count_drop(Drop::NotHandled),
             Kind::NeedAck => self.need_ack_pkt(from),
             Kind::Ack { acks } => {
-                self.ack_rpc(from.addr, from.local_id, from.dport);
+                let mut freed = self.ack_rpc(from.addr, from.local_id, from.dport);
                 for a in acks.iter() {
-                    self.ack_rpc(from.addr, a.client_id ^ 1, a.server_port);
+                    freed |= self.ack_rpc(from.addr, a.client_id ^ 1, a.server_port);
+                }
+                if !freed {
+                    self.count_drop(Drop::UnknownRpc);
                 }
             }
         }
@@ -158,6 +167,29 @@ impl<'a> Endpoint<'a> {
         let slot = (0..self.rpcs.len()).find(|&i| is(i))?;
         self.last_server_slot.set(slot);
         Some(slot)
+    }
+
+    /// A packet that passed every check came for the RPC in `slot` from
+    /// `mac`: its peer's link address is confirmed, filled in, or put in
+    /// doubt (never replaced from here; see `peer`).
+    fn heard(&mut self, slot: usize, mac: EthernetAddress) {
+        let now = self.now;
+        let Some(pi) = self
+            .rpcs
+            .get(slot)
+            .and_then(|s| s.rpc.as_ref())
+            .map(|r| r.peer)
+        else {
+            return;
+        };
+        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+            return;
+        };
+        let differs = p.link_addr.is_some_and(|known| known != mac);
+        p.heard_from(mac, now);
+        if differs {
+            self.stats.link_addr_mismatches += 1;
+        }
     }
 
     /// The RPC in `slot` (slots come from `find_rpc` or a scan, so it is
@@ -188,7 +220,9 @@ impl<'a> Endpoint<'a> {
                 return;
             }
         };
-        self.check_cutoff_version(now, from, h.cutoff_version);
+        self.heard(slot, from.mac);
+        self.check_cutoff_version(now, slot, from, h.cutoff_version);
+        let unsched = self.config.unsched_bytes;
         let Some(r) = self.rpcs[slot].rpc.as_mut() else {
             return;
         };
@@ -208,9 +242,8 @@ impl<'a> Endpoint<'a> {
                 return;
             }
         }
-        r.silent_ticks = 0;
         if r.inp.is_none() {
-            r.inp = Some(MsgIn::new(h.message_length, h.incoming));
+            r.inp = Some(MsgIn::new(h.message_length, h.incoming, unsched));
             // A new message may need grants even if this packet is dropped below.
             self.grants_dirty = true;
         }
@@ -233,7 +266,9 @@ impl<'a> Endpoint<'a> {
         }
         let len = payload.len() as u32;
         match m.asm.add(h.offset, len) {
-            AddOutcome::New => {}
+            // Only new bytes are progress: a replayed packet must not keep
+            // an RPC (and its pool pages) alive.
+            AddOutcome::New => r.silent_ticks = 0,
             AddOutcome::Duplicate => return self.count_drop(Drop::Duplicate),
             AddOutcome::OutOfRange => return self.count_drop(Drop::BadRange),
             AddOutcome::TooManyGaps => return self.count_drop(Drop::TooManyGaps),
@@ -266,29 +301,23 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
         };
         let peer = self.peer_index(from.addr, now)?;
-        if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
-            p.last_used = now;
-            p.link_addr.get_or_insert(from.mac);
-        }
         self.births += 1;
-        self.rpcs[slot].rpc = Some(Rpc {
-            id: from.local_id,
+        let mut rpc = Rpc::new(
+            from.local_id,
             socket,
             peer,
-            peer_addr: from.addr,
-            peer_port: from.sport,
-            local_port: from.dport,
-            state: State::ServerIncoming,
-            out: None,
-            inp: Some(MsgIn::new(h.message_length, h.incoming)),
-            silent_ticks: 0,
-            done_ticks: 0,
-            resend_due: false,
-            need_ack_due: false,
-            error: None,
-            reported: false,
-            birth: self.births,
-        });
+            from.addr,
+            from.sport,
+            from.dport,
+            State::ServerIncoming,
+            self.births,
+        );
+        rpc.inp = Some(MsgIn::new(
+            h.message_length,
+            h.incoming,
+            self.config.unsched_bytes,
+        ));
+        self.insert_rpc(slot, rpc);
         // A new message may need grants even if its first packet is dropped.
         self.grants_dirty = true;
         net_trace!(
@@ -316,11 +345,11 @@ impl<'a> Endpoint<'a> {
 
     /// A sender echoing an old cutoff version gets our CUTOFFS, at most once
     /// per tick per peer, so a peer that ignores them cannot make us flood.
-    fn check_cutoff_version(&mut self, now: Instant, from: From, version: u16) {
+    fn check_cutoff_version(&mut self, now: Instant, slot: usize, from: From, version: u16) {
         if version == self.config.cutoff_version {
             return;
         }
-        let Some(p) = self.peer_index(from.addr, now) else {
+        let Some(p) = self.rpcs[slot].rpc.as_ref().map(|r| r.peer) else {
             return;
         };
         let tick = self.config.tick;
@@ -338,6 +367,7 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
             return self.count_drop(Drop::UnknownRpc);
         };
+        self.heard(i, from.mac);
         let top = self.config.highest_priority();
         let Some(r) = self.rpc_mut(i) else { return };
         r.silent_ticks = 0;
@@ -356,6 +386,7 @@ impl<'a> Endpoint<'a> {
             self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
             return;
         };
+        self.heard(i, from.mac);
         let top = self.config.highest_priority();
         let Some(r) = self.rpc_mut(i) else { return };
         let out = match r.out.as_mut() {
@@ -373,6 +404,8 @@ impl<'a> Endpoint<'a> {
                 return;
             }
         };
+        // The receiver is alive and waiting for us: not silence.
+        r.silent_ticks = 0;
         let tx_end = out.next_xmit;
         let end = if length == RESEND_ALL {
             tx_end
@@ -416,7 +449,10 @@ impl<'a> Endpoint<'a> {
                 self.free_rpc(i);
                 self.stats.server_freed += 1;
             }
-            _ => net_debug!("homa: RPC_UNKNOWN for rpc {} ignored", from.local_id),
+            _ => {
+                net_debug!("homa: RPC_UNKNOWN for rpc {} ignored", from.local_id);
+                self.count_drop(Drop::WrongState);
+            }
         }
     }
 
@@ -434,23 +470,23 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Frees our server RPC `id` from `addr` served on `port`, if its response
-    /// is out: the client has it.
-    fn ack_rpc(&mut self, addr: Ipv4Addr, id: u64, port: u16) {
+    /// is out: the client has it. True if it freed one.
+    fn ack_rpc(&mut self, addr: Ipv4Addr, id: u64, port: u16) -> bool {
         if id & 1 == 0 {
-            return;
+            return false;
         }
         let Some(i) = self.find_rpc(addr, id) else {
-            return;
+            return false;
         };
-        let Some(r) = self.rpc_mut(i) else { return };
-        if r.local_port != port {
-            return;
-        }
-        if r.state != State::ServerOutgoing {
-            return self.count_drop(Drop::WrongState);
+        let Some(r) = self.rpc_mut(i) else {
+            return false;
+        };
+        if r.local_port != port || r.state != State::ServerOutgoing {
+            return false;
         }
         self.free_rpc(i);
         self.stats.server_freed += 1;
+        true
     }
 
     /// Asks for everything an incoming message misses: the next egress
@@ -466,13 +502,18 @@ impl<'a> Endpoint<'a> {
 
 impl MsgIn {
     /// A new incoming message; `incoming` is the sender's unscheduled bytes
-    /// as the first packet seen announces them.
-    pub(super) fn new(length: u32, incoming: u32) -> MsgIn {
+    /// as the first packet seen announces them. That claim is not checked,
+    /// so it counts for at most our own `unsched_bytes`: a forged packet
+    /// claiming a whole megabyte cannot take the grant headroom (bytes that
+    /// arrive beyond it are still accepted, grants are not enforced).
+    pub(super) fn new(length: u32, incoming: u32, unsched_bytes: u32) -> MsgIn {
+        let granted = incoming.min(length).min(unsched_bytes);
         MsgIn {
             buf: None,
             length,
             asm: crate::storage::Reassembly::new(length),
-            granted: incoming.min(length),
+            scheduled: granted < length,
+            granted,
             grant_priority: 0,
             grant_pending: false,
         }

@@ -171,6 +171,11 @@ pub enum RpcError {
     PortUnreachable,
     /// ICMP said the host or the Homa protocol is unreachable.
     PeerUnreachable,
+    /// The peer's link address could not be resolved (no ARP reply) for
+    /// `timeout_ticks`.
+    Unresolved,
+    /// The device's MTU shrank below the size the message was cut for.
+    MtuShrank,
 }
 
 impl fmt::Display for RpcError {
@@ -179,6 +184,8 @@ impl fmt::Display for RpcError {
             RpcError::TimedOut => "timed out",
             RpcError::PortUnreachable => "port unreachable",
             RpcError::PeerUnreachable => "peer unreachable",
+            RpcError::Unresolved => "peer address could not be resolved",
+            RpcError::MtuShrank => "device MTU shrank below the message's packets",
         })
     }
 }
@@ -294,8 +301,13 @@ enum CtrlKind {
     RpcUnknown,
     Busy,
     Cutoffs,
-    /// An ACK carrying the acks waiting for the peer when it is sent.
+    /// An ACK for the RPC the header names (an answer to NEED_ACK), also
+    /// carrying the acks waiting for the peer when it is sent.
     Ack,
+    /// An ACK made only of the acks waiting for the peer when it is sent:
+    /// the first one names the RPC in the header (`sender_id` and `dport`
+    /// of the entry are filled in then).
+    AcksWaiting,
 }
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
@@ -600,24 +612,18 @@ impl<'a> Endpoint<'a> {
         let id = client_id(self.next_seq, slot);
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.births += 1;
-        self.rpcs[slot].rpc = Some(Rpc {
+        let mut rpc = Rpc::new(
             id,
-            socket: socket.0,
+            socket.0,
             peer,
-            peer_addr: dest,
-            peer_port: port,
-            local_port: sock.client_port,
-            state: State::ClientOutgoing,
-            out: Some(out),
-            inp: None,
-            silent_ticks: 0,
-            done_ticks: 0,
-            resend_due: false,
-            need_ack_due: false,
-            error: None,
-            reported: false,
-            birth: self.births,
-        });
+            dest,
+            port,
+            sock.client_port,
+            State::ClientOutgoing,
+            self.births,
+        );
+        rpc.out = Some(out);
+        self.insert_rpc(slot, rpc);
         net_trace!(
             "homa: rpc {} request of {} bytes to {}:{}",
             id,
@@ -799,11 +805,49 @@ impl<'a> Endpoint<'a> {
             .filter(|r| r.id == h.id)
     }
 
+    /// Puts a new RPC in `slot`; its peer counts it.
+    fn insert_rpc(&mut self, slot: usize, rpc: Rpc) {
+        if let Some(p) = self.peers[usize::from(rpc.peer)].peer.as_mut() {
+            p.rpcs = p.rpcs.saturating_add(1);
+            p.last_used = self.now;
+        }
+        self.rpcs[slot].rpc = Some(rpc);
+    }
+
+    /// Ends an unfinished client RPC with `error`: its pages go back to the
+    /// pool at once and the application is told through [`Event::Failed`].
+    fn fail_client_rpc(&mut self, slot: usize, error: RpcError) {
+        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+            return;
+        };
+        if !r.state.is_client() || r.state == State::ClientDone {
+            return;
+        }
+        r.state = State::ClientDone;
+        r.error = Some(error);
+        r.reported = false;
+        let out = r.out.take();
+        let inp = r.inp.take();
+        if let Some(out) = out {
+            self.pool.free(out.buf);
+        }
+        if let Some(b) = inp.and_then(|m| m.buf) {
+            self.pool.free(b);
+        }
+        self.pool_freed = true;
+        self.maybe_ready = true;
+        self.grants_dirty = true;
+        self.stats.client_failed += 1;
+    }
+
     /// Frees an RPC slot and its pool pages.
     fn free_rpc(&mut self, slot: usize) {
         let Some(r) = self.rpcs[slot].rpc.take() else {
             return;
         };
+        if let Some(p) = self.peers[usize::from(r.peer)].peer.as_mut() {
+            p.rpcs = p.rpcs.saturating_sub(1);
+        }
         if let Some(out) = r.out {
             self.pool.free(out.buf);
         }
@@ -816,32 +860,35 @@ impl<'a> Endpoint<'a> {
         self.grants_dirty = true;
     }
 
-    /// The index of the peer at `addr`, created if needed. A full table evicts
-    /// the least recently used peer no RPC refers to.
-    fn peer_index(&mut self, addr: Ipv4Addr, now: Instant) -> Option<u16> {
-        if let Some(i) = self
-            .peers
+    /// The index of the peer at `addr`, if it is in the table.
+    fn find_peer(&self, addr: Ipv4Addr) -> Option<u16> {
+        self.peers
             .iter()
             .position(|p| matches!(&p.peer, Some(p) if p.addr == addr))
-        {
-            return Some(i as u16);
+            .map(|i| i as u16)
+    }
+
+    /// The index of the peer at `addr`, created if needed: only for an RPC
+    /// about to exist (a request we send, or one that arrived), so strangers
+    /// that hold no RPC never take an entry. A full table evicts the least
+    /// recently used peer no RPC refers to; peers count their RPCs, so this
+    /// is one pass over the peer table.
+    fn peer_index(&mut self, addr: Ipv4Addr, now: Instant) -> Option<u16> {
+        if let Some(i) = self.find_peer(addr) {
+            return Some(i);
         }
         let free = self.peers.iter().position(|p| p.peer.is_none());
         let slot = match free {
             Some(i) => i,
             None => {
-                let busy = |i: usize, rpcs: &[RpcSlot]| {
-                    rpcs.iter()
-                        .any(|s| matches!(&s.rpc, Some(r) if usize::from(r.peer) == i))
-                };
-                let victim = (0..self.peers.len())
-                    .filter(|&i| !busy(i, &self.rpcs))
-                    .min_by_key(|&i| {
-                        self.peers[i]
-                            .peer
-                            .as_ref()
-                            .map_or(Instant::ZERO, |p| p.last_used)
-                    });
+                let victim = self
+                    .peers
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| p.peer.as_ref().map(|p| (i, p)))
+                    .filter(|(_, p)| p.rpcs == 0)
+                    .min_by_key(|(_, p)| p.last_used)
+                    .map(|(i, _)| i);
                 match victim {
                     Some(i) => {
                         self.stats.peers_evicted += 1;
@@ -859,7 +906,9 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Queues the ack of a completed client RPC on its peer: it rides on the
-    /// next DATA to that peer, or goes in an ACK packet when five are waiting.
+    /// next DATA to that peer, or, once a whole ACK packet's worth waits,
+    /// goes in one ACK packet (one at a time per peer, so releases never
+    /// flood the control queue).
     fn queue_ack(&mut self, slot: usize) {
         let Some(r) = self.rpcs[slot].rpc.as_ref() else {
             return;
@@ -868,35 +917,57 @@ impl<'a> Endpoint<'a> {
             client_id: r.id,
             server_port: r.peer_port,
         };
-        let (addr, sport, dport, id) = (r.peer_addr, r.local_port, r.peer_port, r.id);
-        let Some(peer) = self.peers[usize::from(r.peer)].peer.as_mut() else {
+        let (addr, sport, pi) = (r.peer_addr, r.local_port, usize::from(r.peer));
+        let Some(peer) = self.peers[pi].peer.as_mut() else {
             return;
         };
-        if peer.acks.push(ack).is_ok() {
+        if peer.acks.push(ack).is_err() {
+            self.stats.acks_dropped += 1;
+        }
+        if !peer.acks.is_full() || peer.ack_queued {
             return;
         }
-        // Full: an ACK named by this RPC's id carries the five waiting.
+        peer.ack_queued = true;
         let link_addr = peer.link_addr;
-        self.push_ctrl(Ctrl {
+        let queued = self.push_ctrl(Ctrl {
             addr,
             link_addr,
             sport,
-            dport,
-            sender_id: id,
-            kind: CtrlKind::Ack,
+            dport: 0,
+            sender_id: 0,
+            kind: CtrlKind::AcksWaiting,
         });
+        if !queued {
+            if let Some(p) = self.peers[pi].peer.as_mut() {
+                p.ack_queued = false;
+            }
+        }
     }
 
-    fn push_ctrl(&mut self, c: Ctrl) {
+    /// Queues a control packet; false (and a counted drop) when the queue
+    /// is full.
+    fn push_ctrl(&mut self, c: Ctrl) -> bool {
         if self.ctrl.push_back(c).is_err() {
             self.count_drop(crate::stats::Drop::ControlQueueFull);
+            return false;
         }
+        true
     }
 
     /// Processes received frames, runs the timer when due and sends what is
     /// ready. Call it again by [`Endpoint::poll_at`], and after any
     /// application call that should send something.
+    ///
+    /// Time is the caller's: `now` should not go backwards, but nothing
+    /// breaks if it does or if it jumps. A jump ahead runs one tick, not one
+    /// per missed millisecond (a late poll is not silence). A step back
+    /// pulls every deadline and timestamp that lies beyond the new `now`
+    /// back to it, so one poll with a clock a day ahead delays nothing
+    /// once the clock is right again.
     pub fn poll<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
+        if now < self.now {
+            self.rebase(now);
+        }
         self.now = now;
         self.caps = device.capabilities();
         self.adapt_to_device();
@@ -915,6 +986,21 @@ impl<'a> Endpoint<'a> {
             self.give_waiting_buffers();
         }
         self.egress(now, device);
+    }
+
+    /// `now` went backwards: nothing may stay scheduled or stamped in the
+    /// future it left.
+    fn rebase(&mut self, now: Instant) {
+        net_debug!("homa: clock went back from {} to {}", self.now, now);
+        self.next_tick = self.next_tick.min(now + self.config.tick);
+        self.next_fifo_grant = self.next_fifo_grant.min(now);
+        self.pacer.rebase(now);
+        for p in self.peers.iter_mut().filter_map(|p| p.peer.as_mut()) {
+            p.confirmed = p.confirmed.min(now);
+            p.last_used = p.last_used.min(now);
+            p.arp_sent = p.arp_sent.map(|t| t.min(now));
+            p.cutoffs_sent = p.cutoffs_sent.map(|t| t.min(now));
+        }
     }
 
     fn adapt_to_device(&mut self) {

@@ -96,7 +96,7 @@ impl<'a> Endpoint<'a> {
             .rpcs
             .iter()
             .filter_map(|s| s.rpc.as_ref()?.inp.as_ref())
-            .filter(|m| m.buf.is_some())
+            .filter(|m| m.buf.is_some() && m.scheduled)
             .map(|m| m.outstanding())
             .fold(0u32, |a, b| a.saturating_add(b));
         for d in grant::decide(&self.config, &active, total) {
@@ -237,7 +237,14 @@ impl<'a> Endpoint<'a> {
         ) {
             return None;
         }
-        let (start, end) = out.packet_at(out.next_xmit);
+        // A message not started yet is cut for the device as it is now
+        // (it may have been queued before the first poll saw the device).
+        let seg = if out.next_xmit == 0 {
+            self.max_payload
+        } else {
+            out.seg
+        };
+        let (start, end) = super::rpc::packet_at(out.next_xmit, seg, out.unscheduled, out.length);
         let priority = if start < out.unscheduled {
             let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
             peer.unsched_priority(out.length, c.num_priorities)
@@ -254,6 +261,25 @@ impl<'a> Endpoint<'a> {
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {
+        let payload_len = (pick.end - pick.start) as usize;
+        let frame_len =
+            link_header_len(&self.config) + IPV4_HEADER_LEN + homa::DATA_HEADER_LEN + payload_len;
+        if !self.fits(frame_len) {
+            // Cut for a larger MTU than the device now has (it shrank while
+            // the message was out): its packets can never go.
+            let client = self.rpcs[pick.slot]
+                .rpc
+                .as_ref()
+                .is_some_and(|r| r.state.is_client());
+            if client {
+                self.fail_client_rpc(pick.slot, super::RpcError::MtuShrank);
+            } else {
+                self.free_rpc(pick.slot);
+                self.stats.server_freed += 1;
+            }
+            return;
+        }
+        let max_payload = self.max_payload;
         let Endpoint {
             config,
             caps,
@@ -272,7 +298,10 @@ impl<'a> Endpoint<'a> {
         };
         let Some(mac) = peer.link_addr else { return };
         let Some(out) = r.out.as_mut() else { return };
-        let payload_len = (pick.end - pick.start) as usize;
+        if !pick.retransmit && out.next_xmit == 0 {
+            // Cut at the first transmission, for the device as it is now.
+            out.seg = max_payload;
+        }
         // A retransmission announces the end of what was asked for (Linux
         // sends the end of the resent range), a first transmission the
         // unscheduled bytes.
@@ -298,7 +327,6 @@ impl<'a> Endpoint<'a> {
             },
         };
         let homa_len = homa::DATA_HEADER_LEN + payload_len;
-        let frame_len = link_header_len(config) + IPV4_HEADER_LEN + homa_len;
         tx.set_meta(PacketMeta::with_priority(pick.priority));
         let dst = r.peer_addr;
         tx.consume(frame_len, |frame| {
@@ -507,6 +535,7 @@ impl<'a> Endpoint<'a> {
     }
 
     fn emit_ctrl<T: TxToken>(&mut self, now: Instant, tx: T, mac: EthernetAddress, c: &Ctrl) {
+        let (mut sender_id, mut dport) = (c.sender_id, c.dport);
         let kind = match &c.kind {
             CtrlKind::Resend {
                 offset,
@@ -523,25 +552,36 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs: self.config.announced_cutoffs(),
                 version: self.config.cutoff_version,
             },
-            CtrlKind::Ack => {
+            CtrlKind::Ack | CtrlKind::AcksWaiting => {
                 // The acks waiting for the peer now: some may have ridden
                 // on DATA since this ACK was queued.
-                let peer = self
-                    .peers
-                    .iter_mut()
-                    .filter_map(|p| p.peer.as_mut())
-                    .find(|p| p.addr == c.addr);
-                Kind::Ack {
-                    acks: peer
-                        .map(|p| core::mem::take(&mut p.acks))
-                        .unwrap_or_default(),
+                let Some(pi) = self.find_peer(c.addr) else {
+                    return;
+                };
+                let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+                    return;
+                };
+                let mut acks = heapless::Vec::new();
+                if matches!(c.kind, CtrlKind::AcksWaiting) {
+                    peer.ack_queued = false;
+                    // The first waiting ack names the RPC in the header.
+                    let Some(first) = peer.acks.pop() else {
+                        return;
+                    };
+                    sender_id = first.client_id;
+                    dport = first.server_port;
                 }
+                while !acks.is_full() {
+                    let Some(a) = peer.acks.pop() else { break };
+                    let _ = acks.push(a);
+                }
+                Kind::Ack { acks }
             }
         };
         let repr = Repr {
             sport: c.sport,
-            dport: c.dport,
-            sender_id: c.sender_id,
+            dport,
+            sender_id,
             kind,
         };
         self.emit_control(now, tx, mac, c.addr, &repr);
@@ -559,6 +599,9 @@ impl<'a> Endpoint<'a> {
         let prio = self.config.highest_priority();
         let homa_len = repr.buffer_len();
         let frame_len = link_header_len(&self.config) + IPV4_HEADER_LEN + homa_len;
+        if !self.fits(frame_len) {
+            return;
+        }
         tx.set_meta(PacketMeta::with_priority(prio));
         let (config, caps) = (&self.config, &self.caps);
         tx.consume(frame_len, |frame| {

@@ -84,6 +84,12 @@ impl Pacer {
         self.link_idle = start + self.wire_time(frame_len);
     }
 
+    /// The clock went back to `now`: a NIC queue estimated to drain in the
+    /// future the clock left drains now.
+    pub fn rebase(&mut self, now: Instant) {
+        self.link_idle = self.link_idle.min(now);
+    }
+
     /// Whether this pick should go to the oldest message instead of the
     /// shortest: true once every `1000 / fifo_fraction` picks.
     pub fn fifo_turn(&mut self, fifo_fraction: u32) -> bool {

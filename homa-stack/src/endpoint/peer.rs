@@ -3,15 +3,33 @@
 //!
 //! The peer table doubles as the neighbour cache: Homa only ever sends to its
 //! peers, so the link address lives with the rest of the peer's state.
+//!
+//! What a peer claims is not believed before it is checked. A link address
+//! is learned only from ARP for our address and from a packet that passed
+//! every check for an RPC that exists (and then only if none is known); a
+//! packet from another link address never changes it, it asks ARP again.
+//! An entry confirmed longer ago than [`REACHABLE`] is stale and is
+//! re-resolved (probed with ARP, the old address kept meanwhile) when an RPC
+//! to the peer falls silent, as Linux's neighbour cache moves from
+//! reachable to stale to probe.
 
 use crate::config::NUM_PRIORITIES;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::homa::Ack;
 use crate::wire::{EthernetAddress, Ipv4Addr};
 use heapless::Vec;
 
-/// Acks a client holds per peer before it sends an ACK packet.
+/// Acks one ACK packet carries in its entries (`HOMA_MAX_ACKS_PER_PKT`).
 pub const MAX_ACKS: usize = 5;
+
+/// Acks a client holds per peer: one ACK packet's worth (the entries and
+/// the id in its common header). When they are all waiting, one ACK packet
+/// is queued; acks that find the list full while it waits are left to the
+/// server's NEED_ACK (acks are unreliable anyway, protocol.md 4.8).
+pub const ACK_QUEUE: usize = MAX_ACKS + 1;
+
+/// How long a link address stays reachable after it was last confirmed.
+pub const REACHABLE: Duration = Duration::from_secs(30);
 
 /// One entry of the caller-supplied peer table.
 #[derive(Debug, Clone)]
@@ -33,8 +51,12 @@ impl Default for PeerSlot {
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
     pub addr: Ipv4Addr,
-    /// Learned from ARP or from frames the peer sent.
+    /// Learned from ARP, or from a checked packet for one of our RPCs.
     pub link_addr: Option<EthernetAddress>,
+    /// When `link_addr` was last confirmed (ARP, or a checked packet from it).
+    pub confirmed: Instant,
+    /// `link_addr` is in doubt: ask ARP again (keeping it meanwhile).
+    pub probe: bool,
     /// When we last asked ARP for `link_addr`.
     pub arp_sent: Option<Instant>,
     /// The peer's cutoffs for our unscheduled packets to it.
@@ -44,7 +66,11 @@ pub(crate) struct Peer {
     /// When we last sent CUTOFFS to this peer (at most one per tick).
     pub cutoffs_sent: Option<Instant>,
     /// Acks for the peer's server RPCs, popped into our DATA packets.
-    pub acks: Vec<Ack, MAX_ACKS>,
+    pub acks: Vec<Ack, ACK_QUEUE>,
+    /// An ACK packet for `acks` waits in the control queue.
+    pub ack_queued: bool,
+    /// RPCs that refer to this peer: it is not evicted while any do.
+    pub rpcs: u16,
     /// Last time the peer was used, for least-recently-used eviction.
     pub last_used: Instant,
 }
@@ -58,11 +84,15 @@ impl Peer {
         Peer {
             addr,
             link_addr: None,
+            confirmed: now,
+            probe: false,
             arp_sent: None,
             cutoffs,
             cutoff_version: 0,
             cutoffs_sent: None,
             acks: Vec::new(),
+            ack_queued: false,
+            rpcs: 0,
             last_used: now,
         }
     }
@@ -75,6 +105,43 @@ impl Peer {
             .rev()
             .find(|&i| self.cutoffs[i] >= length)
             .unwrap_or(0) as u8
+    }
+
+    /// Whether frames can be addressed to the peer.
+    pub fn resolved(&self) -> bool {
+        self.link_addr.is_some()
+    }
+
+    /// A checked packet for one of our RPCs came from `mac`: it confirms the
+    /// known link address, fills a missing one, and casts doubt on a
+    /// different one (which is then probed, never replaced from here).
+    pub fn heard_from(&mut self, mac: EthernetAddress, now: Instant) {
+        if !mac.is_unicast() {
+            return;
+        }
+        match self.link_addr {
+            Some(known) if known == mac => self.confirmed = now,
+            Some(_) => self.probe = true,
+            None => {
+                self.link_addr = Some(mac);
+                self.confirmed = now;
+            }
+        }
+    }
+
+    /// ARP told us the peer's link address.
+    pub fn resolved_by_arp(&mut self, mac: EthernetAddress, now: Instant) {
+        self.link_addr = Some(mac);
+        self.confirmed = now;
+        self.probe = false;
+    }
+
+    /// An RPC to the peer fell silent: if the link address has not been
+    /// confirmed for `REACHABLE`, or not since the silence began, ask ARP.
+    pub fn silent(&mut self, silent_since: Instant, now: Instant) {
+        if self.confirmed < silent_since || now >= self.confirmed + REACHABLE {
+            self.probe = true;
+        }
     }
 
     /// Stores cutoffs received in a CUTOFFS packet.

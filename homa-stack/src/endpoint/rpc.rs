@@ -98,6 +98,40 @@ pub(crate) struct Rpc {
     pub birth: u64,
 }
 
+impl Rpc {
+    /// A new RPC in `state`; the one place the literal lives.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: u64,
+        socket: u16,
+        peer: u16,
+        peer_addr: Ipv4Addr,
+        peer_port: u16,
+        local_port: u16,
+        state: State,
+        birth: u64,
+    ) -> Rpc {
+        Rpc {
+            id,
+            socket,
+            peer,
+            peer_addr,
+            peer_port,
+            local_port,
+            state,
+            out: None,
+            inp: None,
+            silent_ticks: 0,
+            done_ticks: 0,
+            resend_due: false,
+            need_ack_due: false,
+            error: None,
+            reported: false,
+            birth,
+        }
+    }
+}
+
 /// The outgoing message of an RPC.
 #[derive(Debug)]
 pub(crate) struct MsgOut {
@@ -253,6 +287,9 @@ pub(crate) struct MsgIn {
     pub buf: Option<MessageBuf>,
     pub length: u32,
     pub asm: Reassembly<GAPS>,
+    /// Needs grants beyond what the sender sends unscheduled: only such
+    /// messages count against `max_incoming` (protocol.md 4.4).
+    pub scheduled: bool,
     /// Offset the sender may send up to (initially its unscheduled bytes).
     pub granted: u32,
     /// Priority of the last grant.

@@ -1,98 +1,152 @@
 //! The 1 ms timer (protocol.md 4.7, 4.8): silent ticks, RESEND, timeouts and
 //! NEED_ACK.
 //!
-//! Silence is counted only while an RPC waits on its peer: not while the
-//! application holds it, not while it has granted data of its own to send,
-//! not while it waits for its own grants. (A message waiting for pool space
-//! does count silence, unlike in Linux: a bounded pool could otherwise hold
-//! it forever.) RESENDs go out at
-//! `resend_ticks`, then every `resend_interval`; at `timeout_ticks` a client
-//! RPC fails with [`RpcError::TimedOut`] and a server RPC is dropped. A
-//! server whose response is out asks for an ACK every tick after
-//! `request_ack_ticks` and, unlike Linux, gives up after
-//! `need_ack_timeout_ticks` so a vanished client cannot pin its state.
+//! Every RPC the peer could be holding up counts silence: ticks without
+//! progress from the peer (new DATA bytes, a GRANT, BUSY, or for a sender a
+//! RESEND). Silence is not counted while the application holds the RPC, or
+//! while it has granted bytes of its own to send to a resolved peer. A
+//! message whose every granted byte has arrived waits on our own grant
+//! scheduler, not on the peer: it never times out for that, but re-sends its
+//! GRANT every `resend_interval` so the sender knows we are alive (Linux
+//! repeats GRANTs too, protocol.md 10). Everything else times out after
+//! `timeout_ticks` of silence, whatever it waits for:
+//! - a client RPC fails with [`RpcError::TimedOut`], or with
+//!   [`RpcError::Unresolved`] if the peer never answered ARP;
+//! - a server RPC is freed, also while it sends its response or waits for
+//!   the client's ACK (Linux never times those out; a client that vanished,
+//!   or never existed, would pin the slot and its pool pages for ever).
+//!
+//! RESENDs go out at `resend_ticks` of silence, then every
+//! `resend_interval`, and at the same moments a peer whose link address is
+//! stale or unconfirmed since the silence began is probed with ARP. A server
+//! whose response is out asks for an ACK every tick after
+//! `request_ack_ticks`.
 
 use super::rpc::State;
 use super::{Endpoint, RpcError, ICMP_PER_TICK};
 
+/// What the tick does with one RPC.
+enum Verdict {
+    /// Nothing: not silent.
+    Quiet,
+    /// Waiting on our own grants: count, and repeat the GRANT at RESEND times.
+    OwnGrants,
+    /// Silent on the peer.
+    Silent,
+}
+
 impl<'a> Endpoint<'a> {
     pub(super) fn tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
+        let now = self.now;
+        let tick = self.config.tick;
         for slot in 0..self.rpcs.len() {
             let Some(r) = self.rpcs[slot].rpc.as_mut() else {
                 continue;
             };
-            match r.state {
-                State::ClientDone | State::ServerReady | State::ServerInService => {
-                    r.silent_ticks = 0;
-                    continue;
-                }
+            let resolved = self.peers[usize::from(r.peer)]
+                .peer
+                .as_ref()
+                .is_some_and(|p| p.resolved());
+            let verdict = match r.state {
+                State::ClientDone | State::ServerReady | State::ServerInService => Verdict::Quiet,
                 State::ServerOutgoing => {
                     let sent = r
                         .out
                         .as_ref()
                         .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
-                    r.silent_ticks = 0;
-                    if !sent {
+                    if sent {
+                        r.done_ticks += 1;
+                        if r.done_ticks >= self.config.request_ack_ticks {
+                            r.need_ack_due = true;
+                            self.rpc_ctrl_due = true;
+                        }
+                    } else {
                         r.done_ticks = 0;
-                        continue;
                     }
-                    r.done_ticks += 1;
-                    if r.done_ticks > self.config.need_ack_timeout_ticks {
-                        net_debug!("homa: server rpc {} freed without ACK", r.id);
-                        self.free_rpc(slot);
-                        self.stats.server_freed += 1;
-                        self.stats.server_ack_timeouts += 1;
-                    } else if r.done_ticks >= self.config.request_ack_ticks {
-                        r.need_ack_due = true;
-                        self.rpc_ctrl_due = true;
+                    let busy = r
+                        .out
+                        .as_ref()
+                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty());
+                    if busy && resolved {
+                        Verdict::Quiet
+                    } else {
+                        Verdict::Silent
                     }
-                    continue;
                 }
                 State::ClientOutgoing => {
-                    if r.out
+                    let busy = r
+                        .out
                         .as_ref()
-                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty())
-                    {
-                        r.silent_ticks = 0;
-                        continue;
+                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty());
+                    if busy && resolved {
+                        Verdict::Quiet
+                    } else {
+                        Verdict::Silent
                     }
                 }
                 State::ClientIncoming | State::ServerIncoming => {
-                    // Waiting for our own grants is not the peer's silence.
-                    // Waiting for pool space is: Linux exempts it too, but
-                    // with a bounded pool a message that can never fit would
-                    // wait forever, so it times out like any other.
+                    // Waiting for pool space counts as silence (unlike in
+                    // Linux): with a bounded pool a message that can never
+                    // fit would wait for ever.
                     let waiting_on_us = r.inp.as_ref().is_some_and(|m| {
                         m.buf.is_some() && m.asm.gap_count() == 0 && m.asm.recv_end() >= m.granted
                     });
-                    if waiting_on_us {
-                        r.silent_ticks = 0;
-                        continue;
+                    if waiting_on_us && resolved {
+                        Verdict::OwnGrants
+                    } else {
+                        Verdict::Silent
                     }
                 }
+            };
+            if matches!(verdict, Verdict::Quiet) {
+                r.silent_ticks = 0;
+                continue;
             }
             r.silent_ticks += 1;
             let silent = r.silent_ticks;
+            let resend_time = silent >= self.config.resend_ticks
+                && (silent - self.config.resend_ticks) % self.config.resend_interval == 0;
+            if matches!(verdict, Verdict::OwnGrants) {
+                if resend_time {
+                    if let Some(m) = r.inp.as_mut() {
+                        m.grant_pending = true;
+                        self.rpc_ctrl_due = true;
+                    }
+                }
+                continue;
+            }
             if silent >= self.config.timeout_ticks {
-                self.stats.timeouts += 1;
+                let error = if resolved {
+                    RpcError::TimedOut
+                } else {
+                    RpcError::Unresolved
+                };
                 if r.state.is_client() {
-                    net_debug!("homa: rpc {} timed out", r.id);
-                    r.state = State::ClientDone;
-                    r.error = Some(RpcError::TimedOut);
-                    r.reported = false;
-                    self.maybe_ready = true;
-                    self.stats.client_failed += 1;
-                    self.grants_dirty = true;
+                    net_debug!("homa: rpc {} failed: {}", r.id, error);
+                    self.stats.timeouts += 1;
+                    self.fail_client_rpc(slot, error);
                 } else {
                     net_debug!("homa: server rpc {} timed out", r.id);
+                    self.stats.server_timeouts += 1;
                     self.free_rpc(slot);
                     self.stats.server_freed += 1;
                 }
-            } else if silent >= self.config.resend_ticks
-                && (silent - self.config.resend_ticks) % self.config.resend_interval == 0
-            {
-                self.request_retrans(slot);
+            } else if resend_time {
+                let since = now
+                    - crate::time::Duration::from_nanos(
+                        tick.total_nanos().saturating_mul(u64::from(silent)),
+                    );
+                let peer = r.peer;
+                // A sender has nothing to ask for: its peer's RESENDs and
+                // GRANTs drive it, and the timeout ends it.
+                let asks = !matches!(r.state, State::ServerOutgoing);
+                if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
+                    p.silent(since, now);
+                }
+                if asks && resolved {
+                    self.request_retrans(slot);
+                }
             }
         }
     }
