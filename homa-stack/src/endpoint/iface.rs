@@ -70,7 +70,7 @@ impl<'a> Endpoint<'a> {
         let src_mac = eth.src_addr();
         let payload = eth.payload();
         match eth.ethertype() {
-            EtherType::Arp => self.process_arp(now, src_mac, payload),
+            EtherType::Arp => self.process_arp(src_mac, payload),
             EtherType::Ipv4 => self.process_ipv4(now, src_mac, payload),
             _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
         }
@@ -92,12 +92,7 @@ impl<'a> Endpoint<'a> {
     /// ARP is the one place a link address is learned outright (see
     /// `peer`): from a request for our address or a reply to us, whose
     /// Ethernet source agrees with the sender it names, for a peer we hold.
-    fn process_arp<'f>(
-        &mut self,
-        now: Instant,
-        eth_src: EthernetAddress,
-        payload: &[u8],
-    ) -> Option<Reply<'f>> {
+    fn process_arp<'f>(&mut self, eth_src: EthernetAddress, payload: &[u8]) -> Option<Reply<'f>> {
         let Ok(repr) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
             return self.drop_frame(Drop::Malformed, "bad ARP");
         };
@@ -114,7 +109,7 @@ impl<'a> Endpoint<'a> {
         if source_hardware_addr != eth_src || !source_hardware_addr.is_unicast() {
             return self.drop_frame(Drop::Malformed, "ARP sender differs from its frame");
         }
-        self.learn(now, source_protocol_addr, source_hardware_addr);
+        self.learn(source_protocol_addr, source_hardware_addr);
         if operation == ArpOperation::Request
             && target_protocol_addr == self.config.ipv4_addr
             && source_hardware_addr.is_unicast()
@@ -129,12 +124,12 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Records the link address ARP gave for a peer we hold.
-    fn learn(&mut self, now: Instant, addr: Ipv4Addr, mac: EthernetAddress) {
+    fn learn(&mut self, addr: Ipv4Addr, mac: EthernetAddress) {
         let Some(i) = self.find_peer(addr) else {
             return;
         };
         if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
-            p.resolved_by_arp(mac, now);
+            p.resolved_by_arp(mac);
             self.stats.arp_learned += 1;
         }
     }

@@ -253,13 +253,25 @@ impl<'a> Endpoint<'a> {
             return;
         }
         if m.buf.is_none() {
-            match self.pool.alloc(m.length as usize) {
-                Ok(b) => m.buf = Some(b),
-                Err(_) => {
+            // Messages that wait for pool space get it first, oldest first:
+            // a newcomer (a forged replay, say) must not take what a waiting
+            // message is owed.
+            let queue = self.waiting_for_buffers;
+            let got = if queue {
+                None
+            } else {
+                self.pool.alloc(m.length as usize).ok()
+            };
+            match got {
+                Some(b) => m.buf = Some(b),
+                None => {
                     self.waiting_for_buffers = true;
                     // Linux drops the data and restarts the flow with
                     // RESEND(0, all) once space frees (give_waiting_buffers).
                     self.count_drop(Drop::NoBuffer);
+                    if queue {
+                        self.give_waiting_buffers();
+                    }
                     return;
                 }
             }
@@ -400,6 +412,11 @@ impl<'a> Endpoint<'a> {
                 out
             }
             _ => {
+                // A client asking while its request waits for our pool
+                // space is alive: the wait is ours, not its silence.
+                if r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
+                    r.silent_ticks = 0;
+                }
                 self.push_ctrl(from.answer(CtrlKind::Busy));
                 return;
             }
@@ -466,7 +483,21 @@ impl<'a> Endpoint<'a> {
                 return;
             }
         }
-        self.push_ctrl(from.answer(CtrlKind::Ack));
+        // Complete, or released already (its ack was lost): ack it, with
+        // whatever else waits for that peer, in one packet at the next poll.
+        let ack = homa::Ack {
+            client_id: from.local_id,
+            server_port: from.sport,
+        };
+        match self.find_peer(from.addr) {
+            Some(pi) => self.add_ack(pi, from.addr, from.dport, ack, true),
+            None => {
+                // A peer we no longer hold: answer this one alone.
+                let mut one = heapless::Vec::new();
+                let _ = one.push(ack);
+                self.push_ctrl(from.answer(CtrlKind::Acks(one)));
+            }
+        }
     }
 
     /// Frees our server RPC `id` from `addr` served on `port`, if its response

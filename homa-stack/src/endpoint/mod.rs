@@ -301,12 +301,12 @@ enum CtrlKind {
     RpcUnknown,
     Busy,
     Cutoffs,
-    /// An ACK for the RPC the header names (an answer to NEED_ACK), also
-    /// carrying the acks waiting for the peer when it is sent.
-    Ack,
-    /// An ACK made only of the acks waiting for the peer when it is sent:
-    /// the first one names the RPC in the header (`sender_id` and `dport`
-    /// of the entry are filled in then).
+    /// An ACK packet of a full batch of acks: the first names the RPC in
+    /// the header (`sender_id` and `dport` come from it), the rest are its
+    /// entries.
+    Acks(heapless::Vec<Ack, { peer::ACK_BATCH }>),
+    /// An ACK packet of whatever acks wait for the peer when it is sent
+    /// (answering NEED_ACK promptly without one packet per NEED_ACK).
     AcksWaiting,
 }
 
@@ -845,6 +845,7 @@ impl<'a> Endpoint<'a> {
         let Some(r) = self.rpcs[slot].rpc.take() else {
             return;
         };
+
         if let Some(p) = self.peers[usize::from(r.peer)].peer.as_mut() {
             p.rpcs = p.rpcs.saturating_sub(1);
         }
@@ -905,10 +906,7 @@ impl<'a> Endpoint<'a> {
         Some(slot as u16)
     }
 
-    /// Queues the ack of a completed client RPC on its peer: it rides on the
-    /// next DATA to that peer, or, once a whole ACK packet's worth waits,
-    /// goes in one ACK packet (one at a time per peer, so releases never
-    /// flood the control queue).
+    /// Queues the ack of a completed client RPC on its peer.
     fn queue_ack(&mut self, slot: usize) {
         let Some(r) = self.rpcs[slot].rpc.as_ref() else {
             return;
@@ -917,29 +915,46 @@ impl<'a> Endpoint<'a> {
             client_id: r.id,
             server_port: r.peer_port,
         };
-        let (addr, sport, pi) = (r.peer_addr, r.local_port, usize::from(r.peer));
-        let Some(peer) = self.peers[pi].peer.as_mut() else {
+        let (pi, addr, sport) = (r.peer, r.peer_addr, r.local_port);
+        self.add_ack(pi, addr, sport, ack, false);
+    }
+
+    /// Adds an ack to the peer's batch: acks ride on the next DATA to that
+    /// peer, and each full batch becomes one ACK packet. With `now`, an ACK
+    /// packet taking what waits goes out at the next poll anyway (one queued
+    /// per peer at a time). Acks are unreliable (protocol.md 4.8): when the
+    /// control queue is full they are dropped, counted, and the server's
+    /// NEED_ACK asks again.
+    fn add_ack(&mut self, pi: u16, addr: Ipv4Addr, sport: u16, ack: Ack, now: bool) {
+        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
             return;
         };
-        if peer.acks.push(ack).is_err() {
-            self.stats.acks_dropped += 1;
-        }
-        if !peer.acks.is_full() || peer.ack_queued {
-            return;
-        }
-        peer.ack_queued = true;
+        let _ = peer.acks.push(ack);
         let link_addr = peer.link_addr;
+        let kind = if peer.acks.is_full() {
+            CtrlKind::Acks(core::mem::take(&mut peer.acks))
+        } else if now && !peer.ack_flush_queued {
+            peer.ack_flush_queued = true;
+            CtrlKind::AcksWaiting
+        } else {
+            return;
+        };
+        let lost = match &kind {
+            CtrlKind::Acks(batch) => batch.len() as u64,
+            _ => 0,
+        };
         let queued = self.push_ctrl(Ctrl {
             addr,
             link_addr,
             sport,
             dport: 0,
             sender_id: 0,
-            kind: CtrlKind::AcksWaiting,
+            kind,
         });
         if !queued {
-            if let Some(p) = self.peers[pi].peer.as_mut() {
-                p.ack_queued = false;
+            self.stats.acks_dropped += lost;
+            if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+                p.ack_flush_queued = false;
             }
         }
     }

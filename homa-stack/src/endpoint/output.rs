@@ -552,30 +552,31 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs: self.config.announced_cutoffs(),
                 version: self.config.cutoff_version,
             },
-            CtrlKind::Ack | CtrlKind::AcksWaiting => {
-                // The acks waiting for the peer now: some may have ridden
-                // on DATA since this ACK was queued.
-                let Some(pi) = self.find_peer(c.addr) else {
+            CtrlKind::Acks(_) | CtrlKind::AcksWaiting => {
+                let mut batch = match &c.kind {
+                    CtrlKind::Acks(batch) => batch.clone(),
+                    _ => {
+                        // What waits for the peer now (some may have ridden
+                        // on DATA since this was queued).
+                        let Some(pi) = self.find_peer(c.addr) else {
+                            return;
+                        };
+                        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+                            return;
+                        };
+                        peer.ack_flush_queued = false;
+                        core::mem::take(&mut peer.acks)
+                    }
+                };
+                // The first ack names the RPC in the header.
+                let Some(first) = batch.pop() else {
                     return;
                 };
-                let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
-                    return;
-                };
-                let mut acks = heapless::Vec::new();
-                if matches!(c.kind, CtrlKind::AcksWaiting) {
-                    peer.ack_queued = false;
-                    // The first waiting ack names the RPC in the header.
-                    let Some(first) = peer.acks.pop() else {
-                        return;
-                    };
-                    sender_id = first.client_id;
-                    dport = first.server_port;
+                sender_id = first.client_id;
+                dport = first.server_port;
+                Kind::Ack {
+                    acks: batch.into_iter().collect(),
                 }
-                while !acks.is_full() {
-                    let Some(a) = peer.acks.pop() else { break };
-                    let _ = acks.push(a);
-                }
-                Kind::Ack { acks }
             }
         };
         let repr = Repr {

@@ -22,11 +22,10 @@ use heapless::Vec;
 /// Acks one ACK packet carries in its entries (`HOMA_MAX_ACKS_PER_PKT`).
 pub const MAX_ACKS: usize = 5;
 
-/// Acks a client holds per peer: one ACK packet's worth (the entries and
-/// the id in its common header). When they are all waiting, one ACK packet
-/// is queued; acks that find the list full while it waits are left to the
-/// server's NEED_ACK (acks are unreliable anyway, protocol.md 4.8).
-pub const ACK_QUEUE: usize = MAX_ACKS + 1;
+/// Acks one ACK packet holds in all: its five entries and the RPC its
+/// common header names. A peer collects that many; a full batch moves into
+/// the control queue as one ACK packet.
+pub const ACK_BATCH: usize = MAX_ACKS + 1;
 
 /// How long a link address stays reachable after it was last confirmed.
 pub const REACHABLE: Duration = Duration::from_secs(30);
@@ -53,7 +52,7 @@ pub(crate) struct Peer {
     pub addr: Ipv4Addr,
     /// Learned from ARP, or from a checked packet for one of our RPCs.
     pub link_addr: Option<EthernetAddress>,
-    /// When `link_addr` was last confirmed (ARP, or a checked packet from it).
+    /// When `link_addr` was last confirmed by a checked packet from it.
     pub confirmed: Instant,
     /// `link_addr` is in doubt: ask ARP again (keeping it meanwhile).
     pub probe: bool,
@@ -66,9 +65,10 @@ pub(crate) struct Peer {
     /// When we last sent CUTOFFS to this peer (at most one per tick).
     pub cutoffs_sent: Option<Instant>,
     /// Acks for the peer's server RPCs, popped into our DATA packets.
-    pub acks: Vec<Ack, ACK_QUEUE>,
-    /// An ACK packet for `acks` waits in the control queue.
-    pub ack_queued: bool,
+    pub acks: Vec<Ack, ACK_BATCH>,
+    /// An ACK packet that takes `acks` when it is sent waits in the
+    /// control queue (for NEED_ACK answers: one at a time per peer).
+    pub ack_flush_queued: bool,
     /// RPCs that refer to this peer: it is not evicted while any do.
     pub rpcs: u16,
     /// Last time the peer was used, for least-recently-used eviction.
@@ -84,14 +84,14 @@ impl Peer {
         Peer {
             addr,
             link_addr: None,
-            confirmed: now,
+            confirmed: Instant::ZERO,
             probe: false,
             arp_sent: None,
             cutoffs,
             cutoff_version: 0,
             cutoffs_sent: None,
             acks: Vec::new(),
-            ack_queued: false,
+            ack_flush_queued: false,
             rpcs: 0,
             last_used: now,
         }
@@ -129,17 +129,21 @@ impl Peer {
         }
     }
 
-    /// ARP told us the peer's link address.
-    pub fn resolved_by_arp(&mut self, mac: EthernetAddress, now: Instant) {
-        self.link_addr = Some(mac);
-        self.confirmed = now;
+    /// ARP told us the peer's link address. ARP is easy to forge, so it
+    /// does not confirm the address: only the peer's own Homa packets do
+    /// (a new address is unconfirmed, and probed again at the first silence).
+    pub fn resolved_by_arp(&mut self, mac: EthernetAddress) {
+        if self.link_addr != Some(mac) {
+            self.link_addr = Some(mac);
+            self.confirmed = Instant::ZERO;
+        }
         self.probe = false;
     }
 
     /// An RPC to the peer fell silent: if the link address has not been
     /// confirmed for `REACHABLE`, or not since the silence began, ask ARP.
     pub fn silent(&mut self, silent_since: Instant, now: Instant) {
-        if self.confirmed < silent_since || now >= self.confirmed + REACHABLE {
+        if self.confirmed <= silent_since || now >= self.confirmed + REACHABLE {
             self.probe = true;
         }
     }

@@ -13,6 +13,8 @@ pub(crate) struct TestDevice {
     pub rx: VecDeque<Vec<u8>>,
     pub tx: VecDeque<(Vec<u8>, PacketMeta)>,
     pub tx_limit: Option<usize>,
+    /// The device's MTU (whole frame), when not the default 1514.
+    pub mtu: Option<usize>,
 }
 
 pub(crate) struct TestRx(Vec<u8>);
@@ -52,6 +54,9 @@ impl Device for TestDevice {
     fn capabilities(&self) -> DeviceCapabilities {
         let mut c = DeviceCapabilities::default();
         c.link_rate_mbps = Some(10_000);
+        if let Some(mtu) = self.mtu {
+            c.max_transmission_unit = mtu;
+        }
         c
     }
 }
@@ -194,14 +199,14 @@ impl Pair {
     }
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
 /// Sends one request from A to an echo server on B and returns the response.
-fn echo_rpc(p: &mut Pair, len: usize) -> Vec<u8> {
+pub(crate) fn echo_rpc(p: &mut Pair, len: usize) -> Vec<u8> {
     let server = p.b.bind(500).unwrap_or(SocketHandle(0));
     let client = p.a.socket().unwrap();
     let req = pattern(len, 7);
@@ -738,3 +743,5 @@ fn a_reply_that_does_not_fit_leaves_the_request_readable() {
     });
     assert!(ok);
 }
+
+mod hostile;

@@ -1,0 +1,694 @@
+//! Hostile peers and lossy links: frames crafted through the wire module and
+//! injected as a peer that lies would send them. Each test pins one bug of
+//! the "hostile peers" issue: what state a forged packet can make us hold,
+//! and what frees it.
+
+use super::*;
+use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use crate::wire::homa::{DataHeader, Kind, Repr};
+use crate::wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
+use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use crate::wire::{IpAddr, IpProtocol};
+
+const C_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 3);
+const EVIL_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
+
+/// An Ethernet + IPv4 frame from (`mac`, `src`) to `dst` carrying `body`.
+fn ip_frame(
+    mac: EthernetAddress,
+    to_mac: EthernetAddress,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: IpProtocol,
+    body: &[u8],
+) -> Vec<u8> {
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: to_mac,
+        vlan: None,
+        ethertype: EtherType::Ipv4,
+    };
+    let ip = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: protocol,
+        payload_len: body.len(),
+        hop_limit: 64,
+        tos: 0,
+    };
+    let mut f = vec![0; 14 + 20 + body.len()];
+    eth.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), true);
+    f[34..].copy_from_slice(body);
+    f
+}
+
+/// A Homa packet from (`mac`, `src`) to `dst`, checksum filled.
+fn homa_frame(
+    mac: EthernetAddress,
+    to_mac: EthernetAddress,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    repr: &Repr<'_>,
+) -> Vec<u8> {
+    let mut body = vec![0; repr.buffer_len()];
+    let mut p = homa::Packet::new_unchecked(&mut body[..]);
+    repr.emit(&mut p);
+    p.fill_checksum(&IpAddr::V4(src), &IpAddr::V4(dst));
+    ip_frame(mac, to_mac, src, dst, IpProtocol::Homa, &body)
+}
+
+/// The first DATA packet of a request: `id` is the client's (even) id.
+fn request_data(
+    id: u64,
+    sport: u16,
+    length: u32,
+    incoming: u32,
+    offset: u32,
+    payload: &[u8],
+) -> Repr<'_> {
+    Repr {
+        sport,
+        dport: 500,
+        sender_id: id,
+        kind: Kind::Data {
+            header: DataHeader {
+                message_length: length,
+                incoming,
+                ack: None,
+                cutoff_version: 1,
+                retransmit: false,
+                offset,
+            },
+            payload,
+        },
+    }
+}
+
+/// An ARP packet from (`mac`, `ip`) about `target`.
+fn arp_frame(
+    op: ArpOperation,
+    mac: EthernetAddress,
+    ip: Ipv4Addr,
+    target_mac: EthernetAddress,
+    target: Ipv4Addr,
+) -> Vec<u8> {
+    let arp = ArpRepr::EthernetIpv4 {
+        operation: op,
+        source_hardware_addr: mac,
+        source_protocol_addr: ip,
+        target_hardware_addr: target_mac,
+        target_protocol_addr: target,
+    };
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: target_mac,
+        vlan: None,
+        ethertype: EtherType::Arp,
+    };
+    let mut f = vec![0; 14 + arp.buffer_len()];
+    eth.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
+    f
+}
+
+/// A lone server endpoint with room for `rpcs` RPCs and 16 peers.
+fn server(rpcs: usize, pool: usize) -> Endpoint<'static> {
+    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect());
+    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 16]);
+    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
+    let pool: &'static mut [u8] = Vec::leak(vec![0u8; pool]);
+    Endpoint::new(Config::new(B_IP, B_MAC), rpcs, peers, socks, pool, 4096).unwrap()
+}
+
+/// Polls `ep` every 100 us for `d`, answering every request with `reply`.
+fn run_server(
+    ep: &mut Endpoint<'static>,
+    dev: &mut TestDevice,
+    now: &mut Instant,
+    d: Duration,
+    sock: SocketHandle,
+    reply: &[u8],
+) {
+    let end = *now + d;
+    while *now < end {
+        ep.poll(*now, dev);
+        while let Some(Event::Request { rpc, .. }) = ep.recv(sock) {
+            ep.reply(rpc, reply).unwrap();
+        }
+        dev.tx.clear();
+        *now += Duration::from_micros(100);
+    }
+}
+
+#[test]
+fn forged_requests_answered_with_100_kb_are_freed_after_the_timeout() {
+    // Bug 1: 16 one-packet requests from spoofed addresses, each answered
+    // with 100 kB that no client will ever grant. Every slot and page must
+    // come back after timeout_ticks of silence.
+    let mut ep = server(16, 4 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    for i in 0..16u8 {
+        let src = Ipv4Addr::new(10, 9, 0, i + 1);
+        let req = request_data(2 + 2 * u64::from(i), 40_000, 10, 10, 0, b"0123456789");
+        dev.rx
+            .push_back(homa_frame(EVIL_MAC, B_MAC, src, B_IP, &req));
+    }
+    let reply = vec![7u8; 100_000];
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(20),
+        sock,
+        &reply,
+    );
+    assert_eq!(ep.rpcs_in_use(), 16, "every forged request was answered");
+    assert!(ep.pool_free_bytes() < ep.pool_capacity_bytes());
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(100),
+        sock,
+        &reply,
+    );
+    assert_eq!(
+        ep.rpcs_in_use(),
+        0,
+        "{:?}",
+        ep.rpc_info().collect::<Vec<_>>()
+    );
+    assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
+    assert_eq!(ep.stats().server_timeouts, 16);
+}
+
+#[test]
+fn a_fully_sent_response_waits_for_its_ack_not_a_fixed_limit() {
+    // A response that went out whole is kept while the client answers
+    // NEED_ACK (here: it never acks but keeps asking for nothing), and freed
+    // by the silence timeout once the client is gone.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(5),
+        sock,
+        b"pong",
+    );
+    assert_eq!(ep.rpcs_in_use(), 1);
+    assert!(ep.stats().tx.need_ack > 0, "the server asks for its ACK");
+    // The client answers with an ACK: freed at once.
+    let ack = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Ack {
+            acks: heapless::Vec::new(),
+        },
+    };
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &ack));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(1),
+        sock,
+        b"pong",
+    );
+    assert_eq!(ep.rpcs_in_use(), 0);
+    assert_eq!(ep.stats().server_timeouts, 0);
+}
+
+#[test]
+fn a_spoofed_frame_does_not_redirect_traffic() {
+    // Bug 2: one frame with B's address and a foreign MAC (a UDP packet, and
+    // a Homa packet whose checksum fails) must not change where A sends.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint_with(
+            {
+                let mut c = Config::new(B_IP, B_MAC);
+                c.homa_checksum_rx = true;
+                c
+            },
+            8,
+            1 << 20,
+        ),
+    );
+    p.a.config.homa_checksum_rx = true;
+    echo_rpc(&mut p, 100);
+    p.da.rx.push_back(ip_frame(
+        EVIL_MAC,
+        A_MAC,
+        B_IP,
+        A_IP,
+        IpProtocol::Udp,
+        &[0; 8],
+    ));
+    let busy = Repr {
+        sport: 500,
+        dport: 0x8000,
+        sender_id: 1,
+        kind: Kind::Busy,
+    };
+    let mut bad = homa_frame(EVIL_MAC, A_MAC, B_IP, A_IP, &busy);
+    bad[34 + 16] ^= 0x55; // break the Homa checksum
+    p.da.rx.push_back(bad);
+    p.step();
+    p.log.clear();
+    echo_rpc(&mut p, 5000);
+    let to_b: Vec<_> = p
+        .log
+        .iter()
+        .filter(|l| l.1 && l.2[12..14] == [8, 0])
+        .map(|l| EthernetFrame::new_unchecked(&l.2[..]).dst_addr())
+        .collect();
+    assert!(!to_b.is_empty());
+    assert!(to_b.iter().all(|m| *m == B_MAC), "redirected: {to_b:?}");
+}
+
+#[test]
+fn a_flipped_source_mac_on_a_checked_packet_does_not_redirect_traffic() {
+    // A valid Homa packet for an existing RPC whose source MAC lost a bit
+    // (the checksums do not cover it) puts the address in doubt; A asks ARP
+    // and keeps sending to the address it had.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 100);
+    let mut flips = 0;
+    p.rewrite = Box::new(move |to_b, f| {
+        if !to_b && f[12..14] == [8, 0] && flips < 3 {
+            f[6 + 5] ^= 0x10;
+            flips += 1;
+        }
+    });
+    p.log.clear();
+    echo_rpc(&mut p, 60_000);
+    let to_b: Vec<_> = p
+        .log
+        .iter()
+        .filter(|l| l.1 && l.2[12..14] == [8, 0])
+        .map(|l| EthernetFrame::new_unchecked(&l.2[..]).dst_addr())
+        .collect();
+    assert!(to_b.iter().all(|m| *m == B_MAC), "redirected: {to_b:?}");
+    assert!(p.a.stats().link_addr_mismatches > 0);
+}
+
+#[test]
+fn a_wrong_link_address_is_re_resolved_when_rpcs_fall_silent() {
+    // A forged ARP reply gives A a wrong MAC for B. A's RPC to B goes
+    // silent; A asks ARP again, B answers, the RPC completes.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 100);
+    p.da.rx
+        .push_back(arp_frame(ArpOperation::Reply, EVIL_MAC, B_IP, A_MAC, A_IP));
+    p.step();
+    let before = p.a.stats().arp_requests;
+    let t0 = p.now;
+    echo_rpc(&mut p, 5000);
+    assert!(p.a.stats().arp_requests > before, "A asked ARP again");
+    assert!(
+        p.now - t0 < Duration::from_millis(50),
+        "took {}",
+        p.now - t0
+    );
+}
+
+#[test]
+fn a_peer_that_never_answers_arp_fails_its_rpcs() {
+    // Bug 3: nobody answers ARP for C; the RPC fails with Unresolved after
+    // timeout_ticks instead of waiting for ever.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    let client = p.a.socket().unwrap();
+    let h = p.a.send_request(client, C_IP, 500, b"hello").unwrap();
+    let mut ev = None;
+    p.run_until(Duration::from_millis(300), |p| {
+        ev = p.a.recv(client);
+        ev.is_some()
+    });
+    assert_eq!(
+        ev,
+        Some(Event::Failed {
+            rpc: h,
+            error: RpcError::Unresolved
+        })
+    );
+    let arp = p.a.stats().arp_requests;
+    assert!((5..=15).contains(&arp), "{arp} ARP requests");
+    p.a.release(h).unwrap();
+    assert_eq!(p.a.rpcs_in_use(), 0);
+    assert_eq!(p.a.pool_free_bytes(), p.a.pool_capacity_bytes());
+}
+
+/// B's echo server on port 500, with a forged DATA packet from C injected
+/// into B every `every` (first at once): message length and incoming as
+/// given, id 1000.
+fn forged_replays(
+    p: &mut Pair,
+    length: u32,
+    incoming: u32,
+    every: Duration,
+    limit: Duration,
+    mut done: impl FnMut(&mut Pair) -> bool,
+) -> bool {
+    let payload = vec![1u8; 1424];
+    let forged = homa_frame(
+        EVIL_MAC,
+        B_MAC,
+        C_IP,
+        B_IP,
+        &request_data(1000, 40_000, length, incoming, 0, &payload),
+    );
+    let mut next = p.now;
+    let end = p.now + limit;
+    let server = p.b.bind(500).unwrap_or(SocketHandle(0));
+    while p.now < end {
+        if p.now >= next {
+            p.db.rx.push_back(forged.clone());
+            next = p.now + every;
+        }
+        p.step();
+        while let Some(Event::Request { rpc, len, peer, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            if peer == C_IP {
+                let _ = p.b.abort(rpc);
+            } else {
+                p.b.reply(rpc, &buf).unwrap();
+            }
+        }
+        if done(p) {
+            return true;
+        }
+        let t = p.next_time().min(next).min(end);
+        p.now = if t <= p.now {
+            p.now + Duration::from_micros(1)
+        } else {
+            t
+        };
+    }
+    false
+}
+
+#[test]
+fn a_forged_incoming_claim_does_not_take_the_grant_headroom() {
+    // Bug 4: DATA claiming a 1 MB message with 1 MB unscheduled, replayed
+    // every 50 ms, must not stop a real 300 kB request being granted.
+    let mut p = Pair::linked(8, 4 << 20);
+    let client = p.a.socket().unwrap();
+    let req = pattern(300_000, 3);
+    let mut h = None;
+    let mut got = None;
+    let t0 = p.now;
+    let ok = forged_replays(
+        &mut p,
+        1_000_000,
+        1_000_000,
+        Duration::from_millis(50),
+        Duration::from_millis(400),
+        |p| {
+            if h.is_none() && p.now >= t0 + Duration::from_micros(200) {
+                h = Some(p.a.send_request(client, B_IP, 500, &req).unwrap());
+            }
+            if let Some(Event::Response { rpc, .. }) = p.a.recv(client) {
+                got = Some((rpc, p.now));
+                return true;
+            }
+            false
+        },
+    );
+    assert!(ok, "the real request never completed\nB: {}", p.b.stats());
+    let (_, at) = got.unwrap();
+    assert!(
+        at - t0 < Duration::from_millis(10),
+        "the real request took {}",
+        at - t0
+    );
+}
+
+#[test]
+fn a_replayed_first_packet_does_not_hold_the_pool() {
+    // Bug 5: the first packet of a 1 MB message, replayed 40 times a
+    // second, must not keep its RPC (and 1 MB of pool) alive: it times out,
+    // and a real 1 MB request that needs the pool gets it.
+    let mut p = Pair::linked(8, 1_200_000 + 4096 * 8);
+    let mut silent_seen = 0;
+    forged_replays(
+        &mut p,
+        1_000_000,
+        40_000,
+        Duration::from_millis(25),
+        Duration::from_millis(60),
+        |p| {
+            if let Some(i) = p.b.rpc_info().next() {
+                silent_seen = silent_seen.max(i.silent_ticks);
+            }
+            false
+        },
+    );
+    assert!(
+        silent_seen >= 50,
+        "replays reset the silence (max {silent_seen} ticks)"
+    );
+    let client = p.a.socket().unwrap();
+    let req = pattern(1_000_000, 5);
+    let h = p.a.send_request(client, B_IP, 500, &req);
+    let h = h.unwrap();
+    let ok = forged_replays(
+        &mut p,
+        1_000_000,
+        40_000,
+        Duration::from_millis(25),
+        Duration::from_secs(2),
+        |p| matches!(p.a.recv(client), Some(Event::Response { rpc, .. }) if rpc == h),
+    );
+    assert!(
+        ok,
+        "the real request never got the pool\nB: {}",
+        p.b.stats()
+    );
+}
+
+#[test]
+fn frames_never_exceed_the_device_mtu() {
+    // Bug 6: a message queued before the first poll is cut for the device
+    // (1,000-byte frames), not for Config::mtu (1,514-byte frames).
+    let mut p = Pair::linked(8, 1 << 20);
+    p.da.mtu = Some(1000);
+    p.db.mtu = Some(1000);
+    let client = p.a.socket().unwrap();
+    let server = p.b.bind(500).unwrap();
+    let req = pattern(20_000, 9);
+    let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
+    let ok = p.run_until(Duration::from_millis(100), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        matches!(p.a.recv(client), Some(Event::Response { rpc, .. }) if rpc == h)
+    });
+    assert!(ok);
+    let big = p.log.iter().map(|l| l.2.len()).max().unwrap();
+    assert!(big <= 1000, "a {big}-byte frame went to a 1000-byte device");
+}
+
+#[test]
+fn an_echo_reply_that_would_not_fit_is_dropped_and_counted() {
+    // Bug 6: with 802.1Q marking, an untagged 1,514-byte ping would need a
+    // 1,518-byte reply on a 1,514-byte device.
+    let mut c = Config::new(B_IP, B_MAC);
+    c.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 5 };
+    let mut ep = endpoint_with(c, 4, 1 << 20);
+    let mut dev = TestDevice::default();
+    for len in [100usize, 1500 - 20 - 8] {
+        let data = vec![0x42; len];
+        let icmp = Icmpv4Repr::EchoRequest {
+            ident: 1,
+            seq_no: 2,
+            data: &data,
+        };
+        let mut body = vec![0; icmp.buffer_len()];
+        icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), true);
+        dev.rx
+            .push_back(ip_frame(A_MAC, B_MAC, A_IP, B_IP, IpProtocol::Icmp, &body));
+    }
+    ep.poll(Instant::from_millis(1), &mut dev);
+    assert_eq!(dev.tx.len(), 1, "only the small ping is answered");
+    assert!(dev.tx.iter().all(|(f, _)| f.len() <= 1514));
+    assert_eq!(ep.stats().drops.frame_too_big, 1);
+}
+
+/// ACK packets per RPC with `n` 100-byte RPCs outstanding at once.
+fn ack_packets_per_rpc(n: usize) -> f64 {
+    let mut p = Pair::linked(n + 8, 64 << 20);
+    let client = p.a.socket().unwrap();
+    let server = p.b.bind(500).unwrap();
+    let total = 4 * n.max(16);
+    let (mut sent, mut done) = (0, 0);
+    let req = pattern(100, 1);
+    p.run_until(Duration::from_secs(10), |p| {
+        while sent < total && sent - done < n {
+            p.a.send_request(client, B_IP, 500, &req).unwrap();
+            sent += 1;
+        }
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            p.b.reply(rpc, b"ok").unwrap();
+        }
+        while let Some(ev) = p.a.recv(client) {
+            let Event::Response { rpc, .. } = ev else {
+                panic!("{ev:?}")
+            };
+            p.a.release(rpc).unwrap();
+            done += 1;
+        }
+        done == total
+    });
+    assert_eq!(done, total);
+    p.run_until(Duration::from_millis(50), |p| p.b.rpcs_in_use() == 0);
+    assert_eq!(p.b.rpcs_in_use(), 0, "server state not freed");
+    assert_eq!(p.a.stats().drops.control_queue_full, 0);
+    assert_eq!(p.b.stats().drops.rpc_table_full, 0);
+    p.a.stats().tx.ack as f64 / total as f64
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "thousands of RPCs: too slow under Miri")]
+fn releases_do_not_flood_acks() {
+    // One ACK packet carries six acks (its header and five entries), and at
+    // most one waits per peer: about 1/6 per RPC at any concurrency.
+    for n in [1usize, 64, 1024] {
+        let per_rpc = ack_packets_per_rpc(n);
+        std::println!("ACK packets per RPC at {n} outstanding: {per_rpc:.3}");
+        assert!(per_rpc <= 0.2, "{per_rpc} ACK packets per RPC at {n}");
+    }
+}
+
+#[test]
+fn strangers_cutoffs_take_no_peer_entry() {
+    // A CUTOFFS from a new address must neither create a peer nor push out a
+    // peer we talk to.
+    let mut p = Pair::linked(8, 1 << 20);
+    echo_rpc(&mut p, 100);
+    let before = p.a.peers_in_use();
+    for i in 0..50u8 {
+        let cutoffs = Repr {
+            sport: 500,
+            dport: 0x8000,
+            sender_id: 1,
+            kind: Kind::Cutoffs {
+                unsched_cutoffs: [0; 8],
+                version: 9,
+            },
+        };
+        let src = Ipv4Addr::new(10, 8, 0, i + 1);
+        p.da.rx
+            .push_back(homa_frame(EVIL_MAC, A_MAC, src, A_IP, &cutoffs));
+    }
+    p.step();
+    assert_eq!(p.a.peers_in_use(), before);
+    assert_eq!(p.a.stats().drops.unknown_peer, 50);
+    echo_rpc(&mut p, 100);
+}
+
+#[test]
+fn packets_that_are_ignored_are_counted() {
+    let mut ep = server(4, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    for kind in [
+        Kind::Freeze,
+        Kind::Ack {
+            acks: heapless::Vec::new(),
+        },
+        Kind::RpcUnknown,
+        Kind::Grant {
+            offset: 10,
+            priority: 1,
+        },
+    ] {
+        let r = Repr {
+            sport: 0x8000,
+            dport: 500,
+            sender_id: 40,
+            kind,
+        };
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &r));
+    }
+    ep.poll(Instant::from_millis(1), &mut dev);
+    let d = ep.stats().drops;
+    assert_eq!(d.not_handled, 1, "FREEZE");
+    assert_eq!(d.unknown_rpc, 3, "ACK, RPC_UNKNOWN and GRANT for no RPC");
+    assert_eq!(d.total(), 4);
+}
+
+#[test]
+fn a_clock_a_day_ahead_for_one_poll_delays_nothing() {
+    // The server vanishes; A's RPC must still time out about 100 ms after
+    // the clock comes back from one poll a day ahead.
+    let mut p = Pair::linked(4, 1 << 20);
+    p.filter = Box::new(|_, to_b, _| !to_b);
+    let client = p.a.socket().unwrap();
+    let h = p.a.send_request(client, B_IP, 500, b"hello").unwrap();
+    p.step();
+    let day = Duration::from_secs(86_400);
+    p.a.poll(p.now + day, &mut p.da);
+    p.da.tx.clear();
+    let t0 = p.now;
+    let mut ev = None;
+    p.run_until(Duration::from_secs(1), |p| {
+        ev = p.a.recv(client);
+        ev.is_some()
+    });
+    assert_eq!(
+        ev,
+        Some(Event::Failed {
+            rpc: h,
+            error: RpcError::TimedOut
+        })
+    );
+    assert!(p.now - t0 < Duration::from_millis(150), "{}", p.now - t0);
+}
+
+#[test]
+fn a_clock_that_steps_back_does_not_stall_the_pacer() {
+    let mut p = Pair::linked(8, 4 << 20);
+    echo_rpc(&mut p, 200_000);
+    let day = Duration::from_secs(86_400);
+    let client = p.a.socket().unwrap();
+    p.a.send_request(client, B_IP, 500, &pattern(200_000, 1))
+        .unwrap();
+    p.a.poll(p.now + day, &mut p.da);
+    p.da.tx.clear();
+    // Back on time, the 200 kB request (and its response) go at once.
+    let t0 = p.now;
+    let server = SocketHandle(0);
+    let ok = p.run_until(Duration::from_millis(50), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        matches!(p.a.recv(client), Some(Event::Response { .. }))
+    });
+    assert!(ok, "stalled after the clock came back");
+    assert!(p.now - t0 < Duration::from_millis(20));
+}
