@@ -1,15 +1,19 @@
-//! Caller-backed storage: the message pool and the reassembly tracker.
+//! Caller-backed storage: the message pool and the reassembly trackers.
 //!
 //! - [`pool`]: fixed-size pages carved from one caller buffer; every message
 //!   (outgoing until acknowledged, incoming as it arrives) lives in a chain
 //!   of them, addressed through a [`MessageBuf`].
-//! - [`reassembly`]: which byte ranges of an incoming message have arrived
-//!   (protocol.md 4.3): `recv_end`, the gaps below it, and the ranges to ask
-//!   for in RESEND.
+//! - [`holes`]: which byte ranges of an incoming message have arrived
+//!   (protocol.md 4.3), for any loss pattern, with the descriptors of the
+//!   missing ranges kept in the message's own unfilled bytes.
+//! - [`reassembly`]: the same with a fixed list of gaps beside the message
+//!   (the endpoint's tracker until it moves to [`holes`]).
 
+pub mod holes;
 pub mod pool;
 pub mod reassembly;
 
+pub use holes::{HoleStore, Holes, PoolStore};
 pub use pool::{
     buffer_len_for, pages_for, usable_bytes, Chunks, MessageBuf, MessageRef, Pool, PoolError,
     MAX_MESSAGE_LEN, MIN_PAGE_SIZE,
