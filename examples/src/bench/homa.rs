@@ -151,15 +151,33 @@ impl<'a> Ends<'a> {
                 ));
             }
             if s.drops.total() > 0 || s.retransmissions > 0 {
-                eprintln!(
-                    "homa-bench: note: {what}: homa {who} dropped {} packets ({:?}), retransmitted {}",
+                // Only the kinds of drop that happened.
+                let drops = format!("{:?}", s.drops);
+                let kinds: Vec<&str> = drops
+                    .trim_start_matches("Drops { ")
+                    .trim_end_matches(" }")
+                    .split(", ")
+                    .filter(|kv| !kv.ends_with(": 0"))
+                    .collect();
+                note(format!(
+                    "{what}: homa {who} dropped {} packets ({}), retransmitted {}",
                     s.drops.total(),
-                    s.drops,
+                    kinds.join(", "),
                     s.retransmissions
-                );
+                ));
             }
         }
         Ok(())
+    }
+}
+
+/// Prints a note on stderr, once per distinct text (repetitions repeat them).
+fn note(text: String) {
+    thread_local! {
+        static SEEN: std::cell::RefCell<std::collections::HashSet<String>> = Default::default();
+    }
+    if SEEN.with(|seen| seen.borrow_mut().insert(text.clone())) {
+        eprintln!("homa-bench: note: {text}");
     }
 }
 

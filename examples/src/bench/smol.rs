@@ -140,6 +140,7 @@ pub fn udp_echo(
         request: vec![0u8; len],
         buf: vec![0u8; 1500],
     };
+    fill_payload(0, &mut state.request);
     echo(&mut ends, ch, sh, &mut state, warmup)?;
     let frames = ends.pair.frames();
     let (r, secs) = measured(|| echo(&mut ends, ch, sh, &mut state, count));
@@ -184,7 +185,7 @@ fn echo(
             while st.inflight.len() < st.outstanding && issued < count {
                 let seq = st.next_seq;
                 st.next_seq += 1;
-                fill_payload(seq, &mut st.request);
+                st.request[..8].copy_from_slice(&seq.to_le_bytes());
                 sock.send_slice(&st.request, dest)
                     .map_err(|e| format!("udp send: {e}"))?;
                 st.inflight.insert(seq);
