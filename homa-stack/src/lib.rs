@@ -34,8 +34,8 @@ pub mod wire;
 
 pub use config::Config;
 pub use endpoint::{
-    Endpoint, Event, PeerSlot, RpcError, RpcHandle, RpcInfo, RpcSlot, SendError, SocketHandle,
-    SocketSlot,
+    Endpoint, EndpointResources, Event, PeerSlot, RpcError, RpcHandle, RpcInfo, RpcSlot, SendError,
+    SocketHandle, SocketSlot,
 };
 
 pub use homa_phy as phy;

@@ -20,6 +20,7 @@ mod input;
 mod output;
 pub mod pacer;
 mod peer;
+mod resources;
 mod rpc;
 mod timer;
 
@@ -37,6 +38,7 @@ use crate::wire::homa::{Ack, MAX_MESSAGE_LENGTH};
 use crate::wire::{EthernetAddress, Ipv4Addr};
 
 pub use peer::PeerSlot;
+pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
 pub use rpc::RpcSlot;
 use rpc::{MsgOut, Rpc, State};
 

@@ -1,0 +1,399 @@
+//! homa-bench: homa-stack against smoltcp 0.12 in one process and one run.
+//!
+//! Both stacks run two ends (Ethernet + IPv4, every checksum computed and
+//! verified) over the same [`ring::Pair`] of in-memory rings on the same
+//! virtual clock, in one thread. Rates come from the thread's CPU time
+//! (both ends together), as the median of a few repetitions. Every reply
+//! is checked, every RPC completes, and homa's tables and pools must be
+//! empty at the end. The README's benchmark section explains the rows.
+
+pub mod cpu;
+pub mod frame;
+pub mod homa;
+pub mod ring;
+pub mod smol;
+
+use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+
+use cpu::median;
+
+/// The client's address.
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// The server's address.
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// The client's link address.
+pub const CLIENT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 1]);
+/// The server's link address.
+pub const SERVER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 2]);
+
+/// The small message size.
+pub const SMALL: usize = 100;
+/// The large message size (Homa's largest).
+pub const LARGE: usize = 1_000_000;
+
+/// One timed run.
+#[derive(Debug, Clone, Copy)]
+pub struct Measure {
+    /// RPCs, round trips or messages completed.
+    pub ops: u64,
+    /// Message bytes delivered.
+    pub bytes: u64,
+    /// Thread CPU seconds.
+    pub secs: f64,
+    /// Frames on the rings, both directions.
+    pub frames: u64,
+    /// Homa DATA packets the client sent (0 for smoltcp).
+    pub data_packets: u64,
+}
+
+impl Measure {
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        self.ops as f64 / self.secs
+    }
+    /// Goodput in Gbit/s.
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.secs / 1e9
+    }
+}
+
+const TEMPLATE_SEED: u64 = 0x5eed;
+
+/// The pattern every message carries after its sequence number, computed
+/// once so that filling and checking a message is a copy and a compare.
+fn template() -> &'static [u8] {
+    static TEMPLATE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let mut t = vec![0u8; LARGE];
+        crate::fill_pattern(TEMPLATE_SEED, &mut t);
+        t
+    })
+}
+
+/// Message `seq` (at most [`LARGE`] bytes): its sequence number in the
+/// first 8 bytes (little-endian) and a fixed pattern after.
+pub fn fill_payload(seq: u64, buf: &mut [u8]) {
+    buf.copy_from_slice(&template()[..buf.len()]);
+    let n = buf.len().min(8);
+    buf[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
+}
+
+/// Whether `buf` is message `seq` (see [`fill_payload`]).
+pub fn check_payload(seq: u64, buf: &[u8]) -> bool {
+    buf.len() >= 8
+        && buf.len() <= LARGE
+        && buf[..8] == seq.to_le_bytes()
+        && buf[8..] == template()[8..buf.len()]
+}
+
+/// How much to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Repetitions of each measurement (the median is reported).
+    pub reps: usize,
+    /// 100-byte RPCs (and UDP round trips) per repetition.
+    pub rpcs: u64,
+    /// 1 MB messages per repetition.
+    pub messages: u64,
+    /// Frames parsed or emitted per repetition.
+    pub frames: u64,
+    /// 1 MB memcpys per repetition.
+    pub copies: u64,
+}
+
+impl Options {
+    /// The full run (a minute or so).
+    pub const FULL: Options = Options {
+        reps: 5,
+        rpcs: 100_000,
+        messages: 500,
+        frames: 200_000,
+        copies: 2_000,
+    };
+    /// A tiny amount of everything, to check that it all completes.
+    pub const QUICK: Options = Options {
+        reps: 1,
+        rpcs: 50,
+        messages: 3,
+        frames: 100,
+        copies: 3,
+    };
+}
+
+/// What one measurement of [`single`] runs, for instruction counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Single {
+    /// homa 100-byte RPCs, 1 outstanding, 16-slot tables.
+    HomaRpc,
+    /// smoltcp 100-byte UDP echoes, 1 outstanding.
+    UdpEcho,
+    /// homa 1,000,000-byte requests.
+    HomaMb,
+    /// smoltcp TCP bulk, 1,000,000-byte messages.
+    TcpBulk,
+}
+
+impl std::str::FromStr for Single {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Single, String> {
+        Ok(match s {
+            "homa-rpc" => Single::HomaRpc,
+            "udp-echo" => Single::UdpEcho,
+            "homa-mb" => Single::HomaMb,
+            "tcp-bulk" => Single::TcpBulk,
+            _ => {
+                return Err(format!(
+                    "unknown measurement {s:?} (homa-rpc, udp-echo, homa-mb, tcp-bulk)"
+                ))
+            }
+        })
+    }
+}
+
+/// Runs one measurement once, `count` operations after a short warm-up
+/// (the mode for `valgrind --tool=callgrind`).
+pub fn single(which: Single, count: u64) -> Result<Measure, String> {
+    match which {
+        Single::HomaRpc => homa::rpcs(SMALL, 1, 16, 100, count),
+        Single::UdpEcho => smol::udp_echo(SMALL, 1, 100, count),
+        Single::HomaMb => homa::rpcs(LARGE, 1, 16, 2, count),
+        Single::TcpBulk => smol::tcp_bulk(LARGE, 2, count),
+    }
+}
+
+/// One row of the table.
+pub struct Row {
+    /// What is measured.
+    pub what: String,
+    /// homa-stack's figure.
+    pub homa: f64,
+    /// smoltcp's (or the reference's) figure, if any.
+    pub other: Option<f64>,
+    /// The unit of both.
+    pub unit: &'static str,
+}
+
+/// The whole report.
+pub struct Report {
+    /// The table.
+    pub rows: Vec<Row>,
+    /// R1..R6 of the ratios line.
+    pub ratios: [f64; 6],
+}
+
+impl Report {
+    /// The ratios line, printed last.
+    pub fn ratios_line(&self) -> String {
+        let [r1, r2, r3, r4, r5, r6] = self.ratios;
+        format!(
+            "ratios: rpc_vs_udp={r1:.3} scale_1024={r2:.3} big_table={r3:.3} mb_vs_tcp={r4:.3} mb_vs_memcpy={r5:.3} csum_vs_smoltcp={r6:.3}"
+        )
+    }
+
+    /// The table as text.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<72} {:>12} {:>12} {:>7}\n",
+            "measure (median of repetitions, thread CPU time; ratio > 1: homa faster)",
+            "homa-stack",
+            "smoltcp",
+            "ratio"
+        );
+        for r in &self.rows {
+            let other = r.other.map_or(String::new(), |o| fmt_num(o, r.unit));
+            // Rates: homa / smoltcp; times: smoltcp / homa. Above 1, homa
+            // is the faster.
+            let ratio = r.other.map_or(String::new(), |o| {
+                let x = if r.unit == "ns" {
+                    o / r.homa
+                } else {
+                    r.homa / o
+                };
+                format!("{x:.3}")
+            });
+            s += &format!(
+                "{:<72} {:>12} {:>12} {:>7}\n",
+                r.what,
+                fmt_num(r.homa, r.unit),
+                other,
+                ratio
+            );
+        }
+        s
+    }
+}
+
+fn fmt_num(v: f64, unit: &str) -> String {
+    match unit {
+        "/s" if v >= 1e6 => format!("{:.3} M/s", v / 1e6),
+        "/s" => format!("{:.1} k/s", v / 1e3),
+        "Gbit/s" => format!("{v:.2} Gb/s"),
+        "ns" => format!("{v:.1} ns"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+fn repeat(reps: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64, String> {
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        v.push(f()?);
+    }
+    Ok(median(&v))
+}
+
+/// Runs every measurement; `progress` gets a line as each starts.
+pub fn run(o: Options, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+    let quick = o.reps == 1 && o.rpcs < 1000;
+    // With many in flight, a run of few RPCs would never fill the window.
+    let count = |outstanding: usize| {
+        if quick {
+            o.rpcs.max(2 * outstanding as u64)
+        } else {
+            o.rpcs
+        }
+    };
+    let warm = |outstanding: usize| (2 * outstanding as u64).max(o.rpcs / 50).max(10);
+    let table = |outstanding: usize| (2 * outstanding).max(16);
+    let mut rows = Vec::new();
+    let mut homa_at = Vec::new();
+    let mut udp_at = Vec::new();
+    for n in [1usize, 64, 1024] {
+        progress(&format!("100-byte RPCs, {n} outstanding"));
+        let h = repeat(o.reps, || {
+            Ok(homa::rpcs(SMALL, n, table(n), warm(n), count(n))?.rate())
+        })?;
+        let u = repeat(o.reps, || {
+            Ok(smol::udp_echo(SMALL, n, warm(n), count(n))?.rate())
+        })?;
+        rows.push(Row {
+            what: format!(
+                "100-byte RPC vs UDP echo round trips, {n} outstanding ({}-slot tables)",
+                table(n)
+            ),
+            homa: h,
+            other: Some(u),
+            unit: "/s",
+        });
+        homa_at.push(h);
+        udp_at.push(u);
+    }
+    progress("100-byte RPCs, 1 outstanding, 4,096-slot tables");
+    // A fifth of the RPCs: this row is the slowest, and its rate is as
+    // steady over fewer.
+    let big = repeat(o.reps, || {
+        Ok(homa::rpcs(SMALL, 1, 4096, warm(1), (count(1) / 5).max(10))?.rate())
+    })?;
+    rows.push(Row {
+        what: "100-byte RPC, 1 outstanding, 4,096-slot tables".into(),
+        homa: big,
+        other: None,
+        unit: "/s",
+    });
+    progress("1,000,000-byte requests vs TCP bulk");
+    let mb = repeat(o.reps, || {
+        Ok(homa::rpcs(LARGE, 1, 16, 2, o.messages)?.gbps())
+    })?;
+    let tcp = repeat(o.reps, || Ok(smol::tcp_bulk(LARGE, 2, o.messages)?.gbps()))?;
+    rows.push(Row {
+        what: "1,000,000-byte request goodput vs TCP bulk goodput".into(),
+        homa: mb,
+        other: Some(tcp),
+        unit: "Gbit/s",
+    });
+    progress("memcpy of 1 MB");
+    let memcpy = repeat(o.reps, || Ok(frame::time_memcpy(o.copies) * 8.0 / 1e9))?;
+    rows.push(Row {
+        what: "memcpy of 1,000,000 bytes (the ceiling)".into(),
+        homa: memcpy,
+        other: None,
+        unit: "Gbit/s",
+    });
+    progress("per-frame parse and emit");
+    let frames = frame::Frames::new()?;
+    let parse_homa = repeat(o.reps, || {
+        Ok(frame::time_parse(frame::homa_parse, &frames.homa, o.frames)? * 1e9)
+    })?;
+    let parse_smol = repeat(o.reps, || {
+        Ok(frame::time_parse(frame::smol_parse, &frames.udp, o.frames)? * 1e9)
+    })?;
+    rows.push(Row {
+        what: "parse + verify one checksummed 1,514-byte frame (Homa DATA vs UDP)".into(),
+        homa: parse_homa,
+        other: Some(parse_smol),
+        unit: "ns",
+    });
+    for checksum in [true, false] {
+        let h = repeat(o.reps, || {
+            Ok(frame::time_emit(frame::homa_emit, &frames, false, checksum, o.frames) * 1e9)
+        })?;
+        let s = repeat(o.reps, || {
+            Ok(frame::time_emit(frame::smol_emit, &frames, true, checksum, o.frames) * 1e9)
+        })?;
+        rows.push(Row {
+            what: format!(
+                "emit one 1,514-byte frame, {} checksums",
+                if checksum { "with" } else { "without" }
+            ),
+            homa: h,
+            other: Some(s),
+            unit: "ns",
+        });
+    }
+    let ratios = [
+        homa_at[0] / udp_at[0],
+        homa_at[2] / homa_at[0],
+        big / homa_at[0],
+        mb / tcp,
+        mb / memcpy,
+        parse_smol / parse_homa,
+    ];
+    Ok(Report { rows, ratios })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_check_only_their_own_sequence_number() {
+        let mut buf = vec![0u8; SMALL];
+        fill_payload(42, &mut buf);
+        assert!(check_payload(42, &buf));
+        assert!(!check_payload(43, &buf));
+        buf[SMALL - 1] ^= 1;
+        assert!(!check_payload(42, &buf));
+    }
+
+    #[test]
+    fn the_quick_run_completes_every_measurement() {
+        let mut started = Vec::new();
+        let report = run(Options::QUICK, |what| started.push(what.to_string()))
+            .expect("every measurement completes");
+        assert_eq!(started.len(), 7, "{started:?}");
+        assert_eq!(report.rows.len(), 9);
+        for r in &report.rows {
+            assert!(r.homa.is_finite() && r.homa > 0.0, "{}: {}", r.what, r.homa);
+        }
+        assert!(report.ratios.iter().all(|r| r.is_finite() && *r > 0.0));
+        let line = report.ratios_line();
+        assert!(line.starts_with("ratios: rpc_vs_udp="), "{line}");
+        assert_eq!(line.split(' ').count(), 7, "{line}");
+    }
+
+    #[test]
+    fn single_measurements_count_what_they_ran() {
+        let m = single(Single::HomaRpc, 20).expect("homa RPCs");
+        assert_eq!((m.ops, m.bytes), (20, 20 * SMALL as u64));
+        // A request and a response DATA packet per RPC at least.
+        assert!(m.data_packets >= 20 && m.frames >= 40, "{m:?}");
+        let m = single(Single::HomaMb, 1).expect("a 1 MB request");
+        assert!(
+            m.data_packets as usize >= LARGE / frame::HOMA_PAYLOAD,
+            "{m:?}"
+        );
+        let m = single(Single::UdpEcho, 20).expect("UDP echoes");
+        assert_eq!(m.frames, 40);
+        let m = single(Single::TcpBulk, 1).expect("TCP bulk");
+        assert_eq!(m.bytes, LARGE as u64);
+    }
+}

@@ -1,0 +1,341 @@
+//! smoltcp's side: two interfaces over the same [`Pair`] of rings as
+//! homa-stack, Ethernet + IPv4 with every checksum computed and verified.
+
+use std::collections::HashSet;
+
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::{tcp, udp};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint};
+
+use super::cpu::measured;
+use super::ring::{Clock, Pair};
+use super::{check_payload, fill_payload, Measure, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
+
+/// The server's port.
+const PORT: u16 = 7;
+/// Virtual time a run may take before it counts as stalled.
+const STALL_NS: u64 = 60_000_000_000;
+
+fn ip(a: homa_stack::wire::Ipv4Addr) -> IpAddress {
+    let [a, b, c, d] = a.octets();
+    IpAddress::v4(a, b, c, d)
+}
+
+fn interface(pair: &mut Pair, a_side: bool, clock: Clock) -> Interface {
+    let (addr, mac) = if a_side {
+        (CLIENT_IP, CLIENT_MAC)
+    } else {
+        (SERVER_IP, SERVER_MAC)
+    };
+    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
+    config.random_seed = if a_side { 1 } else { 2 };
+    let mut iface = if a_side {
+        Interface::new(config, &mut pair.a(), clock.smol())
+    } else {
+        Interface::new(config, &mut pair.b(), clock.smol())
+    };
+    iface.update_ip_addrs(|addrs| {
+        addrs
+            .push(IpCidr::new(ip(addr), 24))
+            .expect("room for an address");
+    });
+    iface
+}
+
+/// Both interfaces, their sockets, the rings and the clock.
+struct Ends<'s> {
+    client: Interface,
+    server: Interface,
+    csockets: SocketSet<'s>,
+    ssockets: SocketSet<'s>,
+    pair: Pair,
+    clock: Clock,
+}
+
+impl<'s> Ends<'s> {
+    fn new(ring: usize) -> Ends<'s> {
+        let clock = Clock::new();
+        let mut pair = Pair::new(ring);
+        let client = interface(&mut pair, true, clock);
+        let server = interface(&mut pair, false, clock);
+        Ends {
+            client,
+            server,
+            csockets: SocketSet::new(vec![]),
+            ssockets: SocketSet::new(vec![]),
+            pair,
+            clock,
+        }
+    }
+
+    fn poll_client(&mut self) {
+        let now = self.clock.smol();
+        self.client
+            .poll(now, &mut self.pair.a(), &mut self.csockets);
+    }
+
+    fn poll_server(&mut self) {
+        let now = self.clock.smol();
+        self.server
+            .poll(now, &mut self.pair.b(), &mut self.ssockets);
+    }
+
+    /// As homa's: the clock moves on, to the next timer when all is idle.
+    fn tick(&mut self, bytes: u64) {
+        self.clock.advance(bytes);
+        if bytes == 0 && !self.pair.pending() {
+            let now = self.clock.smol();
+            let next = [
+                self.client.poll_at(now, &self.csockets),
+                self.server.poll_at(now, &self.ssockets),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            if let Some(t) = next {
+                self.clock.ns = self.clock.ns.max(t.total_micros() as u64 * 1000);
+            }
+        }
+    }
+
+    fn check_clean(&self) -> Result<(), String> {
+        if self.pair.dropped() > 0 {
+            return Err(format!(
+                "smoltcp: {} frames lost to full rings",
+                self.pair.dropped()
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn udp_socket(packets: usize, bytes: usize) -> udp::Socket<'static> {
+    let buffer =
+        || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; packets], vec![0u8; bytes]);
+    udp::Socket::new(buffer(), buffer())
+}
+
+/// `len`-byte UDP datagrams echoed by the server, `outstanding` at a time:
+/// `count` round trips timed after `warmup` (which also resolves ARP).
+pub fn udp_echo(
+    len: usize,
+    outstanding: usize,
+    warmup: u64,
+    count: u64,
+) -> Result<Measure, String> {
+    let mut ends = Ends::new(4096);
+    let slots = outstanding + 16;
+    let bytes = slots * (len + 64);
+    let mut client = udp_socket(slots, bytes);
+    client.bind(5000).map_err(|e| format!("udp bind: {e}"))?;
+    let mut server = udp_socket(slots, bytes);
+    server.bind(PORT).map_err(|e| format!("udp bind: {e}"))?;
+    let ch = ends.csockets.add(client);
+    let sh = ends.ssockets.add(server);
+    let mut state = Echo {
+        outstanding,
+        len,
+        inflight: HashSet::with_capacity(2 * outstanding),
+        next_seq: 0,
+        request: vec![0u8; len],
+        buf: vec![0u8; 1500],
+    };
+    fill_payload(0, &mut state.request);
+    echo(&mut ends, ch, sh, &mut state, warmup)?;
+    let frames = ends.pair.frames();
+    let (r, secs) = measured(|| echo(&mut ends, ch, sh, &mut state, count));
+    r?;
+    let frames = ends.pair.frames() - frames;
+    ends.check_clean()?;
+    if !state.inflight.is_empty() {
+        return Err("smoltcp: datagrams left in flight".into());
+    }
+    Ok(Measure {
+        ops: count,
+        bytes: count * len as u64,
+        secs,
+        frames,
+        data_packets: 0,
+    })
+}
+
+struct Echo {
+    outstanding: usize,
+    len: usize,
+    inflight: HashSet<u64>,
+    next_seq: u64,
+    request: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+fn echo(
+    ends: &mut Ends<'_>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    st: &mut Echo,
+    count: u64,
+) -> Result<(), String> {
+    let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
+    let mut issued = 0u64;
+    let mut done = 0u64;
+    let end = ends.clock.ns + STALL_NS;
+    while done < count {
+        {
+            let sock = ends.csockets.get_mut::<udp::Socket>(ch);
+            while st.inflight.len() < st.outstanding && issued < count {
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                st.request[..8].copy_from_slice(&seq.to_le_bytes());
+                sock.send_slice(&st.request, dest)
+                    .map_err(|e| format!("udp send: {e}"))?;
+                st.inflight.insert(seq);
+                issued += 1;
+            }
+        }
+        let before = ends.pair.bytes();
+        ends.poll_client();
+        {
+            let sock = ends.csockets.get_mut::<udp::Socket>(ch);
+            while let Ok((n, _)) = sock.recv_slice(&mut st.buf) {
+                let seq = u64::from_le_bytes(st.buf[..8].try_into().expect("8 bytes"));
+                if n != st.len || !st.inflight.remove(&seq) || !check_payload(seq, &st.buf[..n]) {
+                    return Err(format!("udp: wrong echo (seq {seq}, {n} bytes)"));
+                }
+                done += 1;
+            }
+        }
+        ends.poll_server();
+        {
+            let sock = ends.ssockets.get_mut::<udp::Socket>(sh);
+            while let Ok((n, meta)) = sock.recv_slice(&mut st.buf) {
+                sock.send_slice(&st.buf[..n], meta.endpoint)
+                    .map_err(|e| format!("udp echo: {e}"))?;
+            }
+        }
+        let moved = ends.pair.bytes() - before;
+        ends.tick(moved);
+        if ends.clock.ns > end {
+            return Err(format!("smoltcp udp: stalled after {done} of {count}"));
+        }
+    }
+    Ok(())
+}
+
+/// TCP bulk transfer of `count` messages of `len` bytes (each laid out as
+/// a homa request: sequence number, then the pattern), checked in place by
+/// the receiver, after `warmup` messages; nagle off, no delayed ACKs,
+/// 1 MiB socket buffers.
+pub fn tcp_bulk(len: usize, warmup: u64, count: u64) -> Result<Measure, String> {
+    let mut ends = Ends::new(4096);
+    let buffer = || tcp::SocketBuffer::new(vec![0u8; 1 << 20]);
+    let mut client = tcp::Socket::new(buffer(), buffer());
+    let mut server = tcp::Socket::new(buffer(), buffer());
+    for s in [&mut client, &mut server] {
+        s.set_nagle_enabled(false);
+        s.set_ack_delay(None);
+    }
+    server
+        .listen(PORT)
+        .map_err(|e| format!("tcp listen: {e}"))?;
+    let cx = ends.client.context();
+    client
+        .connect(cx, (ip(SERVER_IP), PORT), 5000)
+        .map_err(|e| format!("tcp connect: {e}"))?;
+    let ch = ends.csockets.add(client);
+    let sh = ends.ssockets.add(server);
+    let mut message = vec![0u8; len];
+    fill_payload(0, &mut message);
+    let mut st = Bulk {
+        len,
+        message,
+        sent: 0,
+        received: 0,
+    };
+    bulk(&mut ends, ch, sh, &mut st, warmup)?;
+    let frames = ends.pair.frames();
+    let (r, secs) = measured(|| bulk(&mut ends, ch, sh, &mut st, count));
+    r?;
+    let frames = ends.pair.frames() - frames;
+    ends.check_clean()?;
+    Ok(Measure {
+        ops: count,
+        bytes: count * len as u64,
+        secs,
+        frames,
+        data_packets: 0,
+    })
+}
+
+struct Bulk {
+    len: usize,
+    /// The message being sent, its sequence number in the first 8 bytes.
+    message: Vec<u8>,
+    /// Stream bytes handed to the socket and checked at the receiver.
+    sent: u64,
+    received: u64,
+}
+
+fn bulk(
+    ends: &mut Ends<'_>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    st: &mut Bulk,
+    count: u64,
+) -> Result<(), String> {
+    let len = st.len as u64;
+    let target = st.received + count * len;
+    let end = ends.clock.ns + STALL_NS;
+    let mut expect = st.message.clone();
+    while st.received < target {
+        {
+            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
+            while st.sent < target && sock.can_send() {
+                let at = (st.sent % len) as usize;
+                if at == 0 {
+                    st.message[..8].copy_from_slice(&(st.sent / len).to_le_bytes());
+                }
+                let n = sock
+                    .send_slice(&st.message[at..])
+                    .map_err(|e| format!("tcp send: {e}"))?;
+                if n == 0 {
+                    break;
+                }
+                st.sent += n as u64;
+            }
+        }
+        let before = ends.pair.bytes();
+        ends.poll_client();
+        ends.poll_server();
+        {
+            let sock = ends.ssockets.get_mut::<tcp::Socket>(sh);
+            // Until the handshake is done there is nothing to read.
+            while sock.may_recv() {
+                let received = st.received;
+                let r = sock.recv(|buf| {
+                    // At most up to the end of the current message.
+                    let at = (received % len) as usize;
+                    let n = buf.len().min(st.len - at);
+                    if at == 0 && n > 0 {
+                        expect[..8].copy_from_slice(&(received / len).to_le_bytes());
+                    }
+                    (n, (n, buf[..n] == expect[at..at + n]))
+                });
+                match r {
+                    Ok((0, _)) => break,
+                    Ok((n, true)) => st.received += n as u64,
+                    Ok((_, false)) => return Err("tcp: stream arrived wrong".into()),
+                    Err(e) => return Err(format!("tcp recv: {e}")),
+                }
+            }
+        }
+        let moved = ends.pair.bytes() - before;
+        ends.tick(moved);
+        if ends.clock.ns > end {
+            return Err(format!(
+                "smoltcp tcp: stalled at {} of {target} bytes",
+                st.received
+            ));
+        }
+    }
+    Ok(())
+}
