@@ -2,6 +2,7 @@
 //! patterns, and two endpoints wired back to back on a virtual clock.
 
 pub mod args;
+pub mod dump;
 pub mod duo;
 pub mod perf;
 pub mod sim;
