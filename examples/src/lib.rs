@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod dump;
 pub mod duo;
 pub mod perf;
 pub mod sim;

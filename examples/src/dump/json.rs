@@ -1,0 +1,485 @@
+//! `--json`: one object per frame, with serde_json. The `homa` keys are the
+//! field names of protocol.md section 3 (raw values from the packet, except
+//! `offset`, which for DATA is after the 0xFFFFFFFF rule).
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use homa_stack::wire::homa::{Kind, PacketType};
+use homa_stack::wire::pretty::{Link as WireLink, Network, Transport as WireTransport};
+use homa_stack::wire::{ArpRepr, Dissection, Icmpv4Repr, Icmpv6Repr};
+
+use super::decode::{Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
+use super::reader::{Record, Timestamp};
+
+/// A frame as `--json` prints it.
+#[derive(Serialize)]
+pub struct FrameJson {
+    /// Frame number, from 1.
+    pub frame: u64,
+    /// Capture time with the capture's decimals; null when the record has none.
+    pub time: Option<Box<RawValue>>,
+    /// Bytes captured.
+    pub caplen: usize,
+    /// Bytes on the wire.
+    pub len: usize,
+    /// The link header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkJson>,
+    /// The IP header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip: Option<IpJson>,
+    /// The Homa packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub homa: Option<HomaJson>,
+    /// ARP, from homa-stack's dissector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arp: Option<Value>,
+    /// ICMP, from homa-stack's dissector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icmp: Option<Value>,
+    /// What could not be decoded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A time as a JSON number with exactly the capture's decimals.
+pub fn time_value(t: &Timestamp) -> Box<RawValue> {
+    RawValue::from_string(t.to_string()).expect("a decimal number is JSON")
+}
+
+/// The link header.
+#[derive(Serialize)]
+pub struct LinkJson {
+    /// `ethernet`, `sll`, `sll2` or `raw`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Source address (Ethernet, or the cooked header's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Ethernet destination.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// VLAN ids, outer first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vlans: Vec<u16>,
+    /// Cooked captures: the packet type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pkttype: Option<u16>,
+    /// Cooked v2: the interface index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ifindex: Option<u32>,
+}
+
+/// The IP header.
+#[derive(Serialize)]
+pub struct IpJson {
+    /// 4 or 6.
+    pub version: u8,
+    /// Source.
+    pub src: String,
+    /// Destination.
+    pub dst: String,
+    /// Protocol.
+    pub proto: u8,
+    /// TOS or traffic class.
+    pub tos: u8,
+    /// Homa priority (`tos >> 5`).
+    pub priority: u8,
+    /// TTL or hop limit.
+    pub hop_limit: u8,
+    /// Payload bytes the header announces.
+    pub payload_len: usize,
+    /// IPv4: the header checksum field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<u16>,
+    /// IPv4: whether the header checksum is right.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum_ok: Option<bool>,
+}
+
+/// An ACK entry.
+#[derive(Serialize)]
+pub struct AckJson {
+    /// Client-side RPC id.
+    pub client_id: u64,
+    /// Server port.
+    pub server_port: u16,
+}
+
+/// The Homa packet: every field of its type.
+#[derive(Serialize, Default)]
+pub struct HomaJson {
+    /// `DATA`, `GRANT`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The type byte.
+    pub type_code: u8,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// Fields below are absent when the common header was not captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u32>,
+    /// Header length in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doff: Option<u8>,
+    /// Flags byte.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flags: Option<u8>,
+    /// Window (unused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u16>,
+    /// Checksum field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<u16>,
+    /// `ok`, `bad`, `zero`, `partial` or `unverified`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum_status: Option<&'static str>,
+    /// For a bad checksum: the right value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum_expected: Option<u16>,
+    /// Urgent pointer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub urgent: Option<u16>,
+    /// RPC id as the sender knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_id: Option<u64>,
+    /// Carried as TCP with Linux's hijack markers.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hijacked: bool,
+    /// Bytes of the Homa packet on the wire.
+    pub wire_len: usize,
+    /// Bytes of it captured.
+    pub captured_len: usize,
+    /// Not all of the packet was captured.
+    pub truncated: bool,
+    /// DATA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_length: Option<u32>,
+    /// DATA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incoming: Option<u32>,
+    /// DATA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_client_id: Option<u64>,
+    /// DATA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_server_port: Option<u16>,
+    /// DATA (echo) and CUTOFFS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cutoff_version: Option<u16>,
+    /// DATA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmit: Option<bool>,
+    /// DATA (effective), GRANT, RESEND.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u32>,
+    /// DATA: the raw seg.offset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seg_offset: Option<u32>,
+    /// DATA: payload bytes on the wire.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_len: Option<usize>,
+    /// DATA: payload bytes captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub captured_payload_len: Option<usize>,
+    /// RESEND.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub length: Option<u32>,
+    /// GRANT, RESEND (null for a 36-byte RESEND).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Option<u8>>,
+    /// CUTOFFS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsched_cutoffs: Option<Vec<u32>>,
+    /// ACK: the raw count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_acks: Option<u16>,
+    /// ACK: the valid entries (at most 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Vec<AckJson>>,
+}
+
+/// The JSON record of a frame.
+pub fn frame_json(n: u64, record: &Record, d: &Decoded<'_>) -> FrameJson {
+    let mut out = FrameJson {
+        frame: n,
+        time: record.time.as_ref().map(time_value),
+        caplen: record.data.len(),
+        len: record.orig_len,
+        link: d.link.as_ref().map(link_json),
+        ip: None,
+        homa: None,
+        arp: None,
+        icmp: None,
+        note: None,
+    };
+    match &d.net {
+        Net::Ip(ip, transport) => {
+            out.ip = Some(ip_json(ip));
+            match transport {
+                Transport::Homa(h) => out.homa = Some(homa_json(h)),
+                Transport::Icmp(f) => out.icmp = Some(f.json.clone()),
+                Transport::Other(note) => out.note = Some(note.clone()),
+            }
+        }
+        Net::Arp(f) => out.arp = Some(f.json.clone()),
+        Net::Other(note) => out.note = Some(note.clone()),
+    }
+    out
+}
+
+fn mac(b: &[u8]) -> String {
+    let parts: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    parts.join(":")
+}
+
+fn link_json(link: &Link) -> LinkJson {
+    match link {
+        Link::Ethernet { src, dst, vlans } => LinkJson {
+            kind: "ethernet",
+            src: Some(mac(src)),
+            dst: Some(mac(dst)),
+            vlans: vlans.clone(),
+            pkttype: None,
+            ifindex: None,
+        },
+        Link::Sll {
+            version,
+            pkttype,
+            addr,
+            ifindex,
+            ..
+        } => LinkJson {
+            kind: if *version == 1 { "sll" } else { "sll2" },
+            src: Some(mac(addr)),
+            dst: None,
+            vlans: Vec::new(),
+            pkttype: Some(*pkttype),
+            ifindex: *ifindex,
+        },
+        Link::Raw => LinkJson {
+            kind: "raw",
+            src: None,
+            dst: None,
+            vlans: Vec::new(),
+            pkttype: None,
+            ifindex: None,
+        },
+    }
+}
+
+fn ip_json(ip: &Ip) -> IpJson {
+    IpJson {
+        version: ip.version,
+        src: ip.src.to_string(),
+        dst: ip.dst.to_string(),
+        proto: ip.proto,
+        tos: ip.tos,
+        priority: ip.priority(),
+        hop_limit: ip.ttl,
+        payload_len: ip.payload_len,
+        checksum: ip.checksum.map(|c| c.0),
+        checksum_ok: ip.checksum.map(|c| c.1),
+    }
+}
+
+/// Every field of `h` that was captured.
+pub fn homa_json(h: &Homa<'_>) -> HomaJson {
+    let p = &h.packet;
+    let mut j = HomaJson {
+        kind: h.ptype.to_string(),
+        type_code: u8::from(h.ptype),
+        sport: p.sport(),
+        dport: p.dport(),
+        hijacked: h.hijacked,
+        wire_len: h.wire_len,
+        captured_len: h.captured,
+        truncated: h.truncated(),
+        ..HomaJson::default()
+    };
+    if !h.has_common_header() {
+        return j;
+    }
+    j.sequence = Some(p.sequence());
+    j.doff = Some(p.doff());
+    j.flags = Some(p.flags());
+    j.window = Some(p.window());
+    j.checksum = Some(p.checksum());
+    j.checksum_status = Some(h.checksum.word());
+    if let HomaChecksum::Bad(right) = h.checksum {
+        j.checksum_expected = Some(right);
+    }
+    j.urgent = Some(p.urgent());
+    j.sender_id = Some(p.sender_id());
+    let Some(repr) = &h.repr else {
+        return j;
+    };
+    match &repr.kind {
+        Kind::Data { .. } => {
+            j.message_length = Some(p.message_length());
+            j.incoming = Some(p.incoming());
+            j.ack_client_id = Some(p.ack_client_id());
+            j.ack_server_port = Some(p.ack_server_port());
+            j.cutoff_version = Some(p.cutoff_version());
+            j.retransmit = Some(p.retransmit());
+            j.offset = Some(p.offset());
+            j.seg_offset = Some(p.seg_offset());
+            j.payload_len = Some(h.payload_len());
+            j.captured_payload_len = Some(h.captured_payload_len());
+        }
+        Kind::Grant { offset, priority } => {
+            j.offset = Some(*offset);
+            j.priority = Some(Some(*priority));
+        }
+        Kind::Resend { offset, length, .. } => {
+            j.offset = Some(*offset);
+            j.length = Some(*length);
+            // A 36-byte (upstream) RESEND has no priority byte.
+            j.priority = Some(if h.header_len > 36 {
+                p.resend_priority()
+            } else {
+                None
+            });
+        }
+        Kind::Cutoffs {
+            unsched_cutoffs,
+            version,
+        } => {
+            j.unsched_cutoffs = Some(unsched_cutoffs.to_vec());
+            j.cutoff_version = Some(*version);
+        }
+        Kind::Ack { acks } => {
+            j.num_acks = Some(p.num_acks());
+            j.acks = Some(
+                acks.iter()
+                    .map(|a| AckJson {
+                        client_id: a.client_id,
+                        server_port: a.server_port,
+                    })
+                    .collect(),
+            );
+        }
+        Kind::RpcUnknown | Kind::Busy | Kind::Freeze | Kind::NeedAck => {}
+    }
+    debug_assert!(!matches!(h.ptype, PacketType::Unknown(_)));
+    j
+}
+
+/// ARP or ICMP from homa-stack's dissection, as a JSON object.
+pub fn foreign_json(d: &Dissection<'_>) -> Option<Value> {
+    if let WireLink::Malformed = d.link {
+        return None;
+    }
+    match (&d.network, &d.transport) {
+        (Network::Arp(arp), _) => Some(arp_json(arp)),
+        (_, WireTransport::Icmpv4 { repr, checksum_ok }) => Some(icmpv4_json(repr, *checksum_ok)),
+        (_, WireTransport::Icmpv6 { repr, checksum_ok }) => Some(icmpv6_json(repr, *checksum_ok)),
+        (
+            _,
+            WireTransport::IcmpOther {
+                ip_version,
+                msg_type,
+                code,
+                len,
+            },
+        ) => Some(json!({
+            "version": ip_version, "type": msg_type, "code": code, "len": len,
+        })),
+        _ => None,
+    }
+}
+
+fn arp_json(arp: &ArpRepr) -> Value {
+    match *arp {
+        ArpRepr::EthernetIpv4 {
+            operation,
+            source_hardware_addr,
+            source_protocol_addr,
+            target_hardware_addr,
+            target_protocol_addr,
+        } => json!({
+            "operation": u16::from(operation),
+            "sender_mac": source_hardware_addr.to_string(),
+            "sender_ip": source_protocol_addr.to_string(),
+            "target_mac": target_hardware_addr.to_string(),
+            "target_ip": target_protocol_addr.to_string(),
+        }),
+        // ArpRepr is non-exhaustive; new kinds show their text form.
+        #[allow(unreachable_patterns)]
+        ref other => json!({ "summary": other.to_string() }),
+    }
+}
+
+fn icmpv4_json(repr: &Icmpv4Repr<'_>, checksum_ok: bool) -> Value {
+    let mut v = match *repr {
+        Icmpv4Repr::EchoRequest {
+            ident,
+            seq_no,
+            data,
+        } => json!({"type": 8, "code": 0, "name": "echo request",
+                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
+        Icmpv4Repr::EchoReply {
+            ident,
+            seq_no,
+            data,
+        } => json!({"type": 0, "code": 0, "name": "echo reply",
+                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
+        Icmpv4Repr::DstUnreachable { reason, header, .. } => json!({
+            "type": 3, "code": u8::from(reason), "name": "dst-unreachable",
+            "reason": reason.to_string(),
+            "quoted": {"src": header.src_addr.to_string(), "dst": header.dst_addr.to_string(),
+                       "proto": u8::from(header.next_header)},
+        }),
+        #[allow(unreachable_patterns)]
+        ref other => json!({ "summary": other.to_string() }),
+    };
+    v["version"] = json!(4);
+    v["checksum_ok"] = json!(checksum_ok);
+    v
+}
+
+fn icmpv6_json(repr: &Icmpv6Repr<'_>, checksum_ok: bool) -> Value {
+    let mut v = match *repr {
+        Icmpv6Repr::EchoRequest {
+            ident,
+            seq_no,
+            data,
+        } => json!({"type": 128, "code": 0, "name": "echo request",
+                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
+        Icmpv6Repr::EchoReply {
+            ident,
+            seq_no,
+            data,
+        } => json!({"type": 129, "code": 0, "name": "echo reply",
+                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
+        Icmpv6Repr::DstUnreachable { reason, header, .. } => json!({
+            "type": 1, "code": u8::from(reason), "name": "dst-unreachable",
+            "reason": reason.to_string(),
+            "quoted": {"src": header.src_addr.to_string(), "dst": header.dst_addr.to_string(),
+                       "proto": u8::from(header.next_header)},
+        }),
+        Icmpv6Repr::NeighborSolicit {
+            target_addr,
+            lladdr,
+        } => json!({"type": 135, "code": 0, "name": "neighbor solicit",
+                    "target": target_addr.to_string(), "lladdr": lladdr.map(|a| a.to_string())}),
+        Icmpv6Repr::NeighborAdvert {
+            router,
+            solicited,
+            override_,
+            target_addr,
+            lladdr,
+        } => json!({"type": 136, "code": 0, "name": "neighbor advert",
+                    "target": target_addr.to_string(), "lladdr": lladdr.map(|a| a.to_string()),
+                    "router": router, "solicited": solicited, "override": override_}),
+        #[allow(unreachable_patterns)]
+        ref other => json!({ "summary": other.to_string() }),
+    };
+    v["version"] = json!(6);
+    v["checksum_ok"] = json!(checksum_ok);
+    v
+}
