@@ -1,4 +1,4 @@
-//! Every tunable of the Linux module (protocol.md 4.10) with its default, plus
+//! Every tunable of the Linux module (docs/protocol.md 4.10) with its default, plus
 //! the local addresses, link rate, MTU and priority encoding.
 //!
 //! Names follow the Linux sysctls (`net.homa.*`) so settings carry over.
@@ -86,7 +86,7 @@ pub struct Config {
     /// Ticks after a response left before the server asks for an ACK.
     pub request_ack_ticks: u32,
     /// Ticks a server keeps asking for an ACK before it frees the RPC anyway.
-    /// Linux never stops (protocol.md 9); bounding it keeps state finite when
+    /// Linux never stops (docs/protocol.md 9); bounding it keeps state finite when
     /// a client vanishes.
     pub need_ack_timeout_ticks: u32,
     /// Length of one timer tick (1 ms in Linux).

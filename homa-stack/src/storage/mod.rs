@@ -4,7 +4,7 @@
 //!   (outgoing until acknowledged, incoming as it arrives) lives in a chain
 //!   of them, addressed through a [`MessageBuf`].
 //! - [`reassembly`]: which byte ranges of an incoming message have arrived
-//!   (protocol.md 4.3): `recv_end`, the gaps below it, and the ranges to ask
+//!   (docs/protocol.md 4.3): `recv_end`, the gaps below it, and the ranges to ask
 //!   for in RESEND.
 
 pub mod pool;

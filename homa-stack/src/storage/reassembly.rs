@@ -1,4 +1,4 @@
-//! Receive-side reassembly tracking for one incoming message (protocol.md
+//! Receive-side reassembly tracking for one incoming message (docs/protocol.md
 //! 4.3, Linux `homa_add_packet`).
 //!
 //! The tracker knows which bytes have arrived, not the bytes themselves:
