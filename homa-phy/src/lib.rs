@@ -27,6 +27,37 @@
 //! `PcapWriter<FaultInjector<TapInterface>, File>` records what the stack
 //! saw after the faults. Each has `get_ref`, `get_mut` and `into_inner`.
 //!
+//! # Using devices
+//!
+//! A [`Loopback`] is a ring: what the stack transmits it receives again.
+//! [`Split`] joins a receive ring and a transmit ring into one device, and
+//! [`forward`] moves frames from one device's transmit side to another's
+//! receive side, which is how two endpoints are wired back to back in tests.
+//! Middleware such as the [`FaultInjector`] wraps any device and is one.
+//!
+//! ```
+//! use homa_phy::fault::{FaultConfig, FaultInjector};
+//! use homa_phy::{forward, Device, Instant, Loopback, RxToken, Split, TxToken};
+//!
+//! let now = Instant::ZERO;
+//! // Two devices of 8-frame rings, wired: a's transmissions reach b.
+//! let mut a: Split<Loopback<8>, Loopback<8>> = Split::new(Loopback::new(), Loopback::new());
+//! let mut b: Split<Loopback<8>, Loopback<8>> = Split::new(Loopback::new(), Loopback::new());
+//! a.transmit(now).unwrap().consume(60, |frame| frame.fill(0xab));
+//! forward(a.tx_mut(), b.rx_mut(), now);
+//! let (rx, _reply) = b.receive(now).unwrap();
+//! assert_eq!(rx.consume(|frame| (frame.len(), frame[0])), (60, 0xab));
+//!
+//! // The same device behind an injector that drops every frame it receives.
+//! let mut faults = FaultConfig::new();
+//! faults.drop_ppm = 1_000_000;
+//! let mut lossy: FaultInjector<_> = FaultInjector::with_config(b, 7, faults);
+//! a.transmit(now).unwrap().consume(60, |frame| frame.fill(0xcd));
+//! forward(a.tx_mut(), lossy.get_mut().rx_mut(), now);
+//! assert!(lossy.receive(now).is_none());
+//! assert_eq!(lossy.stats().rx.dropped, 1);
+//! ```
+//!
 //! # Writing a driver
 //!
 //! A NIC with one receive and one transmit buffer, as on many small

@@ -1,4 +1,4 @@
-//! The simulated fabric against the model of `benchmarks.md` section 1.
+//! The simulated fabric against the model of `docs/benchmarks.md` section 1.
 #![cfg(feature = "sim")]
 
 use homa_phy::sim::{serialisation_time, Config, Fabric, NodeId, Topology};

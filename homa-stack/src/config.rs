@@ -1,4 +1,4 @@
-//! Every tunable of the Linux module (protocol.md 4.10) with its default, plus
+//! Every tunable of the Linux module (docs/protocol.md 4.10) with its default, plus
 //! the local addresses, link rate, MTU and priority encoding.
 //!
 //! Names follow the Linux sysctls (`net.homa.*`) so settings carry over.

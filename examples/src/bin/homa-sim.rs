@@ -1,6 +1,6 @@
 //! homa-sim: message latency under load of many unchanged homa-stack
 //! endpoints over a simulated datacenter fabric, next to smoltcp TCP on the
-//! same fabric with the same arrivals (benchmarks.md section 1).
+//! same fabric with the same arrivals (docs/benchmarks.md section 1).
 //!
 //! Deterministic for a seed; needs no root and no network. Prints a table
 //! (or `--json`), optionally an SVG chart (`--plot`), and its own speed.

@@ -221,7 +221,7 @@ fn control(sender_id: u64, kind: Kind<'static>) -> homa::Repr<'static> {
     }
 }
 
-/// DATA as the Linux module sends a first transmission (protocol.md 2.4):
+/// DATA as the Linux module sends a first transmission (docs/protocol.md 2.4):
 /// the offset only in `sequence`, `seg.offset` 0xFFFFFFFF, the TCP hijack
 /// markers, a TCP-style checksum, priority 5 in the TOS byte.
 fn linux_data() -> Vec<u8> {

@@ -1,6 +1,6 @@
 //! `homa-sim`: many unchanged homa-stack endpoints, and smoltcp TCP for
 //! comparison, over the simulated datacenter fabric of `homa_phy::sim`
-//! (benchmarks.md section 1). One file per concern:
+//! (docs/benchmarks.md section 1). One file per concern:
 //!
 //! - [`workload`]: the W1..W5 size distributions and sampling;
 //! - [`packets`]: Homa's packetisation (wire bytes, frames);

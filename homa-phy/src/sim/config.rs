@@ -12,7 +12,7 @@ use crate::ChecksumCapabilities;
 /// switches each wired to every ToR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topology {
-    /// One ToR switch with `hosts` hosts (1..=254). `benchmarks.md` uses 16.
+    /// One ToR switch with `hosts` hosts (1..=254). `docs/benchmarks.md` uses 16.
     Rack {
         /// Number of hosts under the switch.
         hosts: usize,
@@ -35,7 +35,7 @@ pub enum Topology {
 }
 
 impl Default for Topology {
-    /// `Rack { hosts: 16 }`, the default of `benchmarks.md`.
+    /// `Rack { hosts: 16 }`, the default of `docs/benchmarks.md`.
     fn default() -> Self {
         Topology::Rack { hosts: 16 }
     }
@@ -43,7 +43,7 @@ impl Default for Topology {
 
 /// Everything tunable about a fabric. Build with [`Config::new`] (or
 /// `Default`) and change the public fields; the defaults are those of
-/// `benchmarks.md` section 1.
+/// `docs/benchmarks.md` section 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {
@@ -88,7 +88,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// The `benchmarks.md` defaults for `topology`, with seed 0.
+    /// The `docs/benchmarks.md` defaults for `topology`, with seed 0.
     pub fn new(topology: Topology) -> Config {
         Config {
             topology,

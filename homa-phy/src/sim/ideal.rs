@@ -1,5 +1,5 @@
 //! The ideal one-way time of a message in an empty fabric, the denominator of
-//! the slowdown metric (`benchmarks.md` section 1).
+//! the slowdown metric (`docs/benchmarks.md` section 1).
 //!
 //! The frames are all handed to the source host at time zero. They follow the
 //! fabric's own model hop by hop: the send delay, FIFO serialisation on each

@@ -1,5 +1,5 @@
 //! A packet-level model of a datacenter network on a virtual clock
-//! (`benchmarks.md` section 1).
+//! (`docs/benchmarks.md` section 1).
 //!
 //! A [`Fabric`] holds hosts, links and switches. Each host has one NIC port,
 //! usable as a [`Device`](crate::Device) through [`Fabric::device`]; a driver

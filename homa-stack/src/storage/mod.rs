@@ -4,10 +4,10 @@
 //!   (outgoing until acknowledged, incoming as it arrives) lives in a chain
 //!   of them, addressed through a [`MessageBuf`].
 //! - [`holes`]: which byte ranges of an incoming message have arrived
-//!   (protocol.md 4.3), for any loss pattern, with the descriptors of the
+//!   (docs/protocol.md 4.3), for any loss pattern, with the descriptors of the
 //!   missing ranges kept in the message's own unfilled bytes.
 //! - [`resend`]: the sender's packet grid and the exact set of its packets
-//!   to retransmit (protocol.md 4.7), a bitmap over packet indices.
+//!   to retransmit (docs/protocol.md 4.7), a bitmap over packet indices.
 //! - [`reassembly`]: the same with a fixed list of gaps beside the message
 //!   (the endpoint's tracker until it moves to [`holes`]).
 

@@ -43,7 +43,7 @@ use core::ops::Range;
 
 use managed::ManagedSlice;
 
-/// Largest Homa message (`HOMA_MAX_MESSAGE_LENGTH`, protocol.md 4.9).
+/// Largest Homa message (`HOMA_MAX_MESSAGE_LENGTH`, docs/protocol.md 4.9).
 pub const MAX_MESSAGE_LEN: usize = 1_000_000;
 
 /// Smallest page size [`Pool::new`] accepts. It bounds a message to

@@ -1,4 +1,4 @@
-//! Receive-side reassembly tracking for one incoming message (protocol.md
+//! Receive-side reassembly tracking for one incoming message (docs/protocol.md
 //! 4.3, Linux `homa_add_packet`).
 //!
 //! The tracker knows which bytes have arrived, not the bytes themselves:
@@ -7,13 +7,11 @@
 //! written exactly once.
 //!
 //! State: `recv_end` (highest byte received + 1) and a sorted list of gaps
-//! `[start, end)` below it, each stamped with the time it appeared. Rules,
-//! as Linux applies them:
+//! `[start, end)` below it. Rules, as Linux applies them:
 //! - `offset == recv_end`: append.
 //! - `offset > recv_end`: the gap `[recv_end, offset)` opens, then append.
 //! - inside one gap: shrink the gap from the front or the back, remove it
-//!   when filled exactly, or split it in two (both halves keep the original
-//!   time).
+//!   when filled exactly, or split it in two.
 //! - anything else is dropped as a duplicate: lying in received data, or
 //!   only partly overlapping a gap (crossing either gap edge; every gap is
 //!   followed by received bytes, so this covers packets that start in a gap

@@ -1,5 +1,5 @@
 //! Homa packets (era D, IP protocol 146): every packet type of the Linux
-//! kernel module, byte for byte (protocol.md section 3).
+//! kernel module, byte for byte (docs/protocol.md section 3).
 //!
 //! Every packet starts with a 28-byte common header shaped like a TCP header
 //! (so NICs can segment it) and continues with a type-specific part:
@@ -442,7 +442,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
-    /// Checks the TCP-style checksum (protocol.md 2.3): a pseudo-header with
+    /// Checks the TCP-style checksum (docs/protocol.md 2.3): a pseudo-header with
     /// protocol 6 (TCP) and the Homa length, over the whole buffer.
     ///
     /// True when the field is 0 (not filled; upstream and older builds send
@@ -1061,7 +1061,7 @@ mod tests {
     use crate::wire::{Ipv4Addr, Ipv6Addr};
     use proptest::prelude::*;
 
-    // Vectors built by hand from the tables of protocol.md 3.2-3.9.
+    // Vectors built by hand from the tables of docs/protocol.md 3.2-3.9.
 
     /// Canonical DATA: client 32768 -> server 500, id 1234, offset 1424 in
     /// both `sequence` and `seg.offset`, ack 1232:500, retransmit, cv 1.

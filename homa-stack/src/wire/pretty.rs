@@ -5,7 +5,7 @@
 //! representation as far as it parses; [`PrettyFrame`] shows that as one
 //! line. A Homa packet reads as [`homa::Repr::display_with`] does, with the
 //! priority taken from the IP header (TOS or traffic class `>> 5`,
-//! protocol.md 2.2):
+//! docs/protocol.md 2.2):
 //!
 //! ```text
 //! 02:00:00:00:00:01 > 02:00:00:00:00:02, DATA 10.0.0.1:32768 > 10.0.0.2:500 id 1234 off 1424 len 1424/100000 incoming 40000 prio 5
@@ -17,10 +17,10 @@
 //! panics and nothing allocates; a layer that does not parse ends the line
 //! with a `[malformed LAYER: why]` note after what did parse. Checksums are
 //! not required to be right, but a wrong IPv4 header or ICMP checksum is
-//! noted. Homa's is not (no receiver checks it, protocol.md 2.3).
+//! noted. Homa's is not (no receiver checks it, docs/protocol.md 2.3).
 //!
 //! TCP packets carrying Linux's hijack markers (flags 6, urgent 0xb97d,
-//! protocol.md 2.4) are shown as the Homa packets they are, marked
+//! docs/protocol.md 2.4) are shown as the Homa packets they are, marked
 //! ` hijacked`.
 
 use core::fmt;
@@ -397,7 +397,7 @@ fn homa_or_other(protocol: IpProtocol, data: &[u8]) -> Transport<'_> {
     }
 }
 
-/// A TCP segment with Linux's Homa markers (protocol.md 2.4). The common
+/// A TCP segment with Linux's Homa markers (docs/protocol.md 2.4). The common
 /// header is at least 20 bytes, like TCP's.
 fn is_hijacked(data: &[u8]) -> bool {
     let packet = homa::Packet::new_unchecked(data);
