@@ -10,7 +10,8 @@ use super::iface::Reply;
 use super::rpc::{MsgIn, Rpc, State};
 use super::{Ctrl, CtrlKind, Endpoint, Socket};
 use crate::stats::Drop;
-use crate::storage::AddOutcome;
+use crate::storage::holes::AddOutcome;
+use crate::storage::PoolStore;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH, RESEND_ALL};
 use crate::wire::ipv4::Ipv4Repr;
@@ -277,18 +278,24 @@ impl<'a> Endpoint<'a> {
             }
         }
         let len = payload.len() as u32;
-        match m.asm.add(h.offset, len) {
+        let Some(buf) = m.buf.as_mut() else { return };
+        match m
+            .asm
+            .add(h.offset, len, &mut PoolStore::new(&mut self.pool, buf))
+        {
             // Only new bytes are progress: a replayed packet must not keep
             // an RPC (and its pool pages) alive.
             AddOutcome::New => r.silent_ticks = 0,
             AddOutcome::Duplicate => return self.count_drop(Drop::Duplicate),
-            AddOutcome::OutOfRange => return self.count_drop(Drop::BadRange),
-            AddOutcome::TooManyGaps => return self.count_drop(Drop::TooManyGaps),
+            AddOutcome::OutOfRange | AddOutcome::StoreFailed => {
+                return self.count_drop(Drop::BadRange)
+            }
+            AddOutcome::TooManyGaps | AddOutcome::TinyHole => {
+                return self.count_drop(Drop::TooManyGaps)
+            }
         }
-        if let Some(buf) = m.buf.as_mut() {
-            // Cannot fail: the reassembler accepted the range inside the message.
-            let _ = self.pool.write_at(buf, h.offset as usize, payload);
-        }
+        // Cannot fail: the tracker accepted the range inside the message.
+        let _ = self.pool.write_at(buf, h.offset as usize, payload);
         self.stats.rx_data_bytes += u64::from(len);
         // The sender may overshoot a grant to the end of a packet.
         m.granted = m.granted.max(m.asm.recv_end());
@@ -542,7 +549,8 @@ impl MsgIn {
         MsgIn {
             buf: None,
             length,
-            asm: crate::storage::Reassembly::new(length),
+            asm: crate::storage::Holes::new(length),
+            resend_from: 0,
             scheduled: granted < length,
             granted,
             grant_priority: 0,

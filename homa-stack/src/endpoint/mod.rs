@@ -665,7 +665,9 @@ impl<'a> Endpoint<'a> {
             granted: unscheduled,
             next_xmit: 0,
             sched_priority: 0,
-            resend: rpc::ResendQueue::default(),
+            resend: crate::storage::resend::ResendSet::new(
+                crate::storage::resend::PacketGrid::new(self.max_payload, unscheduled, length),
+            ),
         })
     }
 

@@ -8,6 +8,7 @@ use super::rpc::State;
 use super::{grant, Ctrl, CtrlKind, Endpoint};
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::Drop;
+use crate::storage::PoolStore;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv4Addr};
@@ -213,8 +214,8 @@ impl<'a> Endpoint<'a> {
     /// The next packet of `slot`'s pending retransmission.
     fn resend_pick(&self, slot: usize) -> Option<DataPick> {
         let out = self.rpcs[slot].rpc.as_ref()?.out.as_ref()?;
-        let (start, _, priority) = out.resend.front()?;
-        let (start, end) = out.packet_at(start);
+        let (start, end) = out.resend.next(0)?;
+        let priority = out.resend.priority();
         Some(DataPick {
             slot,
             start,
@@ -300,13 +301,13 @@ impl<'a> Endpoint<'a> {
         let Some(out) = r.out.as_mut() else { return };
         if !pick.retransmit && out.next_xmit == 0 {
             // Cut at the first transmission, for the device as it is now.
-            out.seg = max_payload;
+            out.cut(max_payload);
         }
         // A retransmission announces the end of what was asked for (Linux
         // sends the end of the resent range), a first transmission the
         // unscheduled bytes.
         let incoming = if pick.retransmit {
-            out.resend.end().max(pick.end)
+            out.resend.last_end().max(pick.end)
         } else {
             out.unscheduled
         };
@@ -368,7 +369,7 @@ impl<'a> Endpoint<'a> {
         );
         if pick.retransmit {
             stats.retransmissions += 1;
-            out.resend.advance(pick.end);
+            let _ = out.resend.clear(pick.start);
         } else {
             out.next_xmit = pick.end;
         }
@@ -446,52 +447,95 @@ impl<'a> Endpoint<'a> {
         slot: usize,
         budget: &mut usize,
     ) -> bool {
+        /// Ranges gathered per pass over the message's holes.
+        const CHUNK: usize = 16;
         let top = self.config.highest_priority();
-        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
-            return true;
-        };
-        let mut ranges: heapless::Vec<(u32, u32), { super::rpc::GAPS + 1 }> = heapless::Vec::new();
-        match &r.inp {
-            Some(m) if m.buf.is_some() => {
-                for g in m.asm.missing_ranges(m.granted) {
-                    let _ = ranges.push((g.start, g.end - g.start));
+        let mut first = true;
+        loop {
+            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+                return true;
+            };
+            let mut ranges: heapless::Vec<(u32, u32), CHUNK> = heapless::Vec::new();
+            let mut more = false;
+            match r.inp.as_mut() {
+                Some(m) => {
+                    let (asm, granted, from) = (m.asm, m.granted, m.resend_from);
+                    // Waiting for pool space (no pages): the sender must wait too.
+                    if let Some(buf) = m.buf.as_mut() {
+                        let mut store = PoolStore::new(&mut self.pool, buf);
+                        for g in asm.missing(granted, &mut store) {
+                            let Ok(g) = g else { break };
+                            if g.end <= from {
+                                continue;
+                            }
+                            if ranges.is_full() {
+                                more = true;
+                                break;
+                            }
+                            let _ = ranges.push((g.start, g.end - g.start));
+                        }
+                    }
+                }
+                None => {
+                    let _ = ranges.push((0, homa::RESEND_ALL));
                 }
             }
-            // Waiting for pool space: the sender must wait too.
-            Some(_) => {}
-            None => {
-                let _ = ranges.push((0, homa::RESEND_ALL));
-            }
-        }
-        let (sport, dport, id, dst) = (r.local_port, r.peer_port, r.id, r.peer_addr);
-        for (i, &(offset, length)) in ranges.iter().enumerate() {
-            if i > 0 {
-                // The caller counts one frame; count the rest here.
-                if *budget <= 1 {
+            let (sport, dport, id, dst) = (r.local_port, r.peer_port, r.id, r.peer_addr);
+            for &(offset, length) in ranges.iter() {
+                if !first {
+                    // The caller counts one frame; count the rest here.
+                    if *budget <= 1 {
+                        self.resend_resume(slot, offset);
+                        return false;
+                    }
+                    *budget -= 1;
+                }
+                let Some(tx) = device.transmit(now) else {
+                    self.resend_resume(slot, offset);
                     return false;
-                }
-                *budget -= 1;
+                };
+                first = false;
+                let repr = Repr {
+                    sport,
+                    dport,
+                    sender_id: id,
+                    kind: Kind::Resend {
+                        offset,
+                        length,
+                        priority: top,
+                    },
+                };
+                self.emit_control(now, tx, mac, dst, &repr);
+                self.stats.resends_requested += 1;
             }
-            let Some(tx) = device.transmit(now) else {
-                return false;
+            let last_end = ranges
+                .last()
+                .map_or(0, |&(o, l)| o.saturating_add(l).max(o.saturating_add(1)));
+            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+                return true;
             };
-            let repr = Repr {
-                sport,
-                dport,
-                sender_id: id,
-                kind: Kind::Resend {
-                    offset,
-                    length,
-                    priority: top,
-                },
-            };
-            self.emit_control(now, tx, mac, dst, &repr);
-            self.stats.resends_requested += 1;
-        }
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            if more {
+                if let Some(m) = r.inp.as_mut() {
+                    m.resend_from = last_end;
+                }
+                continue;
+            }
+            if let Some(m) = r.inp.as_mut() {
+                m.resend_from = 0;
+            }
             r.resend_due = false;
+            return true;
         }
-        true
+    }
+
+    /// A RESEND round stopped before the range at `offset`: the next one
+    /// starts there, so no range is asked for twice in a round.
+    fn resend_resume(&mut self, slot: usize, offset: u32) {
+        if let Some(m) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
+            // Ranges ending at or before `resend_from` are skipped, and the
+            // ones before this end before its start.
+            m.resend_from = offset;
+        }
     }
 
     fn emit_need_ack<T: TxToken>(

@@ -2,13 +2,9 @@
 //! (packetisation, granted, next byte to send, priorities) and the incoming
 //! message (reassembly, granted, bytes remaining).
 
-use crate::storage::{MessageBuf, Reassembly};
+use crate::storage::resend::{PacketGrid, ResendSet};
+use crate::storage::{Holes, MessageBuf};
 use crate::wire::Ipv4Addr;
-
-/// Reassembly gaps an incoming message can track at once. A packet that would
-/// open more is dropped and recovered by RESEND; eight (8 bytes each) keep a
-/// slot under 256 bytes while riding out heavy loss.
-pub const GAPS: usize = 8;
 
 /// One entry of the caller-supplied RPC table.
 #[derive(Debug)]
@@ -148,18 +144,12 @@ pub(crate) struct MsgOut {
     pub next_xmit: u32,
     /// Priority of scheduled packets, from the last GRANT.
     pub sched_priority: u8,
-    /// Ranges to send again (from RESEND or RPC_UNKNOWN).
-    pub resend: ResendQueue,
+    /// Packets to send again (from RESEND or RPC_UNKNOWN), exactly those
+    /// asked for: a bitmap over this message's packet grid.
+    pub resend: ResendSet,
 }
 
 impl MsgOut {
-    /// The packet containing byte `offset`: `[start, end)`. Packets are `seg`
-    /// bytes, with one boundary forced at the unscheduled limit so no
-    /// unscheduled byte goes past it (protocol.md 4.2).
-    pub fn packet_at(&self, offset: u32) -> (u32, u32) {
-        packet_at(offset, self.seg, self.unscheduled, self.length)
-    }
-
     /// Bytes not yet sent once.
     pub fn bytes_left(&self) -> u32 {
         self.length - self.next_xmit
@@ -172,112 +162,22 @@ impl MsgOut {
         self.next_xmit < self.length && self.next_xmit < self.granted
     }
 
-    /// Queues `[start, end)` (cut at the bytes sent so far) to be sent again.
+    /// Queues the packets of `[start, end)` (cut at the bytes sent so far)
+    /// to be sent again; packets already queued are not queued twice.
     pub fn request_resend(&mut self, start: u32, end: u32, priority: u8) {
-        self.resend.add(start, end.min(self.next_xmit), priority);
+        let _ = self.resend.add(start, end, self.next_xmit, priority);
+    }
+
+    /// Fixes the packet size at the first transmission.
+    pub fn cut(&mut self, seg: u32) {
+        self.seg = seg;
+        self.resend = ResendSet::new(PacketGrid::new(seg, self.unscheduled, self.length));
     }
 }
 
-/// Byte ranges an outgoing message must send again, in order.
-///
-/// A receiver asks for each of its gaps separately; keeping them apart (up
-/// to `RESEND_RANGES`) resends only what is missing. When more arrive than
-/// fit, the two ranges closest together merge, which resends the bytes
-/// between them too: wasteful, never wrong.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ResendQueue {
-    ranges: [(u32, u32); RESEND_RANGES],
-    len: u8,
-    /// Priority of the retransmitted packets: the highest asked for.
-    pub priority: u8,
-}
-
-/// Separate ranges a retransmission queue keeps.
-pub const RESEND_RANGES: usize = 4;
-
-impl ResendQueue {
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The first range and its priority.
-    pub fn front(&self) -> Option<(u32, u32, u8)> {
-        (self.len > 0).then(|| (self.ranges[0].0, self.ranges[0].1, self.priority))
-    }
-
-    /// The end of the last range.
-    pub fn end(&self) -> u32 {
-        if self.len == 0 {
-            0
-        } else {
-            self.ranges[usize::from(self.len) - 1].1
-        }
-    }
-
-    pub fn add(&mut self, start: u32, end: u32, priority: u8) {
-        if start >= end {
-            return;
-        }
-        self.priority = if self.len == 0 {
-            priority
-        } else {
-            self.priority.max(priority)
-        };
-        let mut list: heapless::Vec<(u32, u32), { RESEND_RANGES + 1 }> = heapless::Vec::new();
-        let mut new = Some((start, end));
-        for &r in &self.ranges[..usize::from(self.len)] {
-            match new {
-                // Overlapping or touching: absorb into the new range.
-                Some((s, e)) if r.0 <= e && s <= r.1 => new = Some((s.min(r.0), e.max(r.1))),
-                Some((s, e)) if e < r.0 => {
-                    let _ = list.push((s, e));
-                    new = None;
-                    let _ = list.push(r);
-                }
-                _ => {
-                    let _ = list.push(r);
-                }
-            }
-        }
-        if let Some(n) = new {
-            let _ = list.push(n);
-        }
-        if list.len() > RESEND_RANGES {
-            // Merge the two neighbours with the smallest hole between them.
-            let i = (0..list.len() - 1)
-                .min_by_key(|&i| list[i + 1].0 - list[i].1)
-                .unwrap_or(0);
-            list[i].1 = list[i + 1].1;
-            list.remove(i + 1);
-        }
-        self.len = list.len() as u8;
-        self.ranges[..list.len()].copy_from_slice(&list);
-    }
-
-    /// Everything below `sent_to` has been sent again: drop it.
-    pub fn advance(&mut self, sent_to: u32) {
-        let mut kept = 0;
-        for i in 0..usize::from(self.len) {
-            let (s, e) = self.ranges[i];
-            if e > sent_to {
-                self.ranges[kept] = (s.max(sent_to), e);
-                kept += 1;
-            }
-        }
-        self.len = kept as u8;
-    }
-}
-
-/// See [`MsgOut::packet_at`].
+/// See [`MsgOut::packet_at`]; the grid's one home is `storage::resend`.
 pub(crate) fn packet_at(offset: u32, seg: u32, unscheduled: u32, length: u32) -> (u32, u32) {
-    let seg = seg.max(1);
-    if offset < unscheduled {
-        let start = offset / seg * seg;
-        (start, (start + seg).min(unscheduled).min(length))
-    } else {
-        let start = unscheduled + (offset - unscheduled) / seg * seg;
-        (start, start.saturating_add(seg).min(length))
-    }
+    crate::storage::resend::packet_at(offset, seg, unscheduled, length)
 }
 
 /// The incoming message of an RPC.
@@ -286,7 +186,12 @@ pub(crate) struct MsgIn {
     /// Pool pages; `None` while waiting for pool space.
     pub buf: Option<MessageBuf>,
     pub length: u32,
-    pub asm: Reassembly<GAPS>,
+    /// Which bytes arrived; the descriptors of the missing ones live in the
+    /// message's own pages (`storage::holes`), so any loss pattern fits.
+    pub asm: Holes,
+    /// Where the next RESEND round continues, when the device or the budget
+    /// cut the last one short (0: from the start).
+    pub resend_from: u32,
     /// Needs grants beyond what the sender sends unscheduled: only such
     /// messages count against `max_incoming` (protocol.md 4.4).
     pub scheduled: bool,
@@ -324,31 +229,6 @@ mod tests {
         assert_eq!(packet_at(39_999, 1424, 40_000, 100_000), (39_872, 40_000));
         assert_eq!(packet_at(40_000, 1424, 40_000, 100_000), (40_000, 41_424));
         assert_eq!(packet_at(99_999, 1424, 40_000, 100_000), (99_808, 100_000));
-    }
-
-    #[test]
-    fn resend_ranges_stay_apart_merge_when_touching_and_when_full() {
-        let mut q = ResendQueue::default();
-        q.add(10, 20, 7);
-        q.add(40, 50, 6);
-        q.add(0, 5, 7);
-        assert_eq!(q.ranges[..usize::from(q.len)], [(0, 5), (10, 20), (40, 50)]);
-        q.add(18, 41, 7);
-        assert_eq!(q.ranges[..usize::from(q.len)], [(0, 5), (10, 50)]);
-        q.add(60, 70, 7);
-        q.add(80, 90, 7);
-        q.add(100, 101, 7);
-        // Five ranges do not fit: the closest pair (0..5 and 10..50) merges.
-        assert_eq!(
-            q.ranges[..usize::from(q.len)],
-            [(0, 50), (60, 70), (80, 90), (100, 101)]
-        );
-        q.advance(65);
-        assert_eq!(q.front(), Some((65, 70, 7)));
-        q.advance(200);
-        assert!(q.is_empty());
-        q.add(5, 5, 7);
-        assert!(q.is_empty(), "empty ranges are ignored");
     }
 
     #[test]

@@ -90,7 +90,7 @@ impl<'a> Endpoint<'a> {
                     // Linux): with a bounded pool a message that can never
                     // fit would wait for ever.
                     let waiting_on_us = r.inp.as_ref().is_some_and(|m| {
-                        m.buf.is_some() && m.asm.gap_count() == 0 && m.asm.recv_end() >= m.granted
+                        m.buf.is_some() && m.asm.hole_count() == 0 && m.asm.recv_end() >= m.granted
                     });
                     if waiting_on_us && resolved {
                         Verdict::OwnGrants
