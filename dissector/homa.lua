@@ -272,34 +272,37 @@ function homa.dissector(tvb, pinfo, tree)
         ck_item:add_proto_expert_info(ef.partial_checksum)
     end
 
+    -- A header cut by the snap length: the line says so, and the fields
+    -- are added until the first missing byte (Wireshark then notes the
+    -- packet as cut).
     if captured < header_len then
         info(string.format("%s [header truncated: %d of %d header bytes captured] prio %s",
             line, captured, header_len, tostring(prio)))
         subtree:add_proto_expert_info(ef.truncated)
-        return
     end
 
+    -- Each field is added before its value is read, so a cut header shows
+    -- every field before the cut.
+    local function field(pf, at, len)
+        subtree:add(pf, tvb(at, len))
+        return tvb(at, len)
+    end
     if t == 0x10 then
-        local seq = tvb(4, 4):uint()
+        local msg_len = field(f.data_message_length, 28, 4):uint()
+        local incoming = field(f.data_incoming, 32, 4):uint()
+        local ack_id = field(f.data_ack_client_id, 36, 8):uint64()
+        local ack_port = field(f.data_ack_server_port, 44, 2):uint()
+        local cv = field(f.data_cutoff_version, 46, 2):uint()
+        local retx = field(f.data_retransmit, 48, 1):uint()
+        field(f.data_pad, 49, 3)
+        local seg_item = subtree:add(f.data_seg_offset, tvb(52, 4))
         local seg = tvb(52, 4):uint()
         local offset = seg
-        if seg == OFFSET_IN_SEQUENCE then offset = seq end
-        local msg_len = tvb(28, 4):uint()
-        local incoming = tvb(32, 4):uint()
-        local ack_id = u64(tvb, 36)
-        local ack_port = tvb(44, 2):uint()
-        local cv = tvb(46, 2):uint()
-        local retx = tvb(48, 1):uint()
+        if seg == OFFSET_IN_SEQUENCE then
+            offset = tvb(4, 4):uint()
+            seg_item:add_proto_expert_info(ef.sentinel)
+        end
         local payload_len = wire - 56
-        subtree:add(f.data_message_length, tvb(28, 4))
-        subtree:add(f.data_incoming, tvb(32, 4))
-        subtree:add(f.data_ack_client_id, tvb(36, 8))
-        subtree:add(f.data_ack_server_port, tvb(44, 2))
-        subtree:add(f.data_cutoff_version, tvb(46, 2))
-        subtree:add(f.data_retransmit, tvb(48, 1))
-        subtree:add(f.data_pad, tvb(49, 3))
-        local seg_item = subtree:add(f.data_seg_offset, tvb(52, 4))
-        if seg == OFFSET_IN_SEQUENCE then seg_item:add_proto_expert_info(ef.sentinel) end
         subtree:add(f.data_offset, tvb(52, 4), offset):set_generated()
         subtree:add(f.data_payload_len, tvb(52, 4), payload_len):set_generated()
         if captured > 56 then subtree:add(f.data_payload, tvb(56, captured - 56)) end
@@ -308,36 +311,32 @@ function homa.dissector(tvb, pinfo, tree)
         if retx ~= 0 then line = line .. " retx" end
         if cv ~= 0 then line = line .. " cv " .. cv end
     elseif t == 0x11 then
-        subtree:add(f.grant_offset, tvb(28, 4))
-        subtree:add(f.grant_priority, tvb(32, 1))
-        line = line .. string.format(" offset %d sched-prio %d", tvb(28, 4):uint(), tvb(32, 1):uint())
+        local offset = field(f.grant_offset, 28, 4):uint()
+        local p = field(f.grant_priority, 32, 1):uint()
+        line = line .. string.format(" offset %d sched-prio %d", offset, p)
     elseif t == 0x12 then
-        local length = tvb(32, 4):uint()
-        subtree:add(f.resend_offset, tvb(28, 4))
-        subtree:add(f.resend_length, tvb(32, 4))
+        local offset = field(f.resend_offset, 28, 4):uint()
+        local length = field(f.resend_length, 32, 4):uint()
         local p = NUM_PRIORITIES - 1
         if header_len > RESEND_UPSTREAM_LEN then
-            subtree:add(f.resend_priority, tvb(36, 1))
-            p = tvb(36, 1):uint()
+            p = field(f.resend_priority, 36, 1):uint()
         else
             subtree:add_proto_expert_info(ef.upstream_resend)
         end
         local l = tostring(length)
         if length == 0xFFFFFFFF then l = "all" end
-        line = line .. string.format(" off %d len %s retx-prio %d", tvb(28, 4):uint(), l, p)
+        line = line .. string.format(" off %d len %s retx-prio %d", offset, l, p)
     elseif t == 0x15 then
         local cutoffs = {}
         for i = 0, 7 do
-            subtree:add(f.cutoffs_cutoff, tvb(28 + 4 * i, 4))
-            cutoffs[#cutoffs + 1] = tostring(tvb(28 + 4 * i, 4):uint())
+            cutoffs[#cutoffs + 1] = tostring(field(f.cutoffs_cutoff, 28 + 4 * i, 4):uint())
         end
-        subtree:add(f.cutoffs_version, tvb(60, 2))
-        line = line .. " cutoffs [" .. table.concat(cutoffs, ", ") .. "] version " .. tvb(60, 2):uint()
+        local version = field(f.cutoffs_version, 60, 2):uint()
+        line = line .. " cutoffs [" .. table.concat(cutoffs, ", ") .. "] version " .. version
     elseif t == 0x18 then
-        local n = tvb(28, 2):uint()
-        local n_item = subtree:add(f.ack_num_acks, tvb(28, 2))
+        local n = field(f.ack_num_acks, 28, 2):uint()
         if n > MAX_ACKS then
-            n_item:add_proto_expert_info(ef.num_acks)
+            subtree:add_proto_expert_info(ef.num_acks)
             n = MAX_ACKS
         end
         local acks = {}
@@ -346,10 +345,11 @@ function homa.dissector(tvb, pinfo, tree)
             local entry = subtree:add(homa, tvb(at, 10), "Ack " .. i)
             entry:add(f.ack_client_id, tvb(at, 8))
             entry:add(f.ack_server_port, tvb(at + 8, 2))
-            acks[#acks + 1] = tostring(u64(tvb, at)) .. ":" .. tvb(at + 8, 2):uint()
+            acks[#acks + 1] = tostring(tvb(at, 8):uint64()) .. ":" .. tvb(at + 8, 2):uint()
         end
         line = line .. " acks [" .. table.concat(acks, ", ") .. "]"
     end
+    if captured < header_len then return end
     line = line .. " prio " .. tostring(prio)
     if captured < wire then
         line = line .. string.format(" [truncated: %d of %d bytes captured]", captured, wire)

@@ -11,7 +11,8 @@
 //!   of everything, ACK with `num_acks` 7 (clamped to 5), a piggy-backed
 //!   ack, a retransmission, good, bad, zero and partial checksums, a VLAN
 //!   tag, a TCP-hijacked DATA, an unknown type and a short packet.
-//! - `snaplen.pcap`: the same frames cut at 128 bytes, as `tcpdump -s 128`.
+//! - `snaplen.pcap`: the same frames cut at 128 bytes, as `tcpdump -s 128`,
+//!   and `snaplen-96.pcap` cut at 96, which cuts headers too.
 //! - `link-sll.pcap`, `link-sll2.pcap`, `link-raw.pcap`, `link-ipv4.pcap`,
 //!   `link-ipv6.pcap`: a few of them under Linux cooked v1 (113) and v2
 //!   (276) headers and as raw IP (101, 228, 229).
@@ -466,6 +467,11 @@ fn main() {
         .map(|f| (f[..f.len().min(128)].to_vec(), f.len()))
         .collect();
     write(&dir, "snaplen.pcap", &pcap(1, 128, &cut));
+    let cut: Vec<Captured> = every
+        .iter()
+        .map(|f| (f[..f.len().min(96)].to_vec(), f.len()))
+        .collect();
+    write(&dir, "snaplen-96.pcap", &pcap(1, 96, &cut));
 
     // A short DATA, a GRANT, an ACK, over IPv4 and IPv6.
     let specs = specs();

@@ -316,6 +316,7 @@ pub fn homa_json(h: &Homa<'_>) -> HomaJson {
     j.urgent = Some(p.urgent());
     j.sender_id = Some(p.sender_id());
     let Some(repr) = &h.repr else {
+        partial_header(h, &mut j);
         return j;
     };
     match &repr.kind {
@@ -367,6 +368,62 @@ pub fn homa_json(h: &Homa<'_>) -> HomaJson {
     }
     debug_assert!(!matches!(h.ptype, PacketType::Unknown(_)));
     j
+}
+
+/// The type-specific fields of a header cut by the snap length: those
+/// whose bytes were captured, in header order (as a dissector that stops at
+/// the first missing byte shows them).
+fn partial_header(h: &Homa<'_>, j: &mut HomaJson) {
+    let p = &h.packet;
+    let fits = |end: usize| h.captured >= end;
+    match h.ptype {
+        PacketType::Data => {
+            let fields: [(usize, &mut dyn FnMut()); 6] = [
+                (32, &mut || j.message_length = Some(p.message_length())),
+                (36, &mut || j.incoming = Some(p.incoming())),
+                (44, &mut || j.ack_client_id = Some(p.ack_client_id())),
+                (46, &mut || j.ack_server_port = Some(p.ack_server_port())),
+                (48, &mut || j.cutoff_version = Some(p.cutoff_version())),
+                (49, &mut || j.retransmit = Some(p.retransmit())),
+            ];
+            for (end, set) in fields {
+                if !fits(end) {
+                    break;
+                }
+                set();
+            }
+        }
+        PacketType::Grant if fits(32) => j.offset = Some(p.grant_offset()),
+        PacketType::Resend if fits(32) => {
+            j.offset = Some(p.resend_offset());
+            if fits(36) {
+                j.length = Some(p.resend_length());
+            }
+        }
+        PacketType::Cutoffs => {
+            let n = (h.captured.saturating_sub(28) / 4).min(8);
+            if n > 0 {
+                j.unsched_cutoffs = Some((0..n).map(|i| p.unsched_cutoff(i)).collect());
+            }
+        }
+        PacketType::Ack if fits(30) => {
+            j.num_acks = Some(p.num_acks());
+            let valid = usize::from(p.num_acks()).min(5);
+            let whole = (h.captured - 30) / 10;
+            j.acks = Some(
+                (0..valid.min(whole))
+                    .map(|i| {
+                        let a = p.ack_entry(i);
+                        AckJson {
+                            client_id: a.client_id,
+                            server_port: a.server_port,
+                        }
+                    })
+                    .collect(),
+            );
+        }
+        _ => {}
+    }
 }
 
 /// ARP or ICMP from homa-stack's dissection, as a JSON object.

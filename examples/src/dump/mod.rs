@@ -73,7 +73,7 @@ pub struct Options {
     #[arg(long = "rpc", value_name = "ID")]
     pub rpcs: Vec<u64>,
     /// One line per RPC instead of per frame.
-    #[arg(long, conflicts_with = "stats")]
+    #[arg(long = "rpcs", conflicts_with = "stats")]
     pub rpcs_view: bool,
     /// Per-type counts and bytes, priorities used, and the RPCs that did
     /// not complete.
@@ -94,15 +94,7 @@ impl Options {
 
 /// Runs homa-dump with the process's arguments.
 pub fn main() -> ExitCode {
-    // `--rpcs` is a flag and `--rpc ID` a filter; clap needs distinct ids.
-    let args = std::env::args_os().map(|a| {
-        if a == "--rpcs" {
-            "--rpcs-view".into()
-        } else {
-            a
-        }
-    });
-    let opts = match Options::try_parse_from(args) {
+    let opts = match Options::try_parse() {
         Ok(opts) => opts,
         Err(e) => {
             let _ = e.print();
