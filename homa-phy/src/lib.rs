@@ -21,6 +21,8 @@
 //! | [`Tracer`]: every frame to a callback | yes | |
 //! | [`PcapWriter`] over a [`PcapSink`]: captures for Wireshark/tcpdump | yes | files under `std` |
 //! | `embassy::DriverAdapter`: any embassy-net driver | yes | feature `embassy` |
+//! | [`Share`]: one device for homa-stack and another stack | yes | |
+//! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
 //! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
 //!
 //! Middleware wraps any device and is a device itself, so they stack:
@@ -128,6 +130,7 @@ pub mod pcap;
 pub mod pipe;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod raw_socket;
+pub mod share;
 #[cfg(feature = "sim")]
 pub mod sim;
 #[cfg(all(feature = "std", target_os = "linux"))]
@@ -145,6 +148,7 @@ pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
 pub use pipe::{forward, Moved, Split};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use raw_socket::RawSocket;
+pub use share::Share;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use tap::{wait, TapInterface};
 pub use time::{Duration, Instant};
