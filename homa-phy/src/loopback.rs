@@ -197,6 +197,7 @@ where
 
     /// Takes the oldest frame off the ring and lends it out mutably (for
     /// consumers whose receive tokens hand out `&mut [u8]`, as embassy's do).
+    #[cfg_attr(not(feature = "embassy"), allow(dead_code))]
     pub(crate) fn pop_frame_mut(&mut self) -> Option<&mut [u8]> {
         if self.len == 0 {
             return None;

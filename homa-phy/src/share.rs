@@ -111,6 +111,7 @@ impl Side {
         }
     }
 
+    #[cfg_attr(not(feature = "embassy"), allow(dead_code))]
     pub(crate) const fn peer(self) -> Side {
         match self {
             Side::Homa => Side::Other,
