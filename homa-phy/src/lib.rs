@@ -230,18 +230,22 @@ impl PacketMeta {
 }
 
 /// Which checksums a device computes or verifies itself.
+///
+/// `None` is the zero value: an in-memory device reporting
+/// [`ChecksumCapabilities::ignored`] (as [`Loopback::new`] does) is then all
+/// zeros, so a `static` of it goes to `.bss` and costs no flash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Checksum {
     /// The stack computes it on transmit and verifies it on receive.
     #[default]
-    Both,
+    Both = 3,
     /// The stack verifies it on receive only (the device fills it on transmit).
-    Rx,
+    Rx = 1,
     /// The stack computes it on transmit only (the device verified it on receive).
-    Tx,
+    Tx = 2,
     /// The device does both; the stack does neither.
-    None,
+    None = 0,
 }
 
 impl Checksum {
