@@ -875,6 +875,15 @@ impl<'a> Repr<'a> {
     /// # Panics
     /// If the buffer is shorter than `buffer_len()`.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        // One check up front lets the compiler drop the per-field ones.
+        let header_len = match self.kind {
+            Kind::Data { .. } => DATA_HEADER_LEN,
+            _ => COMMON_HEADER_LEN,
+        };
+        assert!(
+            packet.buffer.as_ref().len() >= header_len,
+            "buffer too short"
+        );
         let sequence = match &self.kind {
             Kind::Data { header, .. } => header.offset,
             _ => 0,
