@@ -21,6 +21,8 @@
 //! | [`Tracer`]: every frame to a callback | yes | |
 //! | [`PcapWriter`] over a [`PcapSink`]: captures for Wireshark/tcpdump | yes | files under `std` |
 //! | `embassy::DriverAdapter`: any embassy-net driver | yes | feature `embassy` |
+//! | [`Share`]: one device for homa-stack and another stack | yes | |
+//! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
 //! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
 //!
 //! Middleware wraps any device and is a device itself, so they stack:
@@ -159,6 +161,7 @@ pub mod pcap;
 pub mod pipe;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod raw_socket;
+pub mod share;
 #[cfg(feature = "sim")]
 pub mod sim;
 #[cfg(all(feature = "std", target_os = "linux"))]
@@ -176,6 +179,7 @@ pub use pcap::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
 pub use pipe::{forward, Moved, Split};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use raw_socket::RawSocket;
+pub use share::Share;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use tap::{wait, TapInterface};
 pub use time::{Duration, Instant};
@@ -257,18 +261,22 @@ impl PacketMeta {
 }
 
 /// Which checksums a device computes or verifies itself.
+///
+/// `None` is the zero value: an in-memory device reporting
+/// [`ChecksumCapabilities::ignored`] (as [`Loopback::new`] does) is then all
+/// zeros, so a `static` of it goes to `.bss` and costs no flash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Checksum {
     /// The stack computes it on transmit and verifies it on receive.
     #[default]
-    Both,
+    Both = 3,
     /// The stack verifies it on receive only (the device fills it on transmit).
-    Rx,
+    Rx = 1,
     /// The stack computes it on transmit only (the device verified it on receive).
-    Tx,
+    Tx = 2,
     /// The device does both; the stack does neither.
-    None,
+    None = 0,
 }
 
 impl Checksum {

@@ -195,6 +195,21 @@ where
         self.len = 0;
     }
 
+    /// Takes the oldest frame off the ring and lends it out mutably (for
+    /// consumers whose receive tokens hand out `&mut [u8]`, as embassy's do).
+    #[cfg_attr(not(feature = "embassy"), allow(dead_code))]
+    pub(crate) fn pop_frame_mut(&mut self) -> Option<&mut [u8]> {
+        if self.len == 0 {
+            return None;
+        }
+        let index = self.head;
+        self.head = (self.head + 1) % FRAMES;
+        self.len -= 1;
+        let slot = &mut self.slots.borrow_mut()[index];
+        let len = slot.len;
+        slot.data.get_mut(..len)
+    }
+
     /// Index of the slot the next transmitted frame goes to, if one is free.
     fn tail(&self) -> Option<usize> {
         if self.len < FRAMES {

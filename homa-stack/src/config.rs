@@ -92,6 +92,15 @@ pub struct Config {
     pub max_rx_per_poll: usize,
     /// Most frames sent in one `poll`.
     pub max_tx_per_poll: usize,
+    /// Share the host's addresses with another stack (default `false`).
+    ///
+    /// When `true` the endpoint answers neither ARP requests nor ICMP echo
+    /// requests: the other stack, which owns the same IP and MAC address,
+    /// answers them (e.g. smoltcp beside homa-stack on one NIC through
+    /// `homa_phy::share`). The endpoint still learns its peers' link
+    /// addresses from every ARP packet it sees and still sends its own ARP
+    /// requests.
+    pub passive_host: bool,
 }
 
 impl Config {
@@ -125,6 +134,7 @@ impl Config {
             tick: Duration::from_millis(1),
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,
+            passive_host: false,
         }
     }
 

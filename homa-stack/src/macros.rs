@@ -12,13 +12,14 @@ macro_rules! net_log {
     (debug, $($arg:expr),*) => { log::debug!($($arg),*) };
 }
 
-// defmt formats with its own trait, so every argument goes through its
-// `Display` impl: log lines use `{}` with `Display` arguments only.
+// defmt formats on the host from the raw values, so every argument is
+// passed as itself: log lines use `{}` with arguments that are both
+// `Display` (for `log`) and `defmt::Format`.
 #[cfg(feature = "defmt")]
 #[allow(unused_macros)]
 macro_rules! net_log {
-    (trace, $fmt:literal $(, $arg:expr)*) => { defmt::trace!($fmt $(, defmt::Display2Format(&$arg))*) };
-    (debug, $fmt:literal $(, $arg:expr)*) => { defmt::debug!($fmt $(, defmt::Display2Format(&$arg))*) };
+    (trace, $fmt:literal $(, $arg:expr)*) => { defmt::trace!($fmt $(, $arg)*) };
+    (debug, $fmt:literal $(, $arg:expr)*) => { defmt::debug!($fmt $(, $arg)*) };
 }
 
 #[cfg(not(any(feature = "log", feature = "defmt")))]

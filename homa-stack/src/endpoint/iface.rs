@@ -111,6 +111,7 @@ impl<'a> Endpoint<'a> {
         }
         self.learn(source_protocol_addr, source_hardware_addr);
         if operation == ArpOperation::Request
+            && !self.config.passive_host
             && target_protocol_addr == self.config.ipv4_addr
             && source_hardware_addr.is_unicast()
         {
@@ -177,6 +178,10 @@ impl<'a> Endpoint<'a> {
             } => {
                 if !src_mac.is_unicast() {
                     return self.drop_frame(Drop::Malformed, "echo request from a group address");
+                }
+                if self.config.passive_host {
+                    net_trace!("homa: echo request left to the other stack");
+                    return None;
                 }
                 Some(Reply::Echo {
                     dst_mac: src_mac,

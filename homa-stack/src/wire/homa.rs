@@ -875,6 +875,15 @@ impl<'a> Repr<'a> {
     /// # Panics
     /// If the buffer is shorter than `buffer_len()`.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        // One check up front lets the compiler drop the per-field ones.
+        let header_len = match self.kind {
+            Kind::Data { .. } => DATA_HEADER_LEN,
+            _ => COMMON_HEADER_LEN,
+        };
+        assert!(
+            packet.buffer.as_ref().len() >= header_len,
+            "buffer too short"
+        );
         let sequence = match &self.kind {
             Kind::Data { header, .. } => header.offset,
             _ => 0,
@@ -944,12 +953,7 @@ impl<'a> Repr<'a> {
     /// the IP priority when known:
     /// `DATA 10.0.0.1:32768 > 10.0.0.2:500 id 1234 off 1424 len 1424/100000 incoming 40000 prio 5`.
     /// IPv6 addresses are bracketed (`[fd00::1]:500`).
-    pub fn display_with(
-        &self,
-        src: IpAddr,
-        dst: IpAddr,
-        prio: Option<u8>,
-    ) -> impl fmt::Display + '_ {
+    pub fn display_with(&self, src: IpAddr, dst: IpAddr, prio: Option<u8>) -> DisplayWith<'_, 'a> {
         DisplayWith {
             repr: self,
             addrs: (src, dst),
@@ -1043,7 +1047,10 @@ impl fmt::Display for Repr<'_> {
     }
 }
 
-struct DisplayWith<'r, 'a> {
+/// A packet's one-line form with addresses and priority, from
+/// [`Repr::display_with`]: `Display`, and `defmt::Format` under feature
+/// `defmt` (the same fields, formatted on the host, payload left out).
+pub struct DisplayWith<'r, 'a> {
     repr: &'r Repr<'a>,
     addrs: (IpAddr, IpAddr),
     prio: Option<u8>,
@@ -1052,6 +1059,62 @@ struct DisplayWith<'r, 'a> {
 impl fmt::Display for DisplayWith<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.repr.write(f, Some(self.addrs), self.prio)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for DisplayWith<'_, '_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        let r = self.repr;
+        let (src, dst) = self.addrs;
+        defmt::write!(
+            f,
+            "{} {}:{} > {}:{} id {}",
+            r.packet_type(),
+            src,
+            r.sport,
+            dst,
+            r.dport,
+            r.sender_id
+        );
+        match &r.kind {
+            Kind::Data { header, payload } => {
+                defmt::write!(
+                    f,
+                    " off {} len {}/{} incoming {}",
+                    header.offset,
+                    payload.len(),
+                    header.message_length,
+                    header.incoming
+                );
+                if let Some(ack) = header.ack {
+                    defmt::write!(f, " ack {}:{}", ack.client_id, ack.server_port);
+                }
+                if header.retransmit {
+                    defmt::write!(f, " retx");
+                }
+                if header.cutoff_version != 0 {
+                    defmt::write!(f, " cv {}", header.cutoff_version);
+                }
+            }
+            Kind::Grant { offset, priority } => {
+                defmt::write!(f, " offset {} sched-prio {}", offset, priority)
+            }
+            Kind::Resend {
+                offset,
+                length,
+                priority,
+            } => defmt::write!(f, " off {} len {} retx-prio {}", offset, length, priority),
+            Kind::RpcUnknown | Kind::Busy | Kind::Freeze | Kind::NeedAck => {}
+            Kind::Cutoffs {
+                unsched_cutoffs,
+                version,
+            } => defmt::write!(f, " cutoffs {} version {}", unsched_cutoffs, version),
+            Kind::Ack { acks } => defmt::write!(f, " acks {}", acks.as_slice()),
+        }
+        if let Some(prio) = self.prio {
+            defmt::write!(f, " prio {}", prio);
+        }
     }
 }
 

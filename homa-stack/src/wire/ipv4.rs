@@ -395,23 +395,25 @@ impl Ipv4Repr {
         packet: &mut Ipv4Packet<T>,
         fill_checksum: bool,
     ) {
-        packet.set_version(4);
-        packet.set_header_len(HEADER_LEN as u8);
-        packet.set_tos(self.tos);
+        // The header is built in a local array, where every index is known
+        // to be in bounds, and copied out with one length check.
+        let mut header = [0u8; HEADER_LEN];
+        header[field::VER_IHL] = 0x40 | (HEADER_LEN / 4) as u8;
+        header[field::DSCP_ECN] = self.tos;
         // MAX_PAYLOAD_LEN + HEADER_LEN is u16::MAX, so the cast is exact.
-        packet.set_total_len((HEADER_LEN + self.payload_len.min(MAX_PAYLOAD_LEN)) as u16);
-        packet.set_ident(0);
-        packet.clear_flags();
-        packet.set_dont_frag(true);
-        packet.set_hop_limit(self.hop_limit);
-        packet.set_next_header(self.next_header);
-        packet.set_src_addr(self.src_addr);
-        packet.set_dst_addr(self.dst_addr);
+        let total_len = (HEADER_LEN + self.payload_len.min(MAX_PAYLOAD_LEN)) as u16;
+        header[field::LENGTH].copy_from_slice(&total_len.to_be_bytes());
+        // Identification 0; flags: DF only; fragment offset 0.
+        header[field::FLG_OFF].copy_from_slice(&FLAG_DF.to_be_bytes());
+        header[field::TTL] = self.hop_limit;
+        header[field::PROTOCOL] = self.next_header.into();
+        header[field::SRC_ADDR].copy_from_slice(&self.src_addr.octets());
+        header[field::DST_ADDR].copy_from_slice(&self.dst_addr.octets());
         if fill_checksum {
-            packet.fill_checksum();
-        } else {
-            packet.set_checksum(0);
+            let sum = checksum::data(&header);
+            header[field::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         }
+        packet.buffer.as_mut()[..HEADER_LEN].copy_from_slice(&header);
     }
 }
 

@@ -33,6 +33,11 @@ static SOCKETS: StaticCell<[SocketSlot; 2]> = StaticCell::new();
 static POOL: ConstStaticCell<[u8; 32 * (PAGE + 4)]> = ConstStaticCell::new([0; 32 * (PAGE + 4)]);
 static RING: ConstStaticCell<Loopback<8>> = ConstStaticCell::new(Loopback::new());
 
+// With `defmt`, defmt-semihosting is the global logger homa-stack's lines
+// go to.
+#[cfg(feature = "defmt")]
+use defmt_semihosting as _;
+
 #[cfg(any(feature = "client", feature = "server"))]
 const PORT: u16 = 99;
 
