@@ -1,4 +1,4 @@
-//! The receiver's grant scheduler (protocol.md 4.4).
+//! The receiver's grant scheduler (docs/protocol.md 4.4).
 //!
 //! Homa's receiver decides who may send: it grants bytes to at most
 //! `max_overcommit` incoming messages at a time, those with the fewest bytes
@@ -11,7 +11,7 @@
 //!
 //! This module is pure: the endpoint describes its grantable messages as
 //! [`Candidate`]s and applies the [`Decision`]s it gets back, so the scheduling
-//! rules can be tested against protocol.md's worked examples directly.
+//! rules can be tested against docs/protocol.md's worked examples directly.
 
 use crate::config::Config;
 use crate::time::{Duration, Instant};
@@ -130,7 +130,7 @@ pub fn window(config: &Config, num_active: usize) -> u32 {
 
 /// The scheduled priority of the message at `rank` (0 = best) among
 /// `num_active`: `max_sched_prio - rank`, shifted down when few messages are
-/// active so they use the lowest levels (protocol.md 4.4).
+/// active so they use the lowest levels (docs/protocol.md 4.4).
 pub fn priority(max_sched_prio: u8, rank: usize, num_active: usize) -> u8 {
     let mut p = i32::from(max_sched_prio) - rank as i32;
     let extra = i32::from(max_sched_prio) + 1 - num_active as i32;
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn first_packet_of_1mb_message_is_granted_to_201424() {
-        // protocol.md 4.4: 1424 bytes of a 1 MB message arrived, 40000 were
+        // docs/protocol.md 4.4: 1424 bytes of a 1 MB message arrived, 40000 were
         // unscheduled, nothing else active: window 200000, GRANT 201424.
         let c = config();
         let m = cand(1, 1, 1_000_000, 1424, 40_000, 0);

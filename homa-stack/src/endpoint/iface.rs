@@ -221,7 +221,7 @@ impl<'a> Endpoint<'a> {
     /// ICMP says our packets from `local_port` to `addr` (and `peer_port`,
     /// when given) cannot be delivered: unfinished client RPCs there fail
     /// with `error`, and server RPCs answering there are freed (the client
-    /// is gone, protocol.md 2.5).
+    /// is gone, docs/protocol.md 2.5).
     fn abort_rpcs(
         &mut self,
         addr: Ipv4Addr,

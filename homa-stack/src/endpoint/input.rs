@@ -1,4 +1,4 @@
-//! Handling of each received Homa packet type (protocol.md 4.1 to 4.8).
+//! Handling of each received Homa packet type (docs/protocol.md 4.1 to 4.8).
 //!
 //! Every packet is judged against the RPC it names, found by
 //! (peer address, local id): local id = `sender_id XOR 1`, so even ids are our
@@ -78,7 +78,7 @@ impl<'a> Endpoint<'a> {
         };
         let server_side = from.local_id & 1 == 1;
         // A packet for a port with no socket, or a request for a socket that
-        // does not serve, gets ICMP port unreachable (protocol.md 2.5).
+        // does not serve, gets ICMP port unreachable (docs/protocol.md 2.5).
         let socket = self.sockets.iter().position(|s| match s.sock {
             Some(Socket {
                 server_port: Some(p),
@@ -410,7 +410,7 @@ impl<'a> Endpoint<'a> {
         let Some(r) = self.rpc_mut(i) else { return };
         let out = match r.out.as_mut() {
             // A server still receiving or computing owes its response: BUSY
-            // keeps the client from timing out (protocol.md 4.7).
+            // keeps the client from timing out (docs/protocol.md 4.7).
             Some(out)
                 if r.state != State::ServerIncoming
                     && r.state != State::ServerReady

@@ -926,7 +926,7 @@ impl<'a> Endpoint<'a> {
     /// Adds an ack to the peer's batch: acks ride on the next DATA to that
     /// peer, and each full batch becomes one ACK packet. With `now`, an ACK
     /// packet taking what waits goes out at the next poll anyway (one queued
-    /// per peer at a time). Acks are unreliable (protocol.md 4.8): when the
+    /// per peer at a time). Acks are unreliable (docs/protocol.md 4.8): when the
     /// control queue is full they are dropped, counted, and the server's
     /// NEED_ACK asks again.
     fn add_ack(&mut self, pi: u16, addr: Ipv4Addr, sport: u16, ack: Ack, now: bool) {

@@ -1,4 +1,4 @@
-//! The sender's transmit order and NIC-queue estimate (protocol.md 4.6).
+//! The sender's transmit order and NIC-queue estimate (docs/protocol.md 4.6).
 //!
 //! Homa keeps the NIC queue short so that a short message handed over later
 //! does not wait behind a long one already queued: `link_idle` estimates when

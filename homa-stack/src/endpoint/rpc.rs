@@ -23,7 +23,7 @@ impl Default for RpcSlot {
     }
 }
 
-/// Where an RPC is in its life (protocol.md 4.1).
+/// Where an RPC is in its life (docs/protocol.md 4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
     /// Client sending its request (response packets are accepted already).
@@ -193,7 +193,7 @@ pub(crate) struct MsgIn {
     /// cut the last one short (0: from the start).
     pub resend_from: u32,
     /// Needs grants beyond what the sender sends unscheduled: only such
-    /// messages count against `max_incoming` (protocol.md 4.4).
+    /// messages count against `max_incoming` (docs/protocol.md 4.4).
     pub scheduled: bool,
     /// Offset the sender may send up to (initially its unscheduled bytes).
     pub granted: u32,

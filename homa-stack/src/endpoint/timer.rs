@@ -1,4 +1,4 @@
-//! The 1 ms timer (protocol.md 4.7, 4.8): silent ticks, RESEND, timeouts and
+//! The 1 ms timer (docs/protocol.md 4.7, 4.8): silent ticks, RESEND, timeouts and
 //! NEED_ACK.
 //!
 //! Every RPC the peer could be holding up counts silence: ticks without
@@ -8,7 +8,7 @@
 //! message whose every granted byte has arrived waits on our own grant
 //! scheduler, not on the peer: it never times out for that, but re-sends its
 //! GRANT every `resend_interval` so the sender knows we are alive (Linux
-//! repeats GRANTs too, protocol.md 10). Everything else times out after
+//! repeats GRANTs too, docs/protocol.md 10). Everything else times out after
 //! `timeout_ticks` of silence, whatever it waits for:
 //! - a client RPC fails with [`RpcError::TimedOut`], or with
 //!   [`RpcError::Unresolved`] if the peer never answered ARP;

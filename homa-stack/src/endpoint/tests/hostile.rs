@@ -692,3 +692,65 @@ fn a_clock_that_steps_back_does_not_stall_the_pacer() {
     assert!(ok, "stalled after the clock came back");
     assert!(p.now - t0 < Duration::from_millis(20));
 }
+
+/// Runs `rpcs` echo RPCs of `len` bytes with DATA frames lost at `1 in
+/// every` at random (both ways) and returns (DATA frames lost, DATA
+/// packets retransmitted).
+fn losses_and_retransmissions(len: usize, rpcs: usize, every: u64, seed: u64) -> (u64, u64) {
+    let mut p = Pair::linked(8, 8 << 20);
+    let lost = std::rc::Rc::new(core::cell::Cell::new(0u64));
+    let counter = lost.clone();
+    let mut rng = seed | 1;
+    p.filter = Box::new(move |_, _, f| {
+        let data = f.len() > 34 + 11 && f[23] == 146 && f[34 + 11] == 0x10;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if data && rng % every == 0 {
+            counter.set(counter.get() + 1);
+            return false;
+        }
+        true
+    });
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    for i in 0..rpcs {
+        let req = pattern(len, i as u8);
+        let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
+        let ok = p.run_until(Duration::from_secs(10), |p| {
+            while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+                let mut buf = vec![0; len];
+                p.b.message(rpc).unwrap().copy_to(&mut buf);
+                p.b.reply(rpc, &buf).unwrap();
+            }
+            match p.a.recv(client) {
+                Some(Event::Response { rpc, .. }) if rpc == h => {
+                    assert!(p.a.message(rpc).unwrap().eq_bytes(&req));
+                    p.a.release(rpc).unwrap();
+                    true
+                }
+                Some(e) => panic!("{e:?}"),
+                None => false,
+            }
+        });
+        assert!(ok, "RPC {i} of {len} bytes did not complete");
+    }
+    let retx = p.a.stats().retransmissions + p.b.stats().retransmissions;
+    (lost.get(), retx)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn retransmissions_follow_the_losses() {
+    // Issue 11's goal: retransmitted packets at most 1.5 times the packets
+    // lost, for 1 MB messages at 5% loss and mixed sizes at 30%.
+    for (len, rpcs, every) in [(1_000_000, 8, 20), (100_000, 20, 3), (20_000, 40, 3)] {
+        let (lost, retx) = losses_and_retransmissions(len, rpcs, every, 0x9e37_79b9);
+        let ratio = retx as f64 / lost.max(1) as f64;
+        std::println!(
+            "{rpcs} RPCs of {len} B, 1 DATA in {every} lost: lost {lost}, retransmitted {retx}, ratio {ratio:.2}"
+        );
+        assert!(lost > 0);
+        assert!(ratio <= 1.5, "retransmitted {retx} for {lost} lost");
+    }
+}

@@ -660,7 +660,7 @@ fn slot_sizes_stay_small() {
     );
 }
 
-/// Makes a frame look like what Linux `main` puts on the wire (protocol.md
+/// Makes a frame look like what Linux `main` puts on the wire (docs/protocol.md
 /// 10): flags 6 and urgent 0xb97d on every packet, `seg.offset` 0xFFFFFFFF
 /// on first transmissions of DATA (the offset only in `sequence`), and a
 /// checksum holding only the pseudo-header seed, which does not verify.
