@@ -6,9 +6,10 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
+use super::api::Socket;
 use super::iface::Reply;
 use super::rpc::{MsgIn, Rpc, State};
-use super::{Ctrl, CtrlKind, Endpoint, Socket};
+use super::{Ctrl, CtrlKind, Endpoint};
 use crate::stats::Drop;
 use crate::storage::holes::AddOutcome;
 use crate::storage::PoolStore;
@@ -158,7 +159,7 @@ impl<'a> Endpoint<'a> {
     pub(super) fn find_rpc(&self, addr: Ipv4Addr, id: u64) -> Option<usize> {
         let is = |slot: usize| matches!(self.rpcs.get(slot), Some(s) if matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr));
         if id & 1 == 0 {
-            let slot = super::client_slot(id);
+            let slot = super::rpc::client_slot(id);
             return is(slot).then_some(slot);
         }
         let hint = self.last_server_slot.get();

@@ -5,7 +5,7 @@
 
 use super::iface::{emit_headers, link_header_len, Route, IPV4_HEADER_LEN};
 use super::rpc::State;
-use super::{grant, Ctrl, CtrlKind, Endpoint};
+use super::{grant, Endpoint};
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::Drop;
 use crate::storage::PoolStore;
@@ -578,62 +578,8 @@ impl<'a> Endpoint<'a> {
         self.emit_control(now, tx, mac, dst, &repr);
     }
 
-    fn emit_ctrl<T: TxToken>(&mut self, now: Instant, tx: T, mac: EthernetAddress, c: &Ctrl) {
-        let (mut sender_id, mut dport) = (c.sender_id, c.dport);
-        let kind = match &c.kind {
-            CtrlKind::Resend {
-                offset,
-                length,
-                priority,
-            } => Kind::Resend {
-                offset: *offset,
-                length: *length,
-                priority: *priority,
-            },
-            CtrlKind::RpcUnknown => Kind::RpcUnknown,
-            CtrlKind::Busy => Kind::Busy,
-            CtrlKind::Cutoffs => Kind::Cutoffs {
-                unsched_cutoffs: self.config.announced_cutoffs(),
-                version: self.config.cutoff_version,
-            },
-            CtrlKind::Acks(_) | CtrlKind::AcksWaiting => {
-                let mut batch = match &c.kind {
-                    CtrlKind::Acks(batch) => batch.clone(),
-                    _ => {
-                        // What waits for the peer now (some may have ridden
-                        // on DATA since this was queued).
-                        let Some(pi) = self.find_peer(c.addr) else {
-                            return;
-                        };
-                        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
-                            return;
-                        };
-                        peer.ack_flush_queued = false;
-                        core::mem::take(&mut peer.acks)
-                    }
-                };
-                // The first ack names the RPC in the header.
-                let Some(first) = batch.pop() else {
-                    return;
-                };
-                sender_id = first.client_id;
-                dport = first.server_port;
-                Kind::Ack {
-                    acks: batch.into_iter().collect(),
-                }
-            }
-        };
-        let repr = Repr {
-            sport: c.sport,
-            dport,
-            sender_id,
-            kind,
-        };
-        self.emit_control(now, tx, mac, c.addr, &repr);
-    }
-
     /// Sends a control packet at the highest priority.
-    fn emit_control<T: TxToken>(
+    pub(super) fn emit_control<T: TxToken>(
         &mut self,
         now: Instant,
         mut tx: T,

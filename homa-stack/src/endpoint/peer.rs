@@ -19,6 +19,8 @@ use crate::wire::homa::Ack;
 use crate::wire::{EthernetAddress, Ipv4Addr};
 use heapless::Vec;
 
+use super::{Ctrl, CtrlKind};
+
 /// Acks one ACK packet carries in its entries (`HOMA_MAX_ACKS_PER_PKT`).
 pub const MAX_ACKS: usize = 5;
 
@@ -153,6 +155,114 @@ impl Peer {
         self.cutoffs = cutoffs;
         self.cutoffs[0] = i32::MAX as u32;
         self.cutoff_version = version;
+    }
+}
+
+/// The peer table: finding, creating and evicting peers, and their acks.
+impl<'a> super::Endpoint<'a> {
+    /// The index of the peer at `addr`, if it is in the table.
+    pub(super) fn find_peer(&self, addr: Ipv4Addr) -> Option<u16> {
+        self.peers
+            .iter()
+            .position(|p| matches!(&p.peer, Some(p) if p.addr == addr))
+            .map(|i| i as u16)
+    }
+
+    /// The index of the peer at `addr`, created if needed: only for an RPC
+    /// about to exist (a request we send, or one that arrived), so strangers
+    /// that hold no RPC never take an entry. A full table evicts the least
+    /// recently used peer no RPC refers to; peers count their RPCs, so this
+    /// is one pass over the peer table.
+    pub(super) fn peer_index(&mut self, addr: Ipv4Addr, now: Instant) -> Option<u16> {
+        if let Some(i) = self.find_peer(addr) {
+            return Some(i);
+        }
+        let free = self.peers.iter().position(|p| p.peer.is_none());
+        let slot = match free {
+            Some(i) => i,
+            None => {
+                let victim = self
+                    .peers
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| p.peer.as_ref().map(|p| (i, p)))
+                    .filter(|(_, p)| p.rpcs == 0)
+                    .min_by_key(|(_, p)| p.last_used)
+                    .map(|(i, _)| i);
+                match victim {
+                    Some(i) => {
+                        self.stats.peers_evicted += 1;
+                        i
+                    }
+                    None => {
+                        self.count_drop(crate::stats::Drop::PeerTableFull);
+                        return None;
+                    }
+                }
+            }
+        };
+        self.peers[slot].peer = Some(Peer::new(addr, now));
+        Some(slot as u16)
+    }
+
+    /// Queues the ack of a completed client RPC on its peer.
+    pub(super) fn queue_ack(&mut self, slot: usize) {
+        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            return;
+        };
+        let ack = Ack {
+            client_id: r.id,
+            server_port: r.peer_port,
+        };
+        let (pi, addr, sport) = (r.peer, r.peer_addr, r.local_port);
+        self.add_ack(pi, addr, sport, ack, false);
+    }
+
+    /// Adds an ack to the peer's batch: acks ride on the next DATA to that
+    /// peer, and each full batch becomes one ACK packet. With `now`, an ACK
+    /// packet taking what waits goes out at the next poll anyway (one queued
+    /// per peer at a time). Acks are unreliable (docs/protocol.md 4.8): when the
+    /// control queue is full they are dropped, counted, and the server's
+    /// NEED_ACK asks again.
+    pub(super) fn add_ack(&mut self, pi: u16, addr: Ipv4Addr, sport: u16, ack: Ack, now: bool) {
+        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+            return;
+        };
+        let _ = peer.acks.push(ack);
+        let link_addr = peer.link_addr;
+        let kind = if peer.acks.is_full() {
+            CtrlKind::Acks(core::mem::take(&mut peer.acks))
+        } else if now && !peer.ack_flush_queued {
+            peer.ack_flush_queued = true;
+            CtrlKind::AcksWaiting
+        } else {
+            return;
+        };
+        let lost = match &kind {
+            CtrlKind::Acks(batch) => batch.len() as u64,
+            _ => 0,
+        };
+        let queued = self.push_ctrl(Ctrl {
+            addr,
+            link_addr,
+            sport,
+            dport: 0,
+            sender_id: 0,
+            kind,
+        });
+        if !queued {
+            self.stats.acks_dropped += lost;
+            if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+                p.ack_flush_queued = false;
+            }
+        }
+    }
+
+    pub(super) fn peer_resolved(&self, peer: u16) -> bool {
+        self.peers
+            .get(usize::from(peer))
+            .and_then(|p| p.peer.as_ref())
+            .is_some_and(|p| p.link_addr.is_some())
     }
 }
 

@@ -6,6 +6,8 @@ use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::{Holes, MessageBuf};
 use crate::wire::Ipv4Addr;
 
+use super::{RpcError, RpcHandle};
+
 /// One entry of the caller-supplied RPC table.
 #[derive(Debug)]
 pub struct RpcSlot {
@@ -213,6 +215,85 @@ impl MsgIn {
     /// Granted bytes that have not arrived.
     pub fn outstanding(&self) -> u32 {
         self.granted.saturating_sub(self.received())
+    }
+}
+
+/// The id of client RPC number `seq` in `slot`: even, unique per endpoint
+/// (the sequence never repeats within 2^47 RPCs), and naming its slot so a
+/// response finds its RPC without a search.
+pub(super) fn client_id(seq: u64, slot: usize) -> u64 {
+    (((seq & 0x7fff_ffff_ffff) << 16) | slot as u64) << 1
+}
+
+/// The slot a client id names.
+pub(super) fn client_slot(id: u64) -> usize {
+    ((id >> 1) & 0xffff) as usize
+}
+
+/// The RPC table: the one place RPCs are put in, failed and freed.
+impl<'a> super::Endpoint<'a> {
+    pub(super) fn rpc(&self, h: RpcHandle) -> Option<&Rpc> {
+        self.rpcs
+            .get(usize::from(h.slot))?
+            .rpc
+            .as_ref()
+            .filter(|r| r.id == h.id)
+    }
+
+    /// Puts a new RPC in `slot`; its peer counts it.
+    pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc) {
+        if let Some(p) = self.peers[usize::from(rpc.peer)].peer.as_mut() {
+            p.rpcs = p.rpcs.saturating_add(1);
+            p.last_used = self.now;
+        }
+        self.rpcs[slot].rpc = Some(rpc);
+    }
+
+    /// Ends an unfinished client RPC with `error`: its pages go back to the
+    /// pool at once and the application is told through [`Event::Failed`].
+    pub(super) fn fail_client_rpc(&mut self, slot: usize, error: RpcError) {
+        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+            return;
+        };
+        if !r.state.is_client() || r.state == State::ClientDone {
+            return;
+        }
+        r.state = State::ClientDone;
+        r.error = Some(error);
+        r.reported = false;
+        let out = r.out.take();
+        let inp = r.inp.take();
+        if let Some(out) = out {
+            self.pool.free(out.buf);
+        }
+        if let Some(b) = inp.and_then(|m| m.buf) {
+            self.pool.free(b);
+        }
+        self.pool_freed = true;
+        self.maybe_ready = true;
+        self.grants_dirty = true;
+        self.stats.client_failed += 1;
+    }
+
+    /// Frees an RPC slot and its pool pages.
+    pub(super) fn free_rpc(&mut self, slot: usize) {
+        let Some(r) = self.rpcs[slot].rpc.take() else {
+            return;
+        };
+
+        if let Some(p) = self.peers[usize::from(r.peer)].peer.as_mut() {
+            p.rpcs = p.rpcs.saturating_sub(1);
+        }
+        if let Some(out) = r.out {
+            self.pool.free(out.buf);
+        }
+        if let Some(inp) = r.inp {
+            if let Some(b) = inp.buf {
+                self.pool.free(b);
+            }
+        }
+        self.pool_freed = true;
+        self.grants_dirty = true;
     }
 }
 

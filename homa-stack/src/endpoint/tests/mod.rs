@@ -3,6 +3,7 @@
 use super::*;
 use crate::phy::{DeviceCapabilities, PacketMeta, RxToken, TxToken};
 use crate::wire::homa;
+use crate::wire::{EthernetAddress, Ipv4Addr};
 use std::collections::VecDeque;
 use std::vec::Vec;
 

@@ -1,0 +1,495 @@
+//! The application's side of the endpoint: sockets, starting RPCs,
+//! receiving requests and responses, replying, releasing, and what the
+//! endpoint reports of itself. Every call only changes state; the next
+//! [`Endpoint::poll`] turns it into frames.
+
+use core::fmt;
+
+use super::rpc::client_id;
+use super::rpc::{MsgOut, Rpc, State};
+use super::Endpoint;
+use super::{BindError, RpcError, SendError};
+use crate::config::Config;
+use crate::stats::Stats;
+use crate::storage::MessageRef;
+use crate::time::Instant;
+use crate::wire::homa::MAX_MESSAGE_LENGTH;
+use crate::wire::{EthernetAddress, Ipv4Addr};
+
+/// The first automatic (client) port; server ports are below it.
+pub const MIN_CLIENT_PORT: u16 = 0x8000;
+
+/// One entry of the caller-supplied socket table.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketSlot {
+    pub(crate) sock: Option<Socket>,
+}
+
+impl SocketSlot {
+    /// An empty slot, for building tables: `[SocketSlot::EMPTY; 4]`.
+    pub const EMPTY: SocketSlot = SocketSlot { sock: None };
+}
+
+impl Default for SocketSlot {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Socket {
+    /// Automatic port used as the source of this socket's requests.
+    pub(crate) client_port: u16,
+    /// Bound port on which the socket accepts requests.
+    pub(crate) server_port: Option<u16>,
+}
+
+/// A socket: an index into the socket table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SocketHandle(pub(crate) u16);
+
+/// An RPC: its slot and its id, so a handle to a freed slot is never mistaken
+/// for the RPC that reuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RpcHandle {
+    pub(crate) slot: u16,
+    pub(crate) id: u64,
+}
+
+impl RpcHandle {
+    /// The RPC id as this endpoint knows it (even: we are the client; odd: server).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl fmt::Display for RpcHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rpc {}", self.id)
+    }
+}
+
+/// What [`Endpoint::rpc_info`] reports of one RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RpcInfo {
+    /// Local id (even: client, odd: server).
+    pub id: u64,
+    /// The peer.
+    pub peer: Ipv4Addr,
+    /// The peer's port.
+    pub peer_port: u16,
+    /// Where the RPC is in its life, e.g. `"client-outgoing"`.
+    pub state: &'static str,
+    /// Length of the outgoing message (0 if none).
+    pub out_length: u32,
+    /// Bytes of it sent once.
+    pub out_sent: u32,
+    /// Bytes of it the receiver granted.
+    pub out_granted: u32,
+    /// Length of the incoming message (0 if none yet).
+    pub in_length: u32,
+    /// Bytes of it received.
+    pub in_received: u32,
+    /// Bytes of it granted to the sender.
+    pub in_granted: u32,
+    /// Whether the incoming message has its pool pages.
+    pub in_has_buffer: bool,
+    /// Ticks since DATA, GRANT or BUSY arrived.
+    pub silent_ticks: u32,
+}
+
+/// Something the application should know about, from [`Endpoint::recv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Event {
+    /// A whole request arrived: read it with [`Endpoint::message`], answer
+    /// with [`Endpoint::reply`].
+    Request {
+        /// The server RPC.
+        rpc: RpcHandle,
+        /// The client's address.
+        peer: Ipv4Addr,
+        /// The client's port.
+        port: u16,
+        /// Request length in bytes.
+        len: usize,
+    },
+    /// A whole response arrived: read it with [`Endpoint::message`], then
+    /// [`Endpoint::release`] the RPC.
+    Response {
+        /// The client RPC.
+        rpc: RpcHandle,
+        /// Response length in bytes.
+        len: usize,
+    },
+    /// A client RPC failed; [`Endpoint::release`] it.
+    Failed {
+        /// The client RPC.
+        rpc: RpcHandle,
+        /// Why.
+        error: RpcError,
+    },
+}
+
+impl<'a> Endpoint<'a> {
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Live RPCs (client and server).
+    pub fn rpcs_in_use(&self) -> usize {
+        self.rpcs.iter().filter(|s| s.rpc.is_some()).count()
+    }
+
+    /// One record per live RPC, like Linux's `HOMAIOCINFO`: for debugging
+    /// and monitoring.
+    pub fn rpc_info(&self) -> impl Iterator<Item = RpcInfo> + '_ {
+        self.rpcs
+            .iter()
+            .filter_map(|s| s.rpc.as_ref())
+            .map(|r| RpcInfo {
+                id: r.id,
+                peer: r.peer_addr,
+                peer_port: r.peer_port,
+                state: r.state.name(),
+                out_length: r.out.as_ref().map_or(0, |o| o.length),
+                out_sent: r.out.as_ref().map_or(0, |o| o.next_xmit),
+                out_granted: r.out.as_ref().map_or(0, |o| o.granted),
+                in_length: r.inp.as_ref().map_or(0, |m| m.length),
+                in_received: r.inp.as_ref().map_or(0, |m| m.received()),
+                in_granted: r.inp.as_ref().map_or(0, |m| m.granted),
+                in_has_buffer: r.inp.as_ref().is_some_and(|m| m.buf.is_some()),
+                silent_ticks: r.silent_ticks,
+            })
+    }
+
+    /// Peers in the peer table.
+    pub fn peers_in_use(&self) -> usize {
+        self.peers.iter().filter(|s| s.peer.is_some()).count()
+    }
+
+    /// Free bytes of the message pool (whole pages).
+    pub fn pool_free_bytes(&self) -> usize {
+        self.pool.free_bytes()
+    }
+
+    /// Total bytes of the message pool (whole pages).
+    pub fn pool_capacity_bytes(&self) -> usize {
+        self.pool.capacity_bytes()
+    }
+
+    /// Sets the link address of `addr` by hand (no ARP needed for it).
+    pub fn add_neighbor(
+        &mut self,
+        now: Instant,
+        addr: Ipv4Addr,
+        link_addr: EthernetAddress,
+    ) -> Result<(), SendError> {
+        let p = self.peer_index(addr, now).ok_or(SendError::PeerTableFull)?;
+        if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+            peer.link_addr = Some(link_addr);
+        }
+        Ok(())
+    }
+
+    /// A client socket with an automatic port (0x8000 and up).
+    pub fn socket(&mut self) -> Result<SocketHandle, BindError> {
+        let slot = self
+            .sockets
+            .iter()
+            .position(|s| s.sock.is_none())
+            .ok_or(BindError::TableFull)?;
+        let port = self.free_client_port().ok_or(BindError::TableFull)?;
+        self.sockets[slot].sock = Some(Socket {
+            client_port: port,
+            server_port: None,
+        });
+        Ok(SocketHandle(slot as u16))
+    }
+
+    /// A socket that accepts requests on `port` (1..=0x7fff); it can also
+    /// send requests from its own automatic port.
+    pub fn bind(&mut self, port: u16) -> Result<SocketHandle, BindError> {
+        if port == 0 || port >= MIN_CLIENT_PORT {
+            return Err(BindError::InvalidPort);
+        }
+        if self
+            .sockets
+            .iter()
+            .any(|s| matches!(s.sock, Some(k) if k.server_port == Some(port)))
+        {
+            return Err(BindError::InUse);
+        }
+        let h = self.socket()?;
+        if let Some(s) = self.sockets[usize::from(h.0)].sock.as_mut() {
+            s.server_port = Some(port);
+        }
+        Ok(h)
+    }
+
+    /// The socket's automatic (client) port.
+    pub fn client_port(&self, socket: SocketHandle) -> Option<u16> {
+        self.sockets
+            .get(usize::from(socket.0))?
+            .sock
+            .map(|s| s.client_port)
+    }
+
+    /// Closes a socket, dropping all its RPCs without telling peers (like
+    /// Linux `close`: servers will time out NEED_ACKs, clients get RPC_UNKNOWN).
+    pub fn close(&mut self, socket: SocketHandle) {
+        let Some(slot) = self.sockets.get_mut(usize::from(socket.0)) else {
+            return;
+        };
+        slot.sock = None;
+        for i in 0..self.rpcs.len() {
+            if matches!(&self.rpcs[i].rpc, Some(r) if r.socket == socket.0) {
+                self.free_rpc(i);
+            }
+        }
+    }
+
+    /// An automatic port no socket uses; `None` when all 32768 are taken.
+    fn free_client_port(&mut self) -> Option<u16> {
+        for _ in MIN_CLIENT_PORT..=u16::MAX {
+            let p = self.next_port;
+            self.next_port = if p == u16::MAX {
+                MIN_CLIENT_PORT
+            } else {
+                p + 1
+            };
+            if !self
+                .sockets
+                .iter()
+                .any(|s| matches!(s.sock, Some(k) if k.client_port == p))
+            {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Starts an RPC: sends `data` as a request to `port` at `dest`. The data
+    /// is copied into the pool; the next `poll` starts sending it.
+    pub fn send_request(
+        &mut self,
+        socket: SocketHandle,
+        dest: Ipv4Addr,
+        port: u16,
+        data: &[u8],
+    ) -> Result<RpcHandle, SendError> {
+        let sock = self
+            .sockets
+            .get(usize::from(socket.0))
+            .and_then(|s| s.sock)
+            .ok_or(SendError::NoSuchSocket)?;
+        if port == 0 || dest.is_broadcast() || dest.is_multicast() || dest.is_unspecified() {
+            return Err(SendError::InvalidDestination);
+        }
+        let slot = self
+            .rpcs
+            .iter()
+            .position(|s| s.rpc.is_none())
+            .ok_or(SendError::TableFull)?;
+        let now = self.now;
+        let peer = self.peer_index(dest, now).ok_or(SendError::PeerTableFull)?;
+        let out = self.new_msgout(peer, data)?;
+        let id = client_id(self.next_seq, slot);
+        self.next_seq = self.next_seq.wrapping_add(1).max(1);
+        self.births += 1;
+        let mut rpc = Rpc::new(
+            id,
+            socket.0,
+            peer,
+            dest,
+            port,
+            sock.client_port,
+            State::ClientOutgoing,
+            self.births,
+        );
+        rpc.out = Some(out);
+        self.insert_rpc(slot, rpc);
+        net_trace!(
+            "homa: rpc {} request of {} bytes to {}:{}",
+            id,
+            data.len(),
+            dest,
+            port
+        );
+        Ok(RpcHandle {
+            slot: slot as u16,
+            id,
+        })
+    }
+
+    fn new_msgout(&mut self, peer: u16, data: &[u8]) -> Result<MsgOut, SendError> {
+        if data.is_empty() {
+            return Err(SendError::Empty);
+        }
+        if data.len() > MAX_MESSAGE_LENGTH as usize || data.len() > self.pool.capacity_bytes() {
+            return Err(SendError::MessageTooLong);
+        }
+        let mut buf = self
+            .pool
+            .alloc(data.len())
+            .map_err(|_| SendError::PoolFull)?;
+        // Cannot fail: the buffer was just sized for the data.
+        let _ = self.pool.write_at(&mut buf, 0, data);
+        let length = data.len() as u32;
+        let unscheduled = self.config.unsched_bytes.min(length).max(1);
+        if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
+            p.last_used = self.now;
+        }
+        Ok(MsgOut {
+            buf,
+            length,
+            seg: self.max_payload,
+            unscheduled,
+            granted: unscheduled,
+            next_xmit: 0,
+            sched_priority: 0,
+            resend: crate::storage::resend::ResendSet::new(
+                crate::storage::resend::PacketGrid::new(self.max_payload, unscheduled, length),
+            ),
+        })
+    }
+
+    /// The next event for `socket`: a request to serve, a response, or a
+    /// failed RPC, oldest first.
+    pub fn recv(&mut self, socket: SocketHandle) -> Option<Event> {
+        if !self.maybe_ready {
+            return None;
+        }
+        let mut best: Option<(u64, usize)> = None;
+        let mut others = false;
+        for (i, s) in self.rpcs.iter().enumerate() {
+            let Some(r) = &s.rpc else { continue };
+            if r.reported || !matches!(r.state, State::ServerReady | State::ClientDone) {
+                continue;
+            }
+            if r.socket != socket.0 {
+                others = true;
+            } else if best.is_none_or(|(b, _)| r.birth < b) {
+                best = Some((r.birth, i));
+            }
+        }
+        if best.is_none() && !others {
+            self.maybe_ready = false;
+        }
+        let (_, i) = best?;
+        let r = self.rpcs[i].rpc.as_mut()?;
+        r.reported = true;
+        let rpc = RpcHandle {
+            slot: i as u16,
+            id: r.id,
+        };
+        let len = r.inp.as_ref().map_or(0, |m| m.length as usize);
+        Some(match (r.state, r.error) {
+            (State::ServerReady, _) => {
+                r.state = State::ServerInService;
+                Event::Request {
+                    rpc,
+                    peer: r.peer_addr,
+                    port: r.peer_port,
+                    len,
+                }
+            }
+            (_, Some(error)) => Event::Failed { rpc, error },
+            _ => Event::Response { rpc, len },
+        })
+    }
+
+    /// The received message of an RPC: the request of a server RPC in
+    /// service, or the response of a completed client RPC.
+    pub fn message(&self, rpc: RpcHandle) -> Option<MessageRef<'_>> {
+        let r = self.rpc(rpc)?;
+        if !matches!(r.state, State::ServerInService | State::ClientDone) {
+            return None;
+        }
+        let buf = r.inp.as_ref()?.buf.as_ref()?;
+        Some(self.pool.message(buf))
+    }
+
+    /// Answers a request taken with [`Endpoint::recv`]. The response is
+    /// copied into the pool and the request's memory freed. When the pool
+    /// has no room even with the request's pages, the call fails with
+    /// [`SendError::PoolFull`] and the request stays readable for a retry.
+    pub fn reply(&mut self, rpc: RpcHandle, data: &[u8]) -> Result<(), SendError> {
+        let peer = match self.rpc(rpc) {
+            Some(r) if r.state == State::ServerInService => r.peer,
+            _ => return Err(SendError::NoSuchRpc),
+        };
+        let slot = usize::from(rpc.slot);
+        let out = match self.new_msgout(peer, data) {
+            Err(SendError::PoolFull) => {
+                // The request's own pages may be what the response needs:
+                // give them up only if that makes room, so a failed reply
+                // leaves the request readable for a retry.
+                let request_pages = self.rpcs[slot]
+                    .rpc
+                    .as_ref()
+                    .and_then(|r| r.inp.as_ref()?.buf.as_ref())
+                    .map_or(0, |b| b.page_count());
+                let needed = crate::storage::pages_for(data.len(), self.pool.page_size());
+                if self.pool.free_pages() + request_pages < needed {
+                    return Err(SendError::PoolFull);
+                }
+                self.free_request(slot);
+                self.new_msgout(peer, data)?
+            }
+            other => other?,
+        };
+        self.free_request(slot);
+        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            r.out = Some(out);
+            r.state = State::ServerOutgoing;
+            r.silent_ticks = 0;
+            r.done_ticks = 0;
+        }
+        Ok(())
+    }
+
+    /// Gives a server RPC's request pages back to the pool.
+    fn free_request(&mut self, slot: usize) {
+        if let Some(inp) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take()) {
+            if let Some(b) = inp.buf {
+                self.pool.free(b);
+                self.pool_freed = true;
+            }
+        }
+    }
+
+    /// Frees a finished client RPC (after its response was read or its
+    /// failure seen), and queues the ack that lets the server free its side.
+    pub fn release(&mut self, rpc: RpcHandle) -> Result<(), SendError> {
+        let (state, error) = match self.rpc(rpc) {
+            Some(r) if r.state.is_client() => (r.state, r.error),
+            _ => return Err(SendError::NoSuchRpc),
+        };
+        if state == State::ClientDone && error.is_none() {
+            self.queue_ack(usize::from(rpc.slot));
+        }
+        self.free_rpc(usize::from(rpc.slot));
+        Ok(())
+    }
+
+    /// Abandons an RPC at once. A client RPC is freed without telling the
+    /// server (which will find out through RPC_UNKNOWN); a server RPC is
+    /// freed without a response (the client will time out or restart).
+    pub fn abort(&mut self, rpc: RpcHandle) -> Result<(), SendError> {
+        if self.rpc(rpc).is_none() {
+            return Err(SendError::NoSuchRpc);
+        }
+        self.free_rpc(usize::from(rpc.slot));
+        Ok(())
+    }
+}

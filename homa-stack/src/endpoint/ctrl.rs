@@ -1,0 +1,115 @@
+//! The control queue: GRANT-less control packets (RESEND answers, BUSY,
+//! RPC_UNKNOWN, CUTOFFS, ACK) waiting for the next egress, at most
+//! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
+
+use super::{peer, Endpoint};
+use crate::phy::TxToken;
+use crate::time::Instant;
+use crate::wire::homa::{Ack, Kind, Repr};
+use crate::wire::{EthernetAddress, Ipv4Addr};
+
+/// Control packets that can wait for transmission at once.
+pub(super) const CTRL_QUEUE: usize = 32;
+
+/// A control packet waiting to be sent.
+#[derive(Debug, Clone)]
+pub(super) struct Ctrl {
+    pub(super) addr: Ipv4Addr,
+    /// Link address when known at queue time (replies to strangers).
+    pub(super) link_addr: Option<EthernetAddress>,
+    pub(super) sport: u16,
+    pub(super) dport: u16,
+    pub(super) sender_id: u64,
+    pub(super) kind: CtrlKind,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum CtrlKind {
+    Resend {
+        offset: u32,
+        length: u32,
+        priority: u8,
+    },
+    RpcUnknown,
+    Busy,
+    Cutoffs,
+    /// An ACK packet of a full batch of acks: the first names the RPC in
+    /// the header (`sender_id` and `dport` come from it), the rest are its
+    /// entries.
+    Acks(heapless::Vec<Ack, { peer::ACK_BATCH }>),
+    /// An ACK packet of whatever acks wait for the peer when it is sent
+    /// (answering NEED_ACK promptly without one packet per NEED_ACK).
+    AcksWaiting,
+}
+
+impl<'a> Endpoint<'a> {
+    /// Queues a control packet; false (and a counted drop) when the queue
+    /// is full.
+    pub(super) fn push_ctrl(&mut self, c: Ctrl) -> bool {
+        if self.ctrl.push_back(c).is_err() {
+            self.count_drop(crate::stats::Drop::ControlQueueFull);
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn emit_ctrl<T: TxToken>(
+        &mut self,
+        now: Instant,
+        tx: T,
+        mac: EthernetAddress,
+        c: &Ctrl,
+    ) {
+        let (mut sender_id, mut dport) = (c.sender_id, c.dport);
+        let kind = match &c.kind {
+            CtrlKind::Resend {
+                offset,
+                length,
+                priority,
+            } => Kind::Resend {
+                offset: *offset,
+                length: *length,
+                priority: *priority,
+            },
+            CtrlKind::RpcUnknown => Kind::RpcUnknown,
+            CtrlKind::Busy => Kind::Busy,
+            CtrlKind::Cutoffs => Kind::Cutoffs {
+                unsched_cutoffs: self.config.announced_cutoffs(),
+                version: self.config.cutoff_version,
+            },
+            CtrlKind::Acks(_) | CtrlKind::AcksWaiting => {
+                let mut batch = match &c.kind {
+                    CtrlKind::Acks(batch) => batch.clone(),
+                    _ => {
+                        // What waits for the peer now (some may have ridden
+                        // on DATA since this was queued).
+                        let Some(pi) = self.find_peer(c.addr) else {
+                            return;
+                        };
+                        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+                            return;
+                        };
+                        peer.ack_flush_queued = false;
+                        core::mem::take(&mut peer.acks)
+                    }
+                };
+                // The first ack names the RPC in the header.
+                let Some(first) = batch.pop() else {
+                    return;
+                };
+                sender_id = first.client_id;
+                dport = first.server_port;
+                Kind::Ack {
+                    acks: batch.into_iter().collect(),
+                }
+            }
+        };
+        let repr = Repr {
+            sport: c.sport,
+            dport,
+            sender_id,
+            kind,
+        };
+        self.emit_control(now, tx, mac, c.addr, &repr);
+    }
+}
