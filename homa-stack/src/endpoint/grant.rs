@@ -17,6 +17,11 @@ use crate::config::Config;
 use crate::time::{Duration, Instant};
 use heapless::Vec;
 
+use super::rpc::State;
+use crate::phy::TxToken;
+use crate::wire::homa::{Kind, Repr};
+use crate::wire::EthernetAddress;
+
 /// The hard cap on messages granted to at once (Linux `HOMA_MAX_GRANTS`).
 pub const MAX_ACTIVE: usize = 8;
 
@@ -213,6 +218,101 @@ pub fn next_fifo(config: &Config, link_mbps: u32, now: Instant) -> Instant {
     match fifo_interval(config, link_mbps) {
         Some(d) => now + d,
         None => Instant::MAX,
+    }
+}
+
+/// Applying the scheduler: the endpoint's grantable messages in, GRANTs out.
+impl<'a> super::Endpoint<'a> {
+    /// Runs the SRPT scheduler over every grantable message and marks the
+    /// ones whose grant grew.
+    pub(super) fn schedule_grants(&mut self) {
+        let active = active_set(self.grant_candidates(), self.config.max_overcommit);
+        let total: u32 = self
+            .rpcs
+            .iter()
+            .filter_map(|s| s.rpc.as_ref()?.inp.as_ref())
+            .filter(|m| m.buf.is_some() && m.scheduled)
+            .map(|m| m.outstanding())
+            .fold(0u32, |a, b| a.saturating_add(b));
+        for d in decide(&self.config, &active, total) {
+            self.apply_grant(d);
+            self.stats.grants_srpt += 1;
+        }
+    }
+
+    /// Gives the oldest waiting message its FIFO share.
+    pub(super) fn fifo_grant(&mut self) {
+        if fifo_interval(&self.config, self.link_mbps).is_none() {
+            return;
+        }
+        let active = active_set(self.grant_candidates(), self.config.max_overcommit);
+        if let Some(d) = fifo_decision(&self.config, self.grant_candidates(), &active) {
+            self.apply_grant(d);
+            self.stats.grants_fifo += 1;
+        }
+    }
+
+    /// Incoming messages that have pool space and are not fully granted.
+    pub(super) fn grant_candidates(&self) -> impl Iterator<Item = Candidate> + Clone + '_ {
+        self.rpcs.iter().enumerate().filter_map(|(i, s)| {
+            let r = s.rpc.as_ref()?;
+            if !matches!(r.state, State::ClientIncoming | State::ServerIncoming) {
+                return None;
+            }
+            let m = r.inp.as_ref()?;
+            m.buf.as_ref()?;
+            if m.granted >= m.length {
+                return None;
+            }
+            Some(Candidate {
+                key: i as u16,
+                peer: r.peer,
+                length: m.length,
+                received: m.received(),
+                granted: m.granted,
+                birth: r.birth,
+            })
+        })
+    }
+
+    pub(super) fn apply_grant(&mut self, d: Decision) {
+        if let Some(m) = self.rpcs[usize::from(d.key)]
+            .rpc
+            .as_mut()
+            .and_then(|r| r.inp.as_mut())
+        {
+            if d.granted > m.granted {
+                m.granted = d.granted;
+                m.grant_priority = d.priority;
+                m.grant_pending = true;
+                self.rpc_ctrl_due = true;
+            }
+        }
+    }
+
+    pub(super) fn emit_grant<T: TxToken>(
+        &mut self,
+        now: Instant,
+        tx: T,
+        mac: EthernetAddress,
+        slot: usize,
+    ) {
+        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            return;
+        };
+        let Some(m) = r.inp.as_mut() else { return };
+        m.grant_pending = false;
+        let repr = Repr {
+            sport: r.local_port,
+            dport: r.peer_port,
+            sender_id: r.id,
+            kind: Kind::Grant {
+                offset: m.granted,
+                priority: m.grant_priority,
+            },
+        };
+        let dst = r.peer_addr;
+        self.emit_control(now, tx, mac, dst, &repr);
     }
 }
 

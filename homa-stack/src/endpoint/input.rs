@@ -14,26 +14,26 @@ use crate::stats::Drop;
 use crate::storage::holes::AddOutcome;
 use crate::storage::PoolStore;
 use crate::time::Instant;
-use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH, RESEND_ALL};
+use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
 use crate::wire::ipv4::Ipv4Repr;
 use crate::wire::{EthernetAddress, IpAddr, Ipv4Addr};
 
 /// Who sent a packet and to which of our ports.
 #[derive(Clone, Copy)]
-struct From {
-    addr: Ipv4Addr,
-    mac: EthernetAddress,
+pub(super) struct From {
+    pub(super) addr: Ipv4Addr,
+    pub(super) mac: EthernetAddress,
     /// The sender's port.
-    sport: u16,
+    pub(super) sport: u16,
     /// Our port.
-    dport: u16,
+    pub(super) dport: u16,
     /// Our id for the RPC (`sender_id XOR 1`).
-    local_id: u64,
+    pub(super) local_id: u64,
 }
 
 impl From {
     /// A control packet answering this one: ports swapped, our id.
-    fn answer(&self, kind: CtrlKind) -> Ctrl {
+    pub(super) fn answer(&self, kind: CtrlKind) -> Ctrl {
         Ctrl {
             addr: self.addr,
             link_addr: Some(self.mac),
@@ -174,7 +174,7 @@ impl<'a> Endpoint<'a> {
     /// A packet that passed every check came for the RPC in `slot` from
     /// `mac`: its peer's link address is confirmed, filled in, or put in
     /// doubt (never replaced from here; see `peer`).
-    fn heard(&mut self, slot: usize, mac: EthernetAddress) {
+    pub(super) fn heard(&mut self, slot: usize, mac: EthernetAddress) {
         let now = self.now;
         let Some(pi) = self
             .rpcs
@@ -401,54 +401,6 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    fn resend_pkt(&mut self, from: From, offset: u32, length: u32, priority: u8) {
-        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
-            self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
-            return;
-        };
-        self.heard(i, from.mac);
-        let top = self.config.highest_priority();
-        let Some(r) = self.rpc_mut(i) else { return };
-        let out = match r.out.as_mut() {
-            // A server still receiving or computing owes its response: BUSY
-            // keeps the client from timing out (docs/protocol.md 4.7).
-            Some(out)
-                if r.state != State::ServerIncoming
-                    && r.state != State::ServerReady
-                    && r.state != State::ServerInService =>
-            {
-                out
-            }
-            _ => {
-                // A client asking while its request waits for our pool
-                // space is alive: the wait is ours, not its silence.
-                if r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
-                    r.silent_ticks = 0;
-                }
-                self.push_ctrl(from.answer(CtrlKind::Busy));
-                return;
-            }
-        };
-        // The receiver is alive and waiting for us: not silence.
-        r.silent_ticks = 0;
-        let tx_end = out.next_xmit;
-        let end = if length == RESEND_ALL {
-            tx_end
-        } else {
-            offset.saturating_add(length)
-        };
-        let end = end.min(out.length);
-        // Lost-GRANT recovery: asking for bytes means they are granted.
-        if end > out.granted {
-            out.granted = end;
-        }
-        if offset >= tx_end {
-            self.push_ctrl(from.answer(CtrlKind::Busy));
-            return;
-        }
-        out.request_resend(offset, end, priority.min(top));
-    }
-
     fn rpc_unknown_pkt(&mut self, from: From) {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
             return self.count_drop(Drop::UnknownRpc);
@@ -526,16 +478,6 @@ impl<'a> Endpoint<'a> {
         self.free_rpc(i);
         self.stats.server_freed += 1;
         true
-    }
-
-    /// Asks for everything an incoming message misses: the next egress
-    /// sends the RESENDs (see `emit_resends`). A flag, not a queue entry, so
-    /// no RPC's request can be crowded out by others.
-    pub(super) fn request_retrans(&mut self, slot: usize) {
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
-            r.resend_due = true;
-            self.rpc_ctrl_due = true;
-        }
     }
 }
 

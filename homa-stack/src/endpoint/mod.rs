@@ -23,6 +23,7 @@ mod input;
 mod output;
 pub mod pacer;
 mod peer;
+mod resend;
 mod resources;
 mod rpc;
 mod timer;

@@ -4,31 +4,13 @@
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
 use super::iface::{emit_headers, link_header_len, Route, IPV4_HEADER_LEN};
-use super::rpc::State;
+use super::pacer::DataPick;
 use super::{grant, Endpoint};
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::Drop;
-use crate::storage::PoolStore;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv4Addr};
-
-/// States in which an RPC sends its outgoing message.
-fn sending(state: State) -> bool {
-    matches!(
-        state,
-        State::ClientOutgoing | State::ClientIncoming | State::ServerOutgoing
-    )
-}
-
-/// A DATA packet chosen by the pacer.
-struct DataPick {
-    slot: usize,
-    start: u32,
-    end: u32,
-    priority: u8,
-    retransmit: bool,
-}
 
 impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
@@ -87,178 +69,6 @@ impl<'a> Endpoint<'a> {
             .filter_map(|p| p.peer.as_ref())
             .find(|p| p.addr == addr)?
             .link_addr
-    }
-
-    /// Runs the SRPT scheduler over every grantable message and marks the
-    /// ones whose grant grew.
-    fn schedule_grants(&mut self) {
-        let active = grant::active_set(self.grant_candidates(), self.config.max_overcommit);
-        let total: u32 = self
-            .rpcs
-            .iter()
-            .filter_map(|s| s.rpc.as_ref()?.inp.as_ref())
-            .filter(|m| m.buf.is_some() && m.scheduled)
-            .map(|m| m.outstanding())
-            .fold(0u32, |a, b| a.saturating_add(b));
-        for d in grant::decide(&self.config, &active, total) {
-            self.apply_grant(d);
-            self.stats.grants_srpt += 1;
-        }
-    }
-
-    /// Gives the oldest waiting message its FIFO share.
-    fn fifo_grant(&mut self) {
-        if grant::fifo_interval(&self.config, self.link_mbps).is_none() {
-            return;
-        }
-        let active = grant::active_set(self.grant_candidates(), self.config.max_overcommit);
-        if let Some(d) = grant::fifo_decision(&self.config, self.grant_candidates(), &active) {
-            self.apply_grant(d);
-            self.stats.grants_fifo += 1;
-        }
-    }
-
-    /// Incoming messages that have pool space and are not fully granted.
-    fn grant_candidates(&self) -> impl Iterator<Item = grant::Candidate> + Clone + '_ {
-        self.rpcs.iter().enumerate().filter_map(|(i, s)| {
-            let r = s.rpc.as_ref()?;
-            if !matches!(r.state, State::ClientIncoming | State::ServerIncoming) {
-                return None;
-            }
-            let m = r.inp.as_ref()?;
-            m.buf.as_ref()?;
-            if m.granted >= m.length {
-                return None;
-            }
-            Some(grant::Candidate {
-                key: i as u16,
-                peer: r.peer,
-                length: m.length,
-                received: m.received(),
-                granted: m.granted,
-                birth: r.birth,
-            })
-        })
-    }
-
-    fn apply_grant(&mut self, d: grant::Decision) {
-        if let Some(m) = self.rpcs[usize::from(d.key)]
-            .rpc
-            .as_mut()
-            .and_then(|r| r.inp.as_mut())
-        {
-            if d.granted > m.granted {
-                m.granted = d.granted;
-                m.grant_priority = d.priority;
-                m.grant_pending = true;
-                self.rpc_ctrl_due = true;
-            }
-        }
-    }
-
-    /// Chooses the next DATA packet: a pending retransmission first, else the
-    /// message with the fewest bytes left (or, on a FIFO turn, the oldest),
-    /// if the NIC-queue estimate lets it go. Scans every RPC.
-    fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
-        let mut srpt: Option<(u32, u64, usize)> = None;
-        let mut oldest: Option<(u64, usize)> = None;
-        for (i, s) in self.rpcs.iter().enumerate() {
-            let Some(r) = s.rpc.as_ref() else { continue };
-            let Some(out) = r.out.as_ref() else { continue };
-            if !self.peer_resolved(r.peer) {
-                continue;
-            }
-            if !out.resend.is_empty() {
-                return self.resend_pick(i);
-            }
-            if !sending(r.state) || !out.can_send_new() {
-                continue;
-            }
-            let left = out.bytes_left();
-            if srpt.is_none_or(|(l, b, _)| (left, r.birth) < (l, b)) {
-                srpt = Some((left, r.birth, i));
-            }
-            if oldest.is_none_or(|(b, _)| r.birth < b) {
-                oldest = Some((r.birth, i));
-            }
-        }
-        let (_, _, best) = srpt?;
-        let mut order: heapless::Vec<usize, 2> = heapless::Vec::new();
-        if let Some((_, o)) = oldest.filter(|&(_, o)| fifo_turn && o != best) {
-            let _ = order.push(o);
-        }
-        let _ = order.push(best);
-        for slot in order {
-            if let Some(p) = self.new_data_pick(now, slot) {
-                return Some(p);
-            }
-        }
-        self.stats.pacer_throttled += 1;
-        self.throttled_until = Some(self.pacer.next_slot(self.config.max_nic_est_backlog));
-        None
-    }
-
-    /// The packet after `prev` from the same RPC, when it is still the right
-    /// choice without a scan: its retransmission goes on, or it was the
-    /// shortest message and stays so while it sends (its bytes left only
-    /// shrink). `None` means scan again.
-    fn continue_pick(&mut self, now: Instant, prev: &DataPick) -> Option<DataPick> {
-        let out = self.rpcs[prev.slot].rpc.as_ref()?.out.as_ref()?;
-        match (prev.retransmit, !out.resend.is_empty()) {
-            (true, true) => self.resend_pick(prev.slot),
-            (false, false) if out.can_send_new() => self.new_data_pick(now, prev.slot),
-            _ => None,
-        }
-    }
-
-    /// The next packet of `slot`'s pending retransmission.
-    fn resend_pick(&self, slot: usize) -> Option<DataPick> {
-        let out = self.rpcs[slot].rpc.as_ref()?.out.as_ref()?;
-        let (start, end) = out.resend.next(0)?;
-        let priority = out.resend.priority();
-        Some(DataPick {
-            slot,
-            start,
-            end,
-            priority,
-            retransmit: true,
-        })
-    }
-
-    /// The next new packet of `slot`, if the pacer lets it go now.
-    fn new_data_pick(&self, now: Instant, slot: usize) -> Option<DataPick> {
-        let r = self.rpcs[slot].rpc.as_ref()?;
-        let out = r.out.as_ref()?;
-        let c = &self.config;
-        if !self.pacer.may_send(
-            now,
-            out.bytes_left(),
-            c.defer_min_bytes,
-            c.max_nic_est_backlog,
-        ) {
-            return None;
-        }
-        // A message not started yet is cut for the device as it is now
-        // (it may have been queued before the first poll saw the device).
-        let seg = if out.next_xmit == 0 {
-            self.max_payload
-        } else {
-            out.seg
-        };
-        let (start, end) = super::rpc::packet_at(out.next_xmit, seg, out.unscheduled, out.length);
-        let priority = if start < out.unscheduled {
-            let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
-            peer.unsched_priority(out.length, c.num_priorities)
-        } else {
-            out.sched_priority
-        };
-        Some(DataPick {
-            slot,
-            start,
-            end,
-            priority,
-            retransmit: false,
-        })
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {
@@ -436,108 +246,6 @@ impl<'a> Endpoint<'a> {
         true
     }
 
-    /// RESENDs for every range an incoming message misses: each gap, the
-    /// granted-but-missing tail, or everything when nothing has arrived.
-    /// Returns false if the device refused a frame (the RPC stays due).
-    fn emit_resends<D: Device + ?Sized>(
-        &mut self,
-        now: Instant,
-        device: &mut D,
-        mac: EthernetAddress,
-        slot: usize,
-        budget: &mut usize,
-    ) -> bool {
-        /// Ranges gathered per pass over the message's holes.
-        const CHUNK: usize = 16;
-        let top = self.config.highest_priority();
-        let mut first = true;
-        loop {
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
-                return true;
-            };
-            let mut ranges: heapless::Vec<(u32, u32), CHUNK> = heapless::Vec::new();
-            let mut more = false;
-            match r.inp.as_mut() {
-                Some(m) => {
-                    let (asm, granted, from) = (m.asm, m.granted, m.resend_from);
-                    // Waiting for pool space (no pages): the sender must wait too.
-                    if let Some(buf) = m.buf.as_mut() {
-                        let mut store = PoolStore::new(&mut self.pool, buf);
-                        for g in asm.missing(granted, &mut store) {
-                            let Ok(g) = g else { break };
-                            if g.end <= from {
-                                continue;
-                            }
-                            if ranges.is_full() {
-                                more = true;
-                                break;
-                            }
-                            let _ = ranges.push((g.start, g.end - g.start));
-                        }
-                    }
-                }
-                None => {
-                    let _ = ranges.push((0, homa::RESEND_ALL));
-                }
-            }
-            let (sport, dport, id, dst) = (r.local_port, r.peer_port, r.id, r.peer_addr);
-            for &(offset, length) in ranges.iter() {
-                if !first {
-                    // The caller counts one frame; count the rest here.
-                    if *budget <= 1 {
-                        self.resend_resume(slot, offset);
-                        return false;
-                    }
-                    *budget -= 1;
-                }
-                let Some(tx) = device.transmit(now) else {
-                    self.resend_resume(slot, offset);
-                    return false;
-                };
-                first = false;
-                let repr = Repr {
-                    sport,
-                    dport,
-                    sender_id: id,
-                    kind: Kind::Resend {
-                        offset,
-                        length,
-                        priority: top,
-                    },
-                };
-                self.emit_control(now, tx, mac, dst, &repr);
-                self.stats.resends_requested += 1;
-            }
-            let last_end = ranges
-                .last()
-                .map_or(0, |&(o, l)| o.saturating_add(l).max(o.saturating_add(1)));
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
-                return true;
-            };
-            if more {
-                if let Some(m) = r.inp.as_mut() {
-                    m.resend_from = last_end;
-                }
-                continue;
-            }
-            if let Some(m) = r.inp.as_mut() {
-                m.resend_from = 0;
-            }
-            r.resend_due = false;
-            return true;
-        }
-    }
-
-    /// A RESEND round stopped before the range at `offset`: the next one
-    /// starts there, so no range is asked for twice in a round.
-    fn resend_resume(&mut self, slot: usize, offset: u32) {
-        if let Some(m) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
-            // Ranges ending at or before `resend_from` are skipped, and the
-            // ones before this end before its start.
-            m.resend_from = offset;
-        }
-    }
-
     fn emit_need_ack<T: TxToken>(
         &mut self,
         now: Instant,
@@ -554,25 +262,6 @@ impl<'a> Endpoint<'a> {
             dport: r.peer_port,
             sender_id: r.id,
             kind: Kind::NeedAck,
-        };
-        let dst = r.peer_addr;
-        self.emit_control(now, tx, mac, dst, &repr);
-    }
-
-    fn emit_grant<T: TxToken>(&mut self, now: Instant, tx: T, mac: EthernetAddress, slot: usize) {
-        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
-            return;
-        };
-        let Some(m) = r.inp.as_mut() else { return };
-        m.grant_pending = false;
-        let repr = Repr {
-            sport: r.local_port,
-            dport: r.peer_port,
-            sender_id: r.id,
-            kind: Kind::Grant {
-                offset: m.granted,
-                priority: m.grant_priority,
-            },
         };
         let dst = r.peer_addr;
         self.emit_control(now, tx, mac, dst, &repr);

@@ -10,6 +10,7 @@
 //! `1000 / pacer_fifo_fraction`-th pick goes to the oldest message so a long
 //! message is never starved.
 
+use super::rpc::State;
 use crate::time::{Duration, Instant};
 
 /// Bytes a frame occupies on the wire beyond the frame itself: preamble and
@@ -104,6 +105,131 @@ impl Pacer {
         } else {
             false
         }
+    }
+}
+
+/// States in which an RPC sends its outgoing message.
+pub(super) fn sending(state: State) -> bool {
+    matches!(
+        state,
+        State::ClientOutgoing | State::ClientIncoming | State::ServerOutgoing
+    )
+}
+
+/// A DATA packet chosen by the pacer.
+pub(super) struct DataPick {
+    pub(super) slot: usize,
+    pub(super) start: u32,
+    pub(super) end: u32,
+    pub(super) priority: u8,
+    pub(super) retransmit: bool,
+}
+
+/// The sender's pick of the next DATA packet.
+impl<'a> super::Endpoint<'a> {
+    /// Chooses the next DATA packet: a pending retransmission first, else the
+    /// message with the fewest bytes left (or, on a FIFO turn, the oldest),
+    /// if the NIC-queue estimate lets it go. Scans every RPC.
+    pub(super) fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
+        let mut srpt: Option<(u32, u64, usize)> = None;
+        let mut oldest: Option<(u64, usize)> = None;
+        for (i, s) in self.rpcs.iter().enumerate() {
+            let Some(r) = s.rpc.as_ref() else { continue };
+            let Some(out) = r.out.as_ref() else { continue };
+            if !self.peer_resolved(r.peer) {
+                continue;
+            }
+            if !out.resend.is_empty() {
+                return self.resend_pick(i);
+            }
+            if !sending(r.state) || !out.can_send_new() {
+                continue;
+            }
+            let left = out.bytes_left();
+            if srpt.is_none_or(|(l, b, _)| (left, r.birth) < (l, b)) {
+                srpt = Some((left, r.birth, i));
+            }
+            if oldest.is_none_or(|(b, _)| r.birth < b) {
+                oldest = Some((r.birth, i));
+            }
+        }
+        let (_, _, best) = srpt?;
+        let mut order: heapless::Vec<usize, 2> = heapless::Vec::new();
+        if let Some((_, o)) = oldest.filter(|&(_, o)| fifo_turn && o != best) {
+            let _ = order.push(o);
+        }
+        let _ = order.push(best);
+        for slot in order {
+            if let Some(p) = self.new_data_pick(now, slot) {
+                return Some(p);
+            }
+        }
+        self.stats.pacer_throttled += 1;
+        self.throttled_until = Some(self.pacer.next_slot(self.config.max_nic_est_backlog));
+        None
+    }
+
+    /// The packet after `prev` from the same RPC, when it is still the right
+    /// choice without a scan: its retransmission goes on, or it was the
+    /// shortest message and stays so while it sends (its bytes left only
+    /// shrink). `None` means scan again.
+    pub(super) fn continue_pick(&mut self, now: Instant, prev: &DataPick) -> Option<DataPick> {
+        let out = self.rpcs[prev.slot].rpc.as_ref()?.out.as_ref()?;
+        match (prev.retransmit, !out.resend.is_empty()) {
+            (true, true) => self.resend_pick(prev.slot),
+            (false, false) if out.can_send_new() => self.new_data_pick(now, prev.slot),
+            _ => None,
+        }
+    }
+
+    /// The next packet of `slot`'s pending retransmission.
+    pub(super) fn resend_pick(&self, slot: usize) -> Option<DataPick> {
+        let out = self.rpcs[slot].rpc.as_ref()?.out.as_ref()?;
+        let (start, end) = out.resend.next(0)?;
+        let priority = out.resend.priority();
+        Some(DataPick {
+            slot,
+            start,
+            end,
+            priority,
+            retransmit: true,
+        })
+    }
+
+    /// The next new packet of `slot`, if the pacer lets it go now.
+    pub(super) fn new_data_pick(&self, now: Instant, slot: usize) -> Option<DataPick> {
+        let r = self.rpcs[slot].rpc.as_ref()?;
+        let out = r.out.as_ref()?;
+        let c = &self.config;
+        if !self.pacer.may_send(
+            now,
+            out.bytes_left(),
+            c.defer_min_bytes,
+            c.max_nic_est_backlog,
+        ) {
+            return None;
+        }
+        // A message not started yet is cut for the device as it is now
+        // (it may have been queued before the first poll saw the device).
+        let seg = if out.next_xmit == 0 {
+            self.max_payload
+        } else {
+            out.seg
+        };
+        let (start, end) = super::rpc::packet_at(out.next_xmit, seg, out.unscheduled, out.length);
+        let priority = if start < out.unscheduled {
+            let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
+            peer.unsched_priority(out.length, c.num_priorities)
+        } else {
+            out.sched_priority
+        };
+        Some(DataPick {
+            slot,
+            start,
+            end,
+            priority,
+            retransmit: false,
+        })
     }
 }
 

@@ -1,0 +1,175 @@
+//! RESEND in one place (docs/protocol.md 4.7): what a receiver asks for when
+//! its peer falls silent (one RESEND per missing range, exactly), and what
+//! a sender does with a RESEND (queue exactly the packets asked for that
+//! were sent; BUSY when it owes nothing yet).
+
+use super::input::From;
+use super::rpc::State;
+use super::{CtrlKind, Endpoint};
+use crate::phy::Device;
+use crate::storage::PoolStore;
+use crate::time::Instant;
+use crate::wire::homa::{self, Kind, Repr, RESEND_ALL};
+use crate::wire::EthernetAddress;
+
+impl<'a> Endpoint<'a> {
+    pub(super) fn resend_pkt(&mut self, from: From, offset: u32, length: u32, priority: u8) {
+        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+            self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
+            return;
+        };
+        self.heard(i, from.mac);
+        let top = self.config.highest_priority();
+        let Some(r) = self.rpc_mut(i) else { return };
+        let out = match r.out.as_mut() {
+            // A server still receiving or computing owes its response: BUSY
+            // keeps the client from timing out (docs/protocol.md 4.7).
+            Some(out)
+                if r.state != State::ServerIncoming
+                    && r.state != State::ServerReady
+                    && r.state != State::ServerInService =>
+            {
+                out
+            }
+            _ => {
+                // A client asking while its request waits for our pool
+                // space is alive: the wait is ours, not its silence.
+                if r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
+                    r.silent_ticks = 0;
+                }
+                self.push_ctrl(from.answer(CtrlKind::Busy));
+                return;
+            }
+        };
+        // The receiver is alive and waiting for us: not silence.
+        r.silent_ticks = 0;
+        let tx_end = out.next_xmit;
+        let end = if length == RESEND_ALL {
+            tx_end
+        } else {
+            offset.saturating_add(length)
+        };
+        let end = end.min(out.length);
+        // Lost-GRANT recovery: asking for bytes means they are granted.
+        if end > out.granted {
+            out.granted = end;
+        }
+        if offset >= tx_end {
+            self.push_ctrl(from.answer(CtrlKind::Busy));
+            return;
+        }
+        out.request_resend(offset, end, priority.min(top));
+    }
+
+    /// Asks for everything an incoming message misses: the next egress
+    /// sends the RESENDs (see `emit_resends`). A flag, not a queue entry, so
+    /// no RPC's request can be crowded out by others.
+    pub(super) fn request_retrans(&mut self, slot: usize) {
+        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            r.resend_due = true;
+            self.rpc_ctrl_due = true;
+        }
+    }
+
+    /// RESENDs for every range an incoming message misses: each gap, the
+    /// granted-but-missing tail, or everything when nothing has arrived.
+    /// Returns false if the device refused a frame (the RPC stays due).
+    pub(super) fn emit_resends<D: Device + ?Sized>(
+        &mut self,
+        now: Instant,
+        device: &mut D,
+        mac: EthernetAddress,
+        slot: usize,
+        budget: &mut usize,
+    ) -> bool {
+        /// Ranges gathered per pass over the message's holes.
+        const CHUNK: usize = 16;
+        let top = self.config.highest_priority();
+        let mut first = true;
+        loop {
+            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+                return true;
+            };
+            let mut ranges: heapless::Vec<(u32, u32), CHUNK> = heapless::Vec::new();
+            let mut more = false;
+            match r.inp.as_mut() {
+                Some(m) => {
+                    let (asm, granted, from) = (m.asm, m.granted, m.resend_from);
+                    // Waiting for pool space (no pages): the sender must wait too.
+                    if let Some(buf) = m.buf.as_mut() {
+                        let mut store = PoolStore::new(&mut self.pool, buf);
+                        for g in asm.missing(granted, &mut store) {
+                            let Ok(g) = g else { break };
+                            if g.end <= from {
+                                continue;
+                            }
+                            if ranges.is_full() {
+                                more = true;
+                                break;
+                            }
+                            let _ = ranges.push((g.start, g.end - g.start));
+                        }
+                    }
+                }
+                None => {
+                    let _ = ranges.push((0, homa::RESEND_ALL));
+                }
+            }
+            let (sport, dport, id, dst) = (r.local_port, r.peer_port, r.id, r.peer_addr);
+            for &(offset, length) in ranges.iter() {
+                if !first {
+                    // The caller counts one frame; count the rest here.
+                    if *budget <= 1 {
+                        self.resend_resume(slot, offset);
+                        return false;
+                    }
+                    *budget -= 1;
+                }
+                let Some(tx) = device.transmit(now) else {
+                    self.resend_resume(slot, offset);
+                    return false;
+                };
+                first = false;
+                let repr = Repr {
+                    sport,
+                    dport,
+                    sender_id: id,
+                    kind: Kind::Resend {
+                        offset,
+                        length,
+                        priority: top,
+                    },
+                };
+                self.emit_control(now, tx, mac, dst, &repr);
+                self.stats.resends_requested += 1;
+            }
+            let last_end = ranges
+                .last()
+                .map_or(0, |&(o, l)| o.saturating_add(l).max(o.saturating_add(1)));
+            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+                return true;
+            };
+            if more {
+                if let Some(m) = r.inp.as_mut() {
+                    m.resend_from = last_end;
+                }
+                continue;
+            }
+            if let Some(m) = r.inp.as_mut() {
+                m.resend_from = 0;
+            }
+            r.resend_due = false;
+            return true;
+        }
+    }
+
+    /// A RESEND round stopped before the range at `offset`: the next one
+    /// starts there, so no range is asked for twice in a round.
+    fn resend_resume(&mut self, slot: usize, offset: u32) {
+        if let Some(m) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
+            // Ranges ending at or before `resend_from` are skipped, and the
+            // ones before this end before its start.
+            m.resend_from = offset;
+        }
+    }
+}
