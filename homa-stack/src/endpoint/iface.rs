@@ -5,7 +5,8 @@
 //! closed ports) are answered through the transmit token the device hands out
 //! with the received frame, so no frame is ever copied into a queue.
 
-use super::{Endpoint, RpcError, State};
+use super::input::Unreachable;
+use super::Endpoint;
 use crate::config::{Config, PriorityEncoding};
 use crate::phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
 use crate::stats::Drop;
@@ -20,7 +21,7 @@ use crate::wire::{EthernetAddress, IpProtocol, Ipv4Addr};
 const ARP_RETRY: Duration = Duration::from_millis(10);
 
 /// IPv4 header length of every packet we send (no options).
-pub(super) const IPV4_HEADER_LEN: usize = 20;
+pub(super) const IPV4_HEADER_LEN: usize = crate::wire::ipv4::HEADER_LEN;
 
 /// An answer to a received frame, built while the frame is still borrowed.
 pub(super) enum Reply<'f> {
@@ -206,49 +207,14 @@ impl<'a> Endpoint<'a> {
                 }
                 let sport = u16::from_be_bytes([data[0], data[1]]);
                 let dport = u16::from_be_bytes([data[2], data[3]]);
-                let error = match reason {
-                    Icmpv4DstUnreachable::PortUnreachable => RpcError::PortUnreachable,
-                    _ => RpcError::PeerUnreachable,
+                let what = match reason {
+                    Icmpv4DstUnreachable::PortUnreachable => Unreachable::Port,
+                    _ => Unreachable::Host,
                 };
-                let port_only = error == RpcError::PortUnreachable;
-                self.abort_rpcs(header.dst_addr, sport, port_only.then_some(dport), error);
+                self.unreachable_pkt(header.dst_addr, sport, dport, what);
                 None
             }
             _ => self.drop_frame(Drop::Unsupported, "ICMP type not handled"),
-        }
-    }
-
-    /// ICMP says our packets from `local_port` to `addr` (and `peer_port`,
-    /// when given) cannot be delivered: unfinished client RPCs there fail
-    /// with `error`, and server RPCs answering there are freed (the client
-    /// is gone, docs/protocol.md 2.5).
-    fn abort_rpcs(
-        &mut self,
-        addr: Ipv4Addr,
-        local_port: u16,
-        peer_port: Option<u16>,
-        error: RpcError,
-    ) {
-        for slot in 0..self.rpcs.len() {
-            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
-                continue;
-            };
-            let matches = r.peer_addr == addr
-                && r.local_port == local_port
-                && peer_port.is_none_or(|p| p == r.peer_port);
-            if !matches {
-                continue;
-            }
-            if r.state.is_client() {
-                if r.state != State::ClientDone {
-                    net_debug!("homa: rpc {} aborted by ICMP: {}", r.id, error);
-                    self.fail_client_rpc(slot, error);
-                }
-            } else if r.state == State::ServerOutgoing {
-                net_debug!("homa: server rpc {} freed by ICMP: {}", r.id, error);
-                self.free_rpc(slot);
-                self.stats.server_freed += 1;
-            }
         }
     }
 

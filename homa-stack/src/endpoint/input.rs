@@ -9,7 +9,7 @@
 use super::api::Socket;
 use super::iface::Reply;
 use super::rpc::{MsgIn, Rpc, State};
-use super::{Ctrl, CtrlKind, Endpoint};
+use super::{Ctrl, CtrlKind, Endpoint, RpcError};
 use crate::stats::Drop;
 use crate::storage::holes::AddOutcome;
 use crate::storage::PoolStore;
@@ -478,6 +478,56 @@ impl<'a> Endpoint<'a> {
         self.free_rpc(i);
         self.stats.server_freed += 1;
         true
+    }
+}
+
+/// What an ICMP destination-unreachable said of our packets, as the host
+/// layer hands it to the endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unreachable {
+    /// No socket on the peer's port: RPCs to that port fail.
+    Port,
+    /// The host or the Homa protocol is unreachable: RPCs to the host fail.
+    Host,
+}
+
+impl<'a> Endpoint<'a> {
+    /// ICMP says our packets from `local_port` to `addr` (for a closed
+    /// port: to `peer_port`) cannot be delivered: unfinished client RPCs
+    /// there fail, and server RPCs answering there are freed (the client is
+    /// gone, docs/protocol.md 2.5).
+    pub(super) fn unreachable_pkt(
+        &mut self,
+        addr: Ipv4Addr,
+        local_port: u16,
+        peer_port: u16,
+        what: Unreachable,
+    ) {
+        let (error, peer_port) = match what {
+            Unreachable::Port => (RpcError::PortUnreachable, Some(peer_port)),
+            Unreachable::Host => (RpcError::PeerUnreachable, None),
+        };
+        for slot in 0..self.rpcs.len() {
+            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+                continue;
+            };
+            let matches = r.peer_addr == addr
+                && r.local_port == local_port
+                && peer_port.is_none_or(|p| p == r.peer_port);
+            if !matches {
+                continue;
+            }
+            if r.state.is_client() {
+                if r.state != State::ClientDone {
+                    net_debug!("homa: rpc {} aborted by ICMP: {}", r.id, error);
+                    self.fail_client_rpc(slot, error);
+                }
+            } else if r.state == State::ServerOutgoing {
+                net_debug!("homa: server rpc {} freed by ICMP: {}", r.id, error);
+                self.free_rpc(slot);
+                self.stats.server_freed += 1;
+            }
+        }
     }
 }
 

@@ -43,7 +43,6 @@ pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
 pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
 pub use rpc::RpcSlot;
-use rpc::State;
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
 pub struct Endpoint<'a> {

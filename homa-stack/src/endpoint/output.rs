@@ -16,7 +16,11 @@ impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
         self.throttled_until = None;
         self.egress_arp(now, device);
-        let mut budget = self.config.max_tx_per_poll;
+        // The device says how many frames it takes in a row.
+        let mut budget = self
+            .config
+            .max_tx_per_poll
+            .min(self.caps.max_burst_size.unwrap_or(usize::MAX));
         while budget > 0 {
             let Some(c) = self.ctrl.front() else { break };
             let Some(mac) = c.link_addr.or_else(|| self.link_addr_of(c.addr)) else {

@@ -15,14 +15,11 @@
 
 use crate::config::NUM_PRIORITIES;
 use crate::time::{Duration, Instant};
-use crate::wire::homa::Ack;
+use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, Ipv4Addr};
 use heapless::Vec;
 
 use super::{Ctrl, CtrlKind};
-
-/// Acks one ACK packet carries in its entries (`HOMA_MAX_ACKS_PER_PKT`).
-pub const MAX_ACKS: usize = 5;
 
 /// Acks one ACK packet holds in all: its five entries and the RPC its
 /// common header names. A peer collects that many; a full batch moves into

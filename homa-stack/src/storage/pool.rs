@@ -44,7 +44,7 @@ use core::ops::Range;
 use managed::ManagedSlice;
 
 /// Largest Homa message (`HOMA_MAX_MESSAGE_LENGTH`, docs/protocol.md 4.9).
-pub const MAX_MESSAGE_LEN: usize = 1_000_000;
+pub const MAX_MESSAGE_LEN: usize = crate::wire::homa::MAX_MESSAGE_LENGTH as usize;
 
 /// Smallest page size [`Pool::new`] accepts. It bounds a message to
 /// `1_000_000 / 64 = 15_625` pages, which lets [`MessageBuf`] count pages
