@@ -11,7 +11,7 @@ use super::Endpoint;
 use super::{BindError, RpcError, SendError};
 use crate::config::Config;
 use crate::stats::Stats;
-use crate::storage::MessageRef;
+use crate::storage::{MessageRef, MessageWriter};
 use crate::time::Instant;
 use crate::wire::homa::MAX_MESSAGE_LENGTH;
 use crate::wire::{EthernetAddress, Ipv4Addr};
@@ -287,6 +287,25 @@ impl<'a> Endpoint<'a> {
         port: u16,
         data: &[u8],
     ) -> Result<RpcHandle, SendError> {
+        self.send_request_with(socket, dest, port, data.len(), |w| {
+            // Cannot fail: the message was sized for the data.
+            let _ = w.write_at(0, data);
+        })
+    }
+
+    /// Starts an RPC whose `len`-byte request `fill` builds in place in the
+    /// pool (no copy from a buffer of the caller's): `fill` gets a
+    /// [`MessageWriter`] over the message's pages and must write all `len`
+    /// bytes. Errors as [`Endpoint::send_request`]; `fill` runs only once
+    /// the RPC can start.
+    pub fn send_request_with(
+        &mut self,
+        socket: SocketHandle,
+        dest: Ipv4Addr,
+        port: u16,
+        len: usize,
+        fill: impl FnOnce(&mut MessageWriter<'_, 'a>),
+    ) -> Result<RpcHandle, SendError> {
         let sock = self
             .sockets
             .get(usize::from(socket.0))
@@ -302,7 +321,7 @@ impl<'a> Endpoint<'a> {
             .ok_or(SendError::TableFull)?;
         let now = self.now;
         let peer = self.peer_index(dest, now).ok_or(SendError::PeerTableFull)?;
-        let out = self.new_msgout(peer, data)?;
+        let out = self.new_msgout(peer, len, fill)?;
         let id = client_id(self.next_seq, slot);
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.births += 1;
@@ -321,7 +340,7 @@ impl<'a> Endpoint<'a> {
         net_trace!(
             "homa: rpc {} request of {} bytes to {}:{}",
             id,
-            data.len(),
+            len,
             dest,
             port
         );
@@ -331,20 +350,28 @@ impl<'a> Endpoint<'a> {
         })
     }
 
-    fn new_msgout(&mut self, peer: u16, data: &[u8]) -> Result<MsgOut, SendError> {
-        if data.is_empty() {
+    /// Checks a message length against Homa's and the pool's limits.
+    fn check_len(&self, len: usize) -> Result<(), SendError> {
+        if len == 0 {
             return Err(SendError::Empty);
         }
-        if data.len() > MAX_MESSAGE_LENGTH as usize || data.len() > self.pool.capacity_bytes() {
+        if len > MAX_MESSAGE_LENGTH as usize || len > self.pool.capacity_bytes() {
             return Err(SendError::MessageTooLong);
         }
-        let mut buf = self
-            .pool
-            .alloc(data.len())
-            .map_err(|_| SendError::PoolFull)?;
-        // Cannot fail: the buffer was just sized for the data.
-        let _ = self.pool.write_at(&mut buf, 0, data);
-        let length = data.len() as u32;
+        Ok(())
+    }
+
+    /// An outgoing message of `len` bytes built in the pool by `fill`.
+    fn new_msgout(
+        &mut self,
+        peer: u16,
+        len: usize,
+        fill: impl FnOnce(&mut MessageWriter<'_, 'a>),
+    ) -> Result<MsgOut, SendError> {
+        self.check_len(len)?;
+        let mut buf = self.pool.alloc(len).map_err(|_| SendError::PoolFull)?;
+        fill(&mut MessageWriter::new(&mut self.pool, &mut buf));
+        let length = len as u32;
         let unscheduled = self.config.unsched_bytes.min(length).max(1);
         if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
             p.last_used = self.now;
@@ -424,13 +451,33 @@ impl<'a> Endpoint<'a> {
     /// has no room even with the request's pages, the call fails with
     /// [`SendError::PoolFull`] and the request stays readable for a retry.
     pub fn reply(&mut self, rpc: RpcHandle, data: &[u8]) -> Result<(), SendError> {
+        self.reply_with(rpc, data.len(), |w| {
+            // Cannot fail: the message was sized for the data.
+            let _ = w.write_at(0, data);
+        })
+    }
+
+    /// Answers a request with a `len`-byte response that `fill` builds in
+    /// place in the pool (see [`Endpoint::send_request_with`]). Read what
+    /// the response needs of the request before: the request's pages may be
+    /// given to the response. Errors as [`Endpoint::reply`].
+    pub fn reply_with(
+        &mut self,
+        rpc: RpcHandle,
+        len: usize,
+        fill: impl FnOnce(&mut MessageWriter<'_, 'a>),
+    ) -> Result<(), SendError> {
         let peer = match self.rpc(rpc) {
             Some(r) if r.state == State::ServerInService => r.peer,
             _ => return Err(SendError::NoSuchRpc),
         };
         let slot = usize::from(rpc.slot);
-        let out = match self.new_msgout(peer, data) {
-            Err(SendError::PoolFull) => {
+        self.check_len(len)?;
+        let pages = self.pool.free_pages();
+        let needed = crate::storage::pages_for(len, self.pool.page_size());
+        let out = match needed <= pages {
+            true => self.new_msgout(peer, len, fill)?,
+            false => {
                 // The request's own pages may be what the response needs:
                 // give them up only if that makes room, so a failed reply
                 // leaves the request readable for a retry.
@@ -439,14 +486,12 @@ impl<'a> Endpoint<'a> {
                     .as_ref()
                     .and_then(|r| r.inp.as_ref()?.buf.as_ref())
                     .map_or(0, |b| b.page_count());
-                let needed = crate::storage::pages_for(data.len(), self.pool.page_size());
-                if self.pool.free_pages() + request_pages < needed {
+                if pages + request_pages < needed {
                     return Err(SendError::PoolFull);
                 }
                 self.free_request(slot);
-                self.new_msgout(peer, data)?
+                self.new_msgout(peer, len, fill)?
             }
-            other => other?,
         };
         self.free_request(slot);
         if let Some(r) = self.rpcs[slot].rpc.as_mut() {

@@ -18,8 +18,8 @@ pub mod resend;
 
 pub use holes::{HoleStore, Holes, PoolStore};
 pub use pool::{
-    buffer_len_for, pages_for, usable_bytes, Chunks, MessageBuf, MessageRef, Pool, PoolError,
-    MAX_MESSAGE_LEN, MIN_PAGE_SIZE,
+    buffer_len_for, pages_for, usable_bytes, Chunks, MessageBuf, MessageRef, MessageWriter, Pool,
+    PoolError, MAX_MESSAGE_LEN, MIN_PAGE_SIZE,
 };
 pub use reassembly::{AddOutcome, Gap, Reassembly, DEFAULT_GAPS};
 pub use resend::{PacketGrid, ResendSet};

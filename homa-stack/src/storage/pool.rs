@@ -318,6 +318,44 @@ impl<'a> Pool<'a> {
         Ok(())
     }
 
+    /// Calls `f(offset, piece)` for each contiguous page piece of `range` in
+    /// `buf`, in order, with the piece writable in place: how a message is
+    /// built in the pool without a copy. [`PoolError::OutOfRange`] if the
+    /// range is reversed or reaches past the end.
+    pub fn for_each_chunk_mut(
+        &mut self,
+        buf: &mut MessageBuf,
+        range: Range<usize>,
+        mut f: impl FnMut(usize, &mut [u8]),
+    ) -> Result<(), PoolError> {
+        let len = range
+            .end
+            .checked_sub(range.start)
+            .ok_or(PoolError::OutOfRange)?;
+        checked_range(buf, range.start, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let page_size = self.page_size();
+        let (mut ord, mut page) = self.locate(buf, range.start >> self.page_shift)?;
+        let mut in_page = range.start & (page_size - 1);
+        let mut at = range.start;
+        loop {
+            let take = (range.end - at).min(page_size - in_page);
+            let start = self.page_start(page)? + in_page;
+            f(at, &mut self.storage[start..start + take]);
+            at += take;
+            if at == range.end {
+                break;
+            }
+            page = self.next_in(page)?;
+            ord += 1;
+            in_page = 0;
+        }
+        set_cursor(buf, ord, page);
+        Ok(())
+    }
+
     /// Copies `out.len()` bytes of `buf` starting at `offset` into `out`.
     /// [`PoolError::OutOfRange`] if `offset + out.len() > buf.len()`.
     pub fn read_at(
@@ -533,6 +571,45 @@ impl<'p> Iterator for Chunks<'p> {
 }
 
 impl FusedIterator for Chunks<'_> {}
+
+/// Write access to one message being built in the pool (see
+/// `Endpoint::send_request_with`): its bytes are written in place, with no
+/// copy through a buffer of the caller's.
+pub struct MessageWriter<'p, 'a> {
+    pool: &'p mut Pool<'a>,
+    buf: &'p mut MessageBuf,
+}
+
+impl<'p, 'a> MessageWriter<'p, 'a> {
+    /// A writer over `buf`'s pages in `pool`.
+    pub fn new(pool: &'p mut Pool<'a>, buf: &'p mut MessageBuf) -> Self {
+        MessageWriter { pool, buf }
+    }
+
+    /// The message length.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the message is empty (never, for a Homa message).
+    pub fn is_empty(&self) -> bool {
+        self.buf.len() == 0
+    }
+
+    /// Copies `data` in at `offset`; [`PoolError::OutOfRange`] past the end.
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<(), PoolError> {
+        self.pool.write_at(self.buf, offset, data)
+    }
+
+    /// Calls `f(offset, piece)` for every page piece of the message in
+    /// order, each writable in place. The bytes start with whatever the
+    /// pages held before: write all of them.
+    pub fn for_each_chunk(&mut self, f: impl FnMut(usize, &mut [u8])) {
+        let len = self.buf.len();
+        // Cannot fail: the range is the whole message.
+        let _ = self.pool.for_each_chunk_mut(self.buf, 0..len, f);
+    }
+}
 
 /// A read-only view of one message in a pool: what the application gets
 /// for a received request or response. Reading it never copies unless asked.
