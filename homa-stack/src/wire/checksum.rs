@@ -13,7 +13,7 @@ use super::{IpProtocol, Ipv4Addr, Ipv6Addr};
 /// words are grouped or in which byte order they are read (RFC 1071 section
 /// 2), so 4-byte native-endian words are added into a 64-bit accumulator
 /// (the compiler can vectorise that loop), folded once per block of
-/// [`BLOCK`] bytes, and the folded sum is byte-swapped on little-endian
+/// 64 KiB, and the folded sum is byte-swapped on little-endian
 /// machines. The result equals the word-by-word definition on every input
 /// (a test compares the two).
 pub fn sum(data: &[u8]) -> u32 {
