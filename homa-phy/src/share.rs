@@ -515,6 +515,41 @@ mod tests {
         assert_eq!(route(&[]), Route::Other);
     }
 
+    #[test]
+    fn random_frames_route_without_panicking_and_homa_is_found_behind_tags() {
+        // xorshift64: frames of random length and bytes, with ethertypes,
+        // tags and protocol bytes drawn from the values the router looks at.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let types: [u16; 6] = [0x0800, 0x86dd, 0x0806, 0x8100, 0x88a8, 0x1234];
+        for _ in 0..20_000 {
+            let len = (next() % 120) as usize;
+            let mut f: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let mut at = 12;
+            while at + 2 <= f.len() && next() % 2 == 0 {
+                let t = types[(next() % 6) as usize];
+                f[at..at + 2].copy_from_slice(&t.to_be_bytes());
+                at += 4;
+            }
+            if let Some(b) = f.get_mut(at + 2 + 9) {
+                *b = [146, 1, 58, 17][(next() % 4) as usize];
+            }
+            let _ = route(&f);
+        }
+        // A well-formed Homa packet behind a tag, however the payload looks.
+        for _ in 0..1000 {
+            let payload: Vec<u8> = (0..(next() % 64)).map(|_| next() as u8).collect();
+            let inner = eth(0x0800, &ipv4(146, &payload));
+            let tagged = [&inner[..12], &[0x81, 0x00, 0x20, 0x01], &inner[12..]].concat();
+            assert_eq!(route(&tagged), Route::Homa);
+        }
+    }
+
     fn send(dev: &mut impl Device, frame: &[u8]) {
         dev.transmit(Instant::ZERO)
             .unwrap()

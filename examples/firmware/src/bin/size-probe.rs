@@ -2,7 +2,8 @@
 //! endpoint over one in-memory ring, SysTick time, no output and a panic
 //! handler that only stops. Features pick the roles it uses: `client` (send
 //! requests, read responses) and `server` (take requests, reply); with
-//! neither it only polls (ARP, ICMP, and the Homa paths `poll` reaches). It
+//! neither it only polls (ARP, ICMP, and the Homa paths `poll` reaches);
+//! `share` puts the ring behind `homa_phy::Share`, as beside a second stack. It
 //! builds but has no peer, so it is for `arm-none-eabi-size`, not for running.
 #![no_std]
 #![no_main]
@@ -31,7 +32,13 @@ static RPCS: StaticCell<[RpcSlot; 8]> = StaticCell::new();
 static PEERS: StaticCell<[PeerSlot; 4]> = StaticCell::new();
 static SOCKETS: StaticCell<[SocketSlot; 2]> = StaticCell::new();
 static POOL: ConstStaticCell<[u8; 32 * (PAGE + 4)]> = ConstStaticCell::new([0; 32 * (PAGE + 4)]);
+#[cfg(not(feature = "share"))]
 static RING: ConstStaticCell<Loopback<8>> = ConstStaticCell::new(Loopback::new());
+/// With `share`, the ring is shared with another stack (whose frames this
+/// probe only drains) through the splitter, with 4-frame queues.
+#[cfg(feature = "share")]
+static SHARE: ConstStaticCell<homa_phy::Share<Loopback<8>, 4>> =
+    ConstStaticCell::new(homa_phy::Share::new(Loopback::new()));
 
 // With `defmt`, defmt-semihosting is the global logger homa-stack's lines
 // go to.
@@ -93,7 +100,10 @@ fn main() -> ! {
         PAGE,
     )
     .expect("valid set-up");
+    #[cfg(not(feature = "share"))]
     let dev = RING.take();
+    #[cfg(feature = "share")]
+    let share = SHARE.take();
     #[cfg(any(feature = "client", feature = "server"))]
     let mut buf = [0u8; 100];
     #[cfg(feature = "server")]
@@ -105,7 +115,18 @@ fn main() -> ! {
     #[cfg(feature = "client")]
     let _ = ep.send_request(client, peer, PORT, &buf);
     loop {
+        #[cfg(not(feature = "share"))]
         ep.poll(clock.now(), dev);
+        #[cfg(feature = "share")]
+        {
+            use homa_phy::{Device, RxToken};
+            let now = clock.now();
+            ep.poll(now, &mut share.homa());
+            let mut other = share.other();
+            while let Some((rx, _)) = other.receive(now) {
+                rx.consume(|_| ());
+            }
+        }
         #[cfg(feature = "server")]
         if let Some(Event::Request { rpc, .. }) = ep.recv(server) {
             let n = ep.message(rpc).map_or(0, |m| m.copy_to(&mut buf));
