@@ -1025,3 +1025,39 @@ fn decoding_any_prefix_or_damage_of_the_frames_does_not_panic() {
     }
     assert!(decoded > 10_000, "{decoded}");
 }
+
+#[test]
+fn every_truncation_of_the_committed_pcapng_in_process() {
+    use homa_examples::dump::reader::{ReadError, Reader};
+    let bytes = std::fs::read(data("every-type.pcapng")).unwrap();
+    let recs = records(&bytes);
+    for cut in 0..bytes.len() {
+        let prefix = std::io::Cursor::new(bytes[..cut].to_vec());
+        let done = recs.iter().filter(|r| r.1 <= cut).count();
+        let frames = recs[..done].iter().filter(|r| r.2).count() as u64;
+        // A small first buffer (quicker to set up, and it must grow for
+        // the 1.5 KB frames).
+        let mut reader = match Reader::with_buffer(prefix, 1024) {
+            Ok(r) => r,
+            Err(ReadError::NotACapture(_)) if cut < recs[0].1 => continue,
+            Err(e) => panic!("cut at {cut}: {e}"),
+        };
+        assert!(cut >= recs[0].1, "cut at {cut} opened");
+        let end = loop {
+            match reader.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        assert_eq!(reader.frames(), frames, "cut at {cut}");
+        match end {
+            None => assert!(recs.iter().any(|r| r.1 == cut), "cut at {cut} read clean"),
+            Some(ReadError::Truncated { frame, offset }) => {
+                let rec = recs.iter().find(|r| r.0 < cut && cut < r.1).unwrap();
+                assert_eq!((frame, offset), (frames + 1, rec.0 as u64), "cut at {cut}");
+            }
+            Some(e) => panic!("cut at {cut}: {e}"),
+        }
+    }
+}
