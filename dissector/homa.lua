@@ -1,6 +1,7 @@
 -- Wireshark dissector for Homa, IP protocol 146, the current (era D) wire
 -- format of the Linux kernel module and of homa-stack (docs/protocol.md
--- section 3). Registered on ip.proto 146, which serves IPv4 and IPv6.
+-- section 3). Registered on ip.proto 146, which serves IPv4 and IPv6; a
+-- postdissector also decodes Homa that Linux sent as TCP (hijack mode).
 --
 -- Install: copy this file into Wireshark's personal Lua plugins folder
 -- (Help > About Wireshark > Folders > Personal Lua Plugins, on Linux
@@ -176,9 +177,9 @@ local function fold(acc)
 end
 
 -- The checksum's status and, when bad, the right value.
-local function verify_checksum(tvb, src, dst, version)
-    local len = tvb:reported_length_remaining()
-    if tvb:captured_len() < tvb:reported_len() then return CK_UNVERIFIED end
+local function verify_checksum(tvb, wire, src, dst, version)
+    local len = wire
+    if tvb:captured_len() < wire then return CK_UNVERIFIED end
     local field = tvb(16, 2):uint()
     if field == 0 then return CK_ZERO end
     if not src then return CK_UNVERIFIED end
@@ -200,10 +201,11 @@ end
 
 local function u64(tvb, at) return tvb(at, 8):uint64() end
 
-function homa.dissector(tvb, pinfo, tree)
+-- Dissects the Homa packet in `tvb`, `wire` bytes long on the wire (more
+-- than captured when the snap length cut it).
+local function dissect_homa(tvb, pinfo, tree, wire, hijacked)
     pinfo.cols.protocol = "HOMA"
     local captured = tvb:captured_len()
-    local wire = tvb:reported_len()
     local src, dst, src_bytes, dst_bytes, version, prio = ip_info()
     local subtree = tree:add(homa, tvb(), "Homa")
 
@@ -262,7 +264,7 @@ function homa.dissector(tvb, pinfo, tree)
 
     local status, expected = CK_UNVERIFIED, nil
     if homa.prefs.check_checksum then
-        status, expected = verify_checksum(tvb, src_bytes, dst_bytes, version)
+        status, expected = verify_checksum(tvb, wire, src_bytes, dst_bytes, version)
     end
     ck_item:add(f.checksum_status, tvb(16, 2), status):set_generated()
     if status == CK_BAD then
@@ -351,6 +353,7 @@ function homa.dissector(tvb, pinfo, tree)
     end
     if captured < header_len then return end
     line = line .. " prio " .. tostring(prio)
+    if hijacked then line = line .. " hijacked" end
     if captured < wire then
         line = line .. string.format(" [truncated: %d of %d bytes captured]", captured, wire)
         subtree:add_proto_expert_info(ef.truncated)
@@ -359,4 +362,36 @@ function homa.dissector(tvb, pinfo, tree)
     info(line)
 end
 
+function homa.dissector(tvb, pinfo, tree)
+    dissect_homa(tvb, pinfo, tree, tvb:reported_len(), false)
+end
+
 DissectorTable.get("ip.proto"):add(146, homa)
+
+-- Linux can send Homa as TCP (its hijack mode, docs/protocol.md 2.4): TCP
+-- segments with flags SYN|RST (6) and urgent pointer 0xb97d. Wireshark's
+-- TCP dissector takes them first, so a postdissector finds them and
+-- decodes the TCP header and payload as the Homa packet they are.
+local hijack = Proto("homa_hijack", "Homa carried as TCP")
+local tcp_flags_f = Field.new("tcp.flags")
+local tcp_urgent_f = Field.new("tcp.urgent_pointer")
+local tcp_srcport_f = Field.new("tcp.srcport")
+local tcp_len_f = Field.new("tcp.len")
+local tcp_hdr_len_f = Field.new("tcp.hdr_len")
+local HIJACK_FLAGS = 6
+local HIJACK_URGENT = 0xb97d
+
+function hijack.dissector(tvb, pinfo, tree)
+    local flags, urgent = last(tcp_flags_f), last(tcp_urgent_f)
+    if not (flags and urgent) or flags.value ~= HIJACK_FLAGS or urgent.value ~= HIJACK_URGENT then
+        return
+    end
+    local start = last(tcp_srcport_f).offset
+    local len = last(tcp_hdr_len_f).value + last(tcp_len_f).value
+    -- A sub-tvb of the captured bytes; the wire length is passed apart.
+    local sub = tvb:range(start, math.min(len, tvb:captured_len() - start)):tvb()
+    dissect_homa(sub, pinfo, tree, len, true)
+    pinfo.cols.protocol = "HOMA/TCP"
+end
+
+register_postdissector(hijack)

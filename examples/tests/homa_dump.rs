@@ -757,8 +757,9 @@ fn a_snap_length_capture_decodes_every_header_and_marks_the_payload() {
         }
         assert_eq!(fh, ch, "frame {}", f["frame"]);
     }
-    // The DATA packets over 128 bytes: 3 + 1 per family, and the hijacked one.
-    assert_eq!(truncated, 9);
+    // The DATA packets over 128 bytes: 3 + 1 per family, the hijacked one and
+    // the last one.
+    assert_eq!(truncated, 10);
     assert_eq!(cut_headers, 2);
     let text = lines(&[&data("snaplen.pcap")]);
     assert!(text[0].ends_with("prio 5 [truncated: 94 of 1456 bytes captured]"));
@@ -791,7 +792,7 @@ fn filters_by_type_host_port_and_rpc_combine() {
         (16..=30).collect::<Vec<_>>()
     );
     assert_eq!(frame_numbers(&["--port", "501", &every]), Vec::<u64>::new());
-    assert_eq!(frame_numbers(&["--port", "500", &every]).len(), 32);
+    assert_eq!(frame_numbers(&["--port", "500", &every]).len(), 33);
     // RPC 100 (client) and 101 (server), either id given.
     let rpc: Vec<u64> = [
         1, 2, 3, 4, 5, 6, 9, 11, 12, 15, 16, 17, 18, 19, 20, 21, 24, 26, 27, 30, 31, 32,
@@ -892,21 +893,28 @@ fn rpc_view_counts_every_kind_of_packet() {
     assert_eq!(r["resends"], 2);
     assert_eq!(r["busy"], 2);
     assert_eq!(r["completed"], false);
+    assert_eq!(r["acked"], false);
+    // RPC 102 is acked only by the ack piggy-backed on RPC 104's DATA;
+    // RPC 10 by its own ACK; the CUTOFFS' "RPC" 0 not at all.
+    let by_id = |id: u64| rpcs.iter().find(|r| r["id"] == id).unwrap();
+    assert_eq!(by_id(102)["acked"], true);
+    assert_eq!(by_id(10)["acked"], true);
+    assert_eq!(by_id(0)["acked"], false);
 }
 
 #[test]
 fn stats_count_types_priorities_and_incomplete_rpcs() {
     let s = &json(&["--stats", &data("every-type.pcapng")])[0];
-    assert_eq!(s["frames"], 34);
-    assert_eq!(s["homa_packets"], 32);
-    assert_eq!(s["types"]["DATA"]["packets"], 9);
+    assert_eq!(s["frames"], 35);
+    assert_eq!(s["homa_packets"], 33);
+    assert_eq!(s["types"]["DATA"]["packets"], 10);
     assert_eq!(s["types"]["RESEND"]["packets"], 6);
     assert_eq!(s["types"]["RESEND"]["bytes"], 2 * (37 + 36 + 37));
     assert_eq!(s["types"]["ACK"]["bytes"], 4 * 80);
     assert_eq!(s["priorities"]["7"], 23);
     assert_eq!(s["bad_checksums"], 2);
-    assert_eq!(s["rpcs"], 10);
-    assert_eq!(s["incomplete"].as_array().unwrap().len(), 10);
+    assert_eq!(s["rpcs"], 11);
+    assert_eq!(s["incomplete"].as_array().unwrap().len(), 11);
     let loss = &json(&["--stats", &data("loss.pcap")])[0];
     assert_eq!(loss["rpcs"], 6);
     assert_eq!(loss["completed"], 6);
@@ -1016,4 +1024,40 @@ fn decoding_any_prefix_or_damage_of_the_frames_does_not_panic() {
         }
     }
     assert!(decoded > 10_000, "{decoded}");
+}
+
+#[test]
+fn every_truncation_of_the_committed_pcapng_in_process() {
+    use homa_examples::dump::reader::{ReadError, Reader};
+    let bytes = std::fs::read(data("every-type.pcapng")).unwrap();
+    let recs = records(&bytes);
+    for cut in 0..bytes.len() {
+        let prefix = std::io::Cursor::new(bytes[..cut].to_vec());
+        let done = recs.iter().filter(|r| r.1 <= cut).count();
+        let frames = recs[..done].iter().filter(|r| r.2).count() as u64;
+        // A small first buffer (quicker to set up, and it must grow for
+        // the 1.5 KB frames).
+        let mut reader = match Reader::with_buffer(prefix, 1024) {
+            Ok(r) => r,
+            Err(ReadError::NotACapture(_)) if cut < recs[0].1 => continue,
+            Err(e) => panic!("cut at {cut}: {e}"),
+        };
+        assert!(cut >= recs[0].1, "cut at {cut} opened");
+        let end = loop {
+            match reader.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        assert_eq!(reader.frames(), frames, "cut at {cut}");
+        match end {
+            None => assert!(recs.iter().any(|r| r.1 == cut), "cut at {cut} read clean"),
+            Some(ReadError::Truncated { frame, offset }) => {
+                let rec = recs.iter().find(|r| r.0 < cut && cut < r.1).unwrap();
+                assert_eq!((frame, offset), (frames + 1, rec.0 as u64), "cut at {cut}");
+            }
+            Some(e) => panic!("cut at {cut}: {e}"),
+        }
+    }
 }

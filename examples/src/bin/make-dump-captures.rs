@@ -10,7 +10,8 @@
 //!   `seg.offset` 0xFFFFFFFF sentinel, the 36- and 37-byte RESEND, RESEND
 //!   of everything, ACK with `num_acks` 7 (clamped to 5), a piggy-backed
 //!   ack, a retransmission, good, bad, zero and partial checksums, a VLAN
-//!   tag, a TCP-hijacked DATA, an unknown type and a short packet.
+//!   tag, a TCP-hijacked DATA, an unknown type, a short packet, and a DATA
+//!   whose piggy-backed ack names an earlier RPC.
 //! - `snaplen.pcap`: the same frames cut at 128 bytes, as `tcpdump -s 128`,
 //!   and `snaplen-96.pcap` cut at 96, which cuts headers too.
 //! - `link-sll.pcap`, `link-sll2.pcap`, `link-raw.pcap`, `link-ipv4.pcap`,
@@ -350,6 +351,32 @@ fn every_type_frames() -> Vec<Vec<u8>> {
         None,
         &frames::ipv4(B4, A4, IpProtocol::Homa, 0xe0, &short),
     ));
+    // A new request whose DATA acks RPC 102 (piggy-backed ack).
+    let acking = Spec {
+        patch: nothing,
+        from_client: true,
+        repr: client(
+            104,
+            Kind::Data {
+                header: DataHeader {
+                    message_length: 100,
+                    incoming: 100,
+                    offset: 0,
+                    retransmit: false,
+                    ack: Some(Ack {
+                        client_id: 102,
+                        server_port: SERVER_PORT,
+                    }),
+                    cutoff_version: 0,
+                },
+                payload: &PAYLOAD[..100],
+            },
+        ),
+        prio: 6,
+        sum: Sum::Good,
+    };
+    let ip = ip_packet(&acking, false, IpProtocol::Homa);
+    out.push(eth(true, false, None, &ip));
     out
 }
 

@@ -155,10 +155,20 @@ pub struct Reader {
 impl Reader {
     /// Reads the file header of `input`. Reads no further than the header
     /// (a pipe from `tcpdump -U` delivers it before any packet).
-    pub fn open(mut input: impl Read + Send + 'static) -> Result<Reader, ReadError> {
+    pub fn open(input: impl Read + Send + 'static) -> Result<Reader, ReadError> {
+        Reader::with_buffer(input, INITIAL_BUFFER)
+    }
+
+    /// Like [`open`](Self::open) with a first buffer of `initial` bytes
+    /// (at least the file header's length); it doubles for larger blocks.
+    pub fn with_buffer(
+        mut input: impl Read + Send + 'static,
+        initial: usize,
+    ) -> Result<Reader, ReadError> {
         let head = read_header(&mut input)?;
+        let initial = initial.max(head.len() + 1).min(MAX_BUFFER);
         let input = Cursor::new(head).chain(input);
-        let inner = create_reader(INITIAL_BUFFER, input).map_err(|e| {
+        let inner = create_reader(initial, input).map_err(|e| {
             ReadError::NotACapture(match e {
                 PcapError::HeaderNotRecognized => "not a pcap or pcapng file".to_string(),
                 other => format!("bad capture header ({})", describe(&other)),
@@ -171,7 +181,7 @@ impl Reader {
             interfaces: Vec::new(),
             offset: 0,
             frames: 0,
-            capacity: INITIAL_BUFFER,
+            capacity: initial,
         })
     }
 

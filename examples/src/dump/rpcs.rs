@@ -129,6 +129,9 @@ impl Rpc {
 
 /// `(client, server, client id)`.
 type Key = (SocketAddr, SocketAddr, u64);
+/// An RPC as acks name it: the client's address without its port (not part
+/// of a server's key, protocol.md 3.3), the server, the client's id.
+type ServerKey = (IpAddr, SocketAddr, u64);
 
 /// Per-type counters.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -145,6 +148,8 @@ pub struct Tracker {
     rpcs: HashMap<Key, Rpc>,
     /// In order of first appearance.
     order: Vec<Key>,
+    /// The RPCs under the name acks give them.
+    by_server: HashMap<ServerKey, Vec<Key>>,
     types: BTreeMap<String, TypeStats>,
     priorities: BTreeMap<u8, u64>,
     frames: u64,
@@ -204,6 +209,10 @@ impl Tracker {
         let key = (client, server, id & !1);
         let rpc = self.rpcs.entry(key).or_insert_with(|| {
             self.order.push(key);
+            self.by_server
+                .entry((client.ip(), server, key.2))
+                .or_default()
+                .push(key);
             Rpc::new()
         });
         rpc.packets += 1;
@@ -216,7 +225,7 @@ impl Tracker {
         let Some(repr) = &h.repr else {
             return;
         };
-        let mut acks: Vec<Key> = Vec::new();
+        let mut acks: Vec<ServerKey> = Vec::new();
         match &repr.kind {
             Kind::Data { header, .. } => {
                 let was_done = rpc.completed();
@@ -235,13 +244,9 @@ impl Tracker {
                     rpc.done = time;
                 }
                 if let Some(ack) = header.ack {
-                    // A piggy-backed ack names a finished RPC of the
-                    // destination's (the server's) port.
-                    acks.push((
-                        client,
-                        SocketAddr::new(server.ip(), ack.server_port),
-                        ack.client_id,
-                    ));
+                    // A piggy-backed ack names an RPC the destination
+                    // serves and the sender is the client of.
+                    acks.push((src, SocketAddr::new(dst, ack.server_port), ack.client_id));
                 }
             }
             Kind::Grant { .. } => rpc.grants += 1,
@@ -254,21 +259,14 @@ impl Tracker {
                     rpc.acked = true;
                 }
                 for a in entries.iter() {
-                    acks.push((
-                        client,
-                        SocketAddr::new(server.ip(), a.server_port),
-                        a.client_id,
-                    ));
+                    acks.push((src, SocketAddr::new(dst, a.server_port), a.client_id));
                 }
             }
             Kind::Cutoffs { .. } | Kind::Freeze => {}
         }
-        for key in acks {
-            // Acks name the client's id; the client port is not part of the
-            // server's key (protocol.md 3.3), so match on the rest.
-            let (c, s, id) = key;
-            for (k, rpc) in self.rpcs.iter_mut() {
-                if k.0.ip() == c.ip() && k.1 == s && k.2 == id {
+        for server_key in acks {
+            for key in self.by_server.get(&server_key).into_iter().flatten() {
+                if let Some(rpc) = self.rpcs.get_mut(key) {
                     rpc.acked = true;
                 }
             }
