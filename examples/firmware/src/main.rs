@@ -29,7 +29,7 @@ use static_cell::{ConstStaticCell, StaticCell};
 use homa_firmware::Clock;
 use homa_phy::{forward, Device, Instant, Loopback, RxToken, Split, TxToken};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
-use homa_stack::storage::{buffer_len_for, pages_for, MessageRef, MAX_MESSAGE_LEN};
+use homa_stack::storage::{buffer_len_for, pages_for, MessageRef, MessageWriter, MAX_MESSAGE_LEN};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 
@@ -71,10 +71,6 @@ static CLIENT_POOL_MEM: ConstStaticCell<[u8; CLIENT_POOL]> = ConstStaticCell::ne
 static SERVER_POOL_MEM: ConstStaticCell<[u8; SERVER_POOL]> = ConstStaticCell::new([0; SERVER_POOL]);
 static RINGS: ConstStaticCell<[Ring; 4]> =
     ConstStaticCell::new([Ring::new(), Ring::new(), Ring::new(), Ring::new()]);
-/// Where requests and replies are built: `send_request` and `reply` take a
-/// slice and copy it into the pool. One byte more than the largest message,
-/// to check that such a request is refused.
-static SCRATCH: ConstStaticCell<[u8; MAX_MSG + 1]> = ConstStaticCell::new([0; MAX_MSG + 1]);
 
 /// Request sizes: one byte, a small message, one full packet, one byte more
 /// than a packet, one byte more than the unscheduled limit (so it needs a
@@ -102,10 +98,13 @@ fn pattern(seed: u32, i: usize) -> u8 {
     (x ^ (x >> 8) ^ (x >> 16).wrapping_mul(31)) as u8
 }
 
-fn fill(seed: u32, buf: &mut [u8]) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern(seed, i);
-    }
+/// Writes pattern `seed` into a message being built in place in the pool.
+fn fill(seed: u32, w: &mut MessageWriter<'_, '_>) {
+    w.for_each_chunk(|at, piece| {
+        for (j, b) in piece.iter_mut().enumerate() {
+            *b = pattern(seed, at + j);
+        }
+    });
 }
 
 /// Whether a received message is exactly `len` bytes of pattern `seed`,
@@ -255,15 +254,13 @@ impl Pair {
         &mut self,
         client: homa_stack::SocketHandle,
         server: homa_stack::SocketHandle,
-        scratch: &mut [u8],
         len: usize,
     ) -> Result<u64, Failure> {
-        let request = &mut scratch[..len];
-        fill(request_seed(len), request);
         let start = self.clock.now();
+        // Built in place in the pool: no buffer of the message's size.
         let rpc = self
             .client
-            .send_request(client, SERVER_IP, PORT, request)
+            .send_request_with(client, SERVER_IP, PORT, len, |w| fill(request_seed(len), w))
             .map_err(Failure::Send)?;
         loop {
             let now = self.clock.now();
@@ -284,9 +281,9 @@ impl Pair {
                 if !ok {
                     return Err(Failure::BadRequest(n));
                 }
-                let reply = &mut scratch[..n];
-                fill(reply_seed(n), reply);
-                self.server.reply(srv, reply).map_err(Failure::Send)?;
+                self.server
+                    .reply_with(srv, n, |w| fill(reply_seed(n), w))
+                    .map_err(Failure::Send)?;
             }
             match self.client.recv(client) {
                 Some(Event::Response { rpc: done, len: n }) if done == rpc => {
@@ -376,7 +373,6 @@ fn run() -> Result<(), Failure> {
             dropped: 0,
         },
     };
-    let scratch = SCRATCH.take();
     let srv = pair.server.bind(PORT).map_err(|_| Failure::Bind)?;
     let cli = pair.client.socket().map_err(|_| Failure::Bind)?;
 
@@ -401,20 +397,19 @@ fn run() -> Result<(), Failure> {
         SOCKETS * size_of::<SocketSlot>()
     );
     hprintln!(
-        "pools: client {} B ({} B of messages), server {} B ({} B); rings 4x{} = {} B; scratch {} B",
+        "pools: client {} B ({} B of messages), server {} B ({} B); rings 4x{} = {} B",
         CLIENT_POOL,
         pair.client.pool_capacity_bytes(),
         SERVER_POOL,
         pair.server.pool_capacity_bytes(),
         size_of::<Ring>(),
         4 * size_of::<Ring>(),
-        MAX_MSG + 1
     );
 
     // The largest message is Homa's limit; one byte more is refused.
     match pair
         .client
-        .send_request(cli, SERVER_IP, PORT, &scratch[..MAX_MSG + 1])
+        .send_request_with(cli, SERVER_IP, PORT, MAX_MSG + 1, |_| {})
     {
         Ok(rpc) => return Err(Failure::Rpc(rpc)),
         Err(SendError::MessageTooLong) => {}
@@ -431,7 +426,7 @@ fn run() -> Result<(), Failure> {
         for &len in sizes {
             let before = *pair.client.stats();
             let before_srv = *pair.server.stats();
-            let us = pair.exchange(cli, srv, &mut scratch[..], len)?;
+            let us = pair.exchange(cli, srv, len)?;
             let (c, s) = (pair.client.stats(), pair.server.stats());
             hprintln!(
                 "  {:>7} B: ok in {} us; frames {}; retransmitted {}; grants {}",
