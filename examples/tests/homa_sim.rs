@@ -82,3 +82,42 @@ fn lone_homa_message_on_an_idle_fabric_has_slowdown_one() {
         }
     }
 }
+
+/// Homa RPCs whose replies cannot be sent (2,000,000 bytes is over Homa's
+/// limit) are failures, not successes: every message arrives, but every
+/// RPC fails and none is measured.
+#[test]
+fn rpcs_whose_replies_fail_are_counted_as_failed() {
+    let mut o = short_run("w2", 100);
+    o.protocols = vec![Protocol::Homa];
+    o.response_bytes = 2_000_000;
+    let r = run(&o).unwrap();
+    let p = &r.results[0];
+    assert!(r.messages > 10, "{} messages", r.messages);
+    assert_eq!(p.completed, r.messages);
+    assert_eq!(p.verified, 0);
+    assert_eq!(p.failed, r.messages);
+    assert_eq!(p.short.count, 0);
+    let reply_errors = p.counters.iter().find(|(k, _)| *k == "reply_errors");
+    assert_eq!(reply_errors, Some(&("reply_errors", r.messages as u64)));
+}
+
+/// With replies that can be sent, every RPC completes and the run waits for
+/// the responses before it ends.
+#[test]
+fn rpcs_with_responses_all_succeed() {
+    let mut o = short_run("w2", 100);
+    o.protocols = vec![Protocol::Homa];
+    o.response_bytes = 1000;
+    let r = run(&o).unwrap();
+    let p = &r.results[0];
+    assert_eq!(p.verified, r.messages);
+    assert_eq!(p.failed, 0);
+    for k in ["reply_errors", "bad_responses", "unanswered"] {
+        assert!(
+            p.counters.iter().all(|(n, v)| *n != k || *v == 0),
+            "{k}: {:?}",
+            p.counters
+        );
+    }
+}
