@@ -1,121 +1,345 @@
-//! homa-perf's command line: `server`, `client`, `testbed` and `cleanup`.
+//! homa-perf's command line: `server`, `client`, `testbed` and `cleanup`,
+//! parsed by clap into the raw arguments below, then checked as a whole
+//! (which device, which targets, which pace) into the options the loops run
+//! with. Every value's accepted range is stated in its help and in the error
+//! that refuses it.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use homa_stack::wire::EthernetAddress;
 
+use super::addr::{is_private, parse_unicast_mac, Cidr};
 use super::arrivals::Pace;
-use super::payload::ECHO;
+use super::payload::{ECHO, HEADER_LEN};
 use super::workload::SizeDist;
-use crate::args::Args;
+use crate::cli;
 
-/// The usage text.
-pub const USAGE: &str = "\
-usage:
-  homa-perf server DEVICE [--port N] [--duration S] [--json] [HOMA OPTIONS]
-  homa-perf client DEVICE --server IP:PORT[,IP:PORT...] SIZES PACE
-                   [--duration S] [--drain S] [--reply-len N|echo] [--seed N]
-                   [--json] [HOMA OPTIONS]
-  homa-perf testbed [--clients 4] [--workload w4] [--load 0.8]
-                   [--bottleneck-mbps N] [--bands 8] [--duration 20] [--drain 5]
-                   [--queue-kb 1500] [--reply-len 100] [--seed 1]
-                   [--only homa|tcp] [--json] [--nic-backlog-us N] [--rtt-us 250]
-                   [--unsched-bytes N] [--max-incoming N] [--fifo-grant-bytes N]
-                   [--resend-ticks 15] [--timeout-ticks 1000] [--probe 3]
-  homa-perf cleanup            (or --cleanup: removes leftover testbed namespaces)
+/// Default bottleneck rate of the testbed in Mbit/s (see the README's
+/// "Linux TAP and testbed" section for why it is not 1000 on this 2-core
+/// machine).
+pub const DEFAULT_BOTTLENECK_MBPS: u32 = 200;
 
-DEVICE (Homa over homa-stack, or the kernel's TCP):
+/// Largest message pool, MiB (per endpoint).
+pub const MAX_POOL_MB: u64 = 4096;
+
+const DEVICE_HELP: &str = "\
+DEVICE (Homa over homa-stack, or the kernel's TCP), exactly one of:
   --tap NAME --ip A.B.C.D/NN [--bridge BR] [--host-ip A.B.C.D/NN]
         a TAP device, created and configured if it does not exist: joined to
         bridge BR (created if missing, with --host-ip as its address), or
         else given --host-ip (default: the first other address of the subnet)
   --iface NAME --ip A.B.C.D/NN      an AF_PACKET socket on an existing interface
-  --tcp [--listen IP:PORT]          kernel TCP, one connection per server,
-                                    length-prefixed messages (server default
-                                    listens on 0.0.0.0:5000)
-SIZES:  --size N[,N...] | --workload w1..w5 (cp_node tables, 1 MB cap) | FILE.csv
-PACE:   --rate RPCS_PER_S | --load FRACTION (of --link-mbps, message bytes)
-        | --outstanding N (closed loop)
-HOMA OPTIONS: --port N (server; default 500 for Homa, 5000 for TCP)
-        --link-mbps N (pacer rate, default 1000) --nic-backlog-us N (default 200)
-        --mac XX:XX:XX:XX:XX:XX --neighbor IP=MAC[,IP=MAC] --pcap FILE
-        --max-rpcs N --pool-mb N --no-verify --start-at-ms UNIX_MS --quiet
-        --unsched-bytes N --max-incoming N --fifo-grant-bytes N --resend-ticks N
-        --timeout-ticks N   (Homa's byte and timer settings; defaults are Linux's)";
+  --tcp                             kernel TCP, one connection per server,
+                                    length-prefixed messages
+--ip and --host-ip are private unicast host addresses with a prefix of 8..=30.";
 
-/// An IPv4 address with a prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    /// The address.
-    pub addr: Ipv4Addr,
-    /// Prefix length, 0..=32.
-    pub prefix: u8,
+/// Measure homa-stack over a TAP device or an AF_PACKET socket, and the
+/// kernel's TCP the same way; `testbed` compares them under load in network
+/// namespaces it builds and removes.
+#[derive(Parser, Debug)]
+#[command(name = "homa-perf", version, arg_required_else_help = true)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Sub,
 }
 
-impl Cidr {
-    /// Parses `A.B.C.D/NN`.
-    pub fn parse(s: &str) -> Result<Cidr, String> {
-        let (a, p) = s
-            .split_once('/')
-            .ok_or_else(|| format!("{s:?}: expected A.B.C.D/NN"))?;
-        let addr: Ipv4Addr = a.parse().map_err(|e| format!("{s:?}: {e}"))?;
-        let prefix: u8 = p.parse().map_err(|e| format!("{s:?}: {e}"))?;
-        if prefix > 32 {
-            return Err(format!("{s:?}: prefix over 32"));
-        }
-        Ok(Cidr { addr, prefix })
-    }
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Sub {
+    /// Serve requests until --duration ends or SIGINT/SIGTERM; exits 1 if a
+    /// request was corrupt or could not be answered.
+    #[command(after_help = DEVICE_HELP)]
+    Server(ServerArgs),
+    /// Issue requests for --duration seconds; exits 1 if any RPC failed,
+    /// was corrupt or unfinished.
+    #[command(after_help = DEVICE_HELP)]
+    Client(Box<ClientArgs>),
+    /// Build the namespace testbed and compare Homa with TCP (root).
+    Testbed(TestbedArgs),
+    /// Remove leftover testbed namespaces (root).
+    Cleanup,
+}
 
-    fn mask(&self) -> u32 {
-        u32::MAX
-            .checked_shl(32 - u32::from(self.prefix))
-            .unwrap_or(0)
-    }
+/// The device options.
+#[derive(Args, Debug, Clone)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("device").required(true).multiple(false)))]
+pub struct DeviceArgs {
+    /// homa-stack over this TAP device (created if missing).
+    #[arg(long, value_name = "NAME", group = "device", help_heading = "Device")]
+    pub tap: Option<String>,
+    /// homa-stack over an AF_PACKET socket on this existing interface.
+    #[arg(long, value_name = "NAME", group = "device", help_heading = "Device")]
+    pub iface: Option<String>,
+    /// The kernel's TCP instead of homa-stack.
+    #[arg(long, group = "device", help_heading = "Device")]
+    pub tcp: bool,
+    /// homa-stack's address and subnet (--tap, --iface).
+    #[arg(long, value_name = "A.B.C.D/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
+    pub ip: Option<Cidr>,
+    /// Bridge to join a created TAP to (created if missing).
+    #[arg(long, value_name = "BR", help_heading = "Device")]
+    pub bridge: Option<String>,
+    /// The kernel's address on the TAP or bridge (--tap).
+    #[arg(long, value_name = "A.B.C.D/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
+    pub host_ip: Option<Cidr>,
+}
 
-    /// Whether `ip` is in this subnet.
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        (u32::from(ip) ^ u32::from(self.addr)) & self.mask() == 0
+fn neighbor(s: &str) -> Result<(Ipv4Addr, EthernetAddress), String> {
+    let (ip, mac) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s}: expected IP=MAC"))?;
+    let ip: Ipv4Addr = ip.parse().map_err(|e| format!("{s}: {e}"))?;
+    if !ip.is_private() {
+        return Err(format!(
+            "{s}: the address must be private (10/8, 172.16/12, 192.168/16)"
+        ));
     }
+    Ok((ip, parse_unicast_mac(mac)?))
+}
 
-    /// The first address of the subnet other than this one (for the
-    /// kernel's side of a TAP).
-    pub fn default_peer(&self) -> Cidr {
-        let net = u32::from(self.addr) & self.mask();
-        let first = if net + 1 == u32::from(self.addr) {
-            net + 2
-        } else {
-            net + 1
-        };
-        Cidr {
-            addr: Ipv4Addr::from(first),
-            prefix: self.prefix,
-        }
+/// homa-stack's settings.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Homa")]
+pub struct HomaArgs {
+    /// Pacer link rate, 1..=400000 Mbit/s.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=400_000))]
+    pub link_mbps: u32,
+    /// How far ahead of the wire the pacer queues, 0..=1000000 us.
+    #[arg(long, value_name = "US", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub nic_backlog_us: u64,
+    /// homa-stack's MAC (default: derived from --ip, or the interface's).
+    #[arg(long, value_name = "XX:XX:XX:XX:XX:XX", value_parser = parse_unicast_mac)]
+    pub mac: Option<EthernetAddress>,
+    /// Static neighbours, no ARP for them.
+    #[arg(long, value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
+    pub neighbor: Vec<(Ipv4Addr, EthernetAddress)>,
+    /// Write every frame to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<String>,
+    /// RPC slots, 1..=60000.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=60_000))]
+    pub max_rpcs: usize,
+    /// Message pool in MiB, 1..=4096 (default 256 for a server, 64 for a client).
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_POOL_MB))]
+    pub pool_mb: Option<usize>,
+    /// Bytes sent before the first grant, 1..=1000000 (default Linux's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub unsched_bytes: Option<u32>,
+    /// Cap on granted-but-unreceived bytes, 1..=100000000 (default Linux's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    pub max_incoming: Option<u32>,
+    /// Bytes of one FIFO grant, 1..=1000000 (default Linux's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub fifo_grant_bytes: Option<u32>,
+    /// Silent ms before a RESEND and between RESENDs, 1..=100000 (default 5).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub resend_ticks: Option<u32>,
+    /// Silent ms before an RPC fails, 1..=1000000 (default 100).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub timeout_ticks: Option<u32>,
+}
+
+/// `homa-perf server`.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Homa port 1..=32767 (default 500), or TCP port 1..=65535 (default 5000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
+    /// TCP: the listening address (default 0.0.0.0 and --port).
+    #[arg(long, value_name = "IP:PORT")]
+    listen: Option<SocketAddrV4>,
+    /// Stop after this many seconds, 0..=86400 (default: at a signal).
+    #[arg(long, value_name = "S", value_parser = cli::seconds)]
+    duration: Option<f64>,
+    /// Do not check request bytes.
+    #[arg(long)]
+    no_verify: bool,
+    /// The report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress lines.
+    #[arg(long)]
+    quiet: bool,
+    #[command(flatten)]
+    homa: HomaArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Only {
+    Homa,
+    Tcp,
+}
+
+fn reply_len(s: &str) -> Result<u32, String> {
+    if s == "echo" {
+        return Ok(ECHO);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=cli::MAX_MESSAGE).contains(&n) => Ok(n),
+        _ => Err(format!("{s} is not 1..={} or echo", cli::MAX_MESSAGE)),
     }
 }
 
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+/// `homa-perf client`.
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// The servers, used in turn: private or loopback, on-link for Homa.
+    #[arg(
+        long,
+        value_name = "IP:PORT[,IP:PORT]",
+        value_delimiter = ',',
+        required = true
+    )]
+    server: Vec<SocketAddrV4>,
+    /// Request sizes, equally likely, each 1..=1000000.
+    #[arg(long, value_name = "N[,N]", group = "sizes")]
+    size: Option<String>,
+    /// Request sizes: w1..w5 (cp_node tables, 1 MB cap) or a `bytes,cdf` CSV.
+    #[arg(long, value_name = "W|FILE.csv", group = "sizes")]
+    workload: Option<String>,
+    /// Open loop: Poisson arrivals at this many RPCs/s, in (0, 10000000].
+    #[arg(long, value_name = "RPCS_PER_S", group = "pace", value_parser = cli::rate)]
+    rate: Option<f64>,
+    /// Open loop: Poisson arrivals carrying this share of --link-mbps in
+    /// request bytes, in (0, 1.5].
+    #[arg(long, value_name = "FRACTION", group = "pace", value_parser = cli::load)]
+    load: Option<f64>,
+    /// Closed loop: this many RPCs outstanding, 1..=65535.
+    #[arg(long, value_name = "N", group = "pace",
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_535))]
+    outstanding: Option<usize>,
+    /// Seconds of issuing RPCs, 0..=86400.
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = cli::seconds)]
+    duration: f64,
+    /// Seconds allowed after that for outstanding RPCs, 0..=86400.
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = cli::seconds)]
+    drain: f64,
+    /// Response length, 1..=1000000, or echo (the request back).
+    #[arg(long, value_name = "N|echo", default_value = "echo", value_parser = reply_len)]
+    reply_len: u32,
+    /// Seed of sizes, arrivals and payloads.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Start at this wall-clock time (Unix ms), to start clients together.
+    #[arg(long, value_name = "UNIX_MS")]
+    start_at_ms: Option<u64>,
+    /// Do not check response bytes.
+    #[arg(long)]
+    no_verify: bool,
+    /// The report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No per-RPC error lines and no progress lines.
+    #[arg(long)]
+    quiet: bool,
+    #[command(flatten)]
+    homa: HomaArgs,
+}
+
+/// `homa-perf testbed`.
+#[derive(Args, Debug, Clone)]
+pub struct TestbedArgs {
+    /// Client hosts, 1..=32.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=32))]
+    clients: usize,
+    /// Request sizes: w1..w5, N[,N] or a `bytes,cdf` CSV.
+    #[arg(long, value_name = "W", default_value = "w4")]
+    workload: String,
+    /// Offered load, a fraction of the bottleneck in (0, 1.5].
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.8, value_parser = cli::load)]
+    load: f64,
+    /// Bottleneck rate, 1..=100000 Mbit/s.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BOTTLENECK_MBPS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    bottleneck_mbps: u32,
+    /// Strict-priority bands at the bottleneck, 1..=8.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u8).range(1..=8))]
+    bands: u8,
+    /// Seconds per protocol, 0.5..=3600.
+    #[arg(long, value_name = "S", default_value_t = 20.0, value_parser = testbed_seconds)]
+    duration: f64,
+    /// Drain seconds per protocol, 0..=86400.
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = cli::seconds)]
+    drain: f64,
+    /// Byte limit of each band's queue, 1..=1000000 KB.
+    #[arg(long, value_name = "KB", default_value_t = 1500,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    queue_kb: u32,
+    /// Response length, 12..=1000000.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(HEADER_LEN as i64..=i64::from(cli::MAX_MESSAGE)))]
+    reply_len: u32,
+    /// Base seed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Run only one protocol.
+    #[arg(long, value_enum)]
+    only: Option<Only>,
+    /// The results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Seconds of the closed-loop capacity probe per protocol, 0..=3600 (0: none).
+    #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
+    probe: f64,
+    /// Pacer queue allowance of the Homa endpoints, 0..=1000000 us.
+    #[arg(long, value_name = "US", default_value_t = 200, help_heading = "Homa",
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    nic_backlog_us: u64,
+    /// Round trip the byte settings are scaled to, 1..=1000000 us.
+    #[arg(long, value_name = "US", default_value_t = 250, help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    rtt_us: u32,
+    /// Unscheduled bytes, 1..=1000000 (default: one --rtt-us at the bottleneck).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    unsched_bytes: Option<u32>,
+    /// Granted-but-unreceived cap, 1..=100000000 (default 8 x unscheduled).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    max_incoming: Option<u32>,
+    /// FIFO grant size, 1..=1000000 (default 2 x unscheduled).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    fifo_grant_bytes: Option<u32>,
+    /// RESEND ticks (ms), 1..=100000.
+    #[arg(long, value_name = "N", default_value_t = 15, help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    resend_ticks: u32,
+    /// Timeout ticks (ms), 1..=1000000.
+    #[arg(long, value_name = "N", default_value_t = 1000, help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    timeout_ticks: u32,
+}
+
+fn testbed_seconds(s: &str) -> Result<f64, String> {
+    let v = cli::seconds(s)?;
+    if (0.5..=3600.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not in [0.5, 3600] seconds"))
     }
 }
 
-/// Whether traffic to `ip` stays on this machine or a private network:
-/// homa-perf refuses any other target.
-pub fn is_private(ip: Ipv4Addr) -> bool {
-    ip.is_private() || ip.is_loopback()
-}
-
-/// Parses `02:00:00:00:00:01`.
-pub fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(format!("{s:?}: expected six hex bytes"));
+fn probe_seconds(s: &str) -> Result<f64, String> {
+    let v = cli::seconds(s)?;
+    if v <= 3600.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not in [0, 3600] seconds"))
     }
-    let mut b = [0u8; 6];
-    for (d, p) in b.iter_mut().zip(parts) {
-        *d = u8::from_str_radix(p, 16).map_err(|e| format!("{s:?}: {e}"))?;
-    }
-    Ok(EthernetAddress(b))
 }
 
 /// Where the messages go.
@@ -199,6 +423,8 @@ pub struct ServerOpts {
     pub verify: bool,
     /// JSON output.
     pub json: bool,
+    /// No progress lines.
+    pub quiet: bool,
 }
 
 /// `client` options.
@@ -255,7 +481,7 @@ pub struct TestbedOpts {
     pub reply_len: u32,
     /// Base seed.
     pub seed: u64,
-    /// Run only one protocol.
+    /// Run only one protocol (`homa` or `tcp`).
     pub only: Option<String>,
     /// JSON output.
     pub json: bool,
@@ -289,379 +515,221 @@ pub enum Command {
     Testbed(TestbedOpts),
     /// Remove leftover testbed namespaces.
     Cleanup,
-    /// Print the usage.
-    Help,
 }
 
-const DEVICE_OPTS: [&str; 7] = ["tap", "ip", "bridge", "host-ip", "iface", "tcp", "listen"];
-const HOMA_OPTS: [&str; 15] = [
-    "fifo-grant-bytes",
-    "unsched-bytes",
-    "max-incoming",
-    "resend-ticks",
-    "timeout-ticks",
-    "link-mbps",
-    "nic-backlog-us",
-    "mac",
-    "neighbor",
-    "pcap",
-    "max-rpcs",
-    "pool-mb",
-    "no-verify",
-    "json",
-    "quiet",
-];
-const FLAGS: [&str; 6] = ["tcp", "no-verify", "json", "quiet", "help", "cleanup"];
-
-fn transport(a: &Args) -> Result<Transport, String> {
-    let ip = a.get_str("ip").map(Cidr::parse).transpose()?;
-    let given = [
-        a.get_str("tap").is_some(),
-        a.get_str("iface").is_some(),
-        a.flag("tcp"),
-    ];
-    if given.iter().filter(|&&g| g).count() != 1 {
-        return Err("give exactly one of --tap NAME, --iface NAME, --tcp".into());
-    }
-    if a.flag("tcp") {
-        if ip.is_some() {
-            return Err("--ip is for --tap/--iface; TCP uses the kernel's addresses".into());
+impl DeviceArgs {
+    fn transport(&self) -> Result<Transport, String> {
+        if self.tap.is_none() && (self.bridge.is_some() || self.host_ip.is_some()) {
+            return Err("--bridge and --host-ip are for --tap".into());
         }
-        return Ok(Transport::Tcp);
-    }
-    let ip = ip.ok_or("--tap and --iface need --ip A.B.C.D/NN (homa-stack's address)")?;
-    if let Some(name) = a.get_str("tap") {
-        let host_ip = a.get_str("host-ip").map(Cidr::parse).transpose()?;
-        if host_ip.is_some_and(|h| h.addr == ip.addr) {
-            return Err("--host-ip must differ from --ip".into());
+        if self.tcp {
+            if self.ip.is_some() {
+                return Err("--ip is for --tap/--iface; TCP uses the kernel's addresses".into());
+            }
+            return Ok(Transport::Tcp);
         }
-        return Ok(Transport::Tap {
-            name: name.to_string(),
+        let ip = self
+            .ip
+            .ok_or("--tap and --iface need --ip A.B.C.D/NN (homa-stack's address)")?;
+        if let Some(name) = &self.tap {
+            if let Some(h) = self.host_ip {
+                if h.addr == ip.addr {
+                    return Err("--host-ip must differ from --ip".into());
+                }
+                if h.prefix != ip.prefix || !ip.contains(h.addr) {
+                    return Err(format!("--host-ip {h} is not in --ip's subnet {ip}"));
+                }
+            }
+            return Ok(Transport::Tap {
+                name: name.clone(),
+                ip,
+                bridge: self.bridge.clone(),
+                host_ip: self.host_ip,
+            });
+        }
+        Ok(Transport::Iface {
+            name: self.iface.clone().unwrap_or_default(),
             ip,
-            bridge: a.get_str("bridge").map(String::from),
-            host_ip,
-        });
+        })
     }
-    if a.get_str("bridge").is_some() || a.get_str("host-ip").is_some() {
-        return Err("--bridge and --host-ip are for --tap".into());
-    }
-    Ok(Transport::Iface {
-        name: a.get_str("iface").unwrap_or_default().to_string(),
-        ip,
-    })
 }
 
-fn opt(a: &Args, name: &str) -> Result<Option<u32>, String> {
-    a.get_str(name).map(|_| a.get(name, 0u32)).transpose()
-}
-
-fn homa_opts(a: &Args, default_pool_mb: usize) -> Result<HomaOpts, String> {
-    let mut neighbors = Vec::new();
-    if let Some(list) = a.get_str("neighbor") {
-        for item in list.split(',') {
-            let (ip, mac) = item
-                .split_once('=')
-                .ok_or_else(|| format!("--neighbor {item:?}: expected IP=MAC"))?;
-            let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--neighbor {ip:?}: {e}"))?;
-            neighbors.push((ip, parse_mac(mac)?));
+impl HomaArgs {
+    fn opts(&self, default_pool_mb: usize) -> HomaOpts {
+        HomaOpts {
+            link_mbps: self.link_mbps,
+            nic_backlog_us: self.nic_backlog_us,
+            mac: self.mac,
+            neighbors: self.neighbor.clone(),
+            pcap: self.pcap.clone(),
+            max_rpcs: self.max_rpcs,
+            pool_mb: self.pool_mb.unwrap_or(default_pool_mb),
+            unsched_bytes: self.unsched_bytes,
+            max_incoming: self.max_incoming,
+            resend_ticks: self.resend_ticks,
+            timeout_ticks: self.timeout_ticks,
+            fifo_grant_bytes: self.fifo_grant_bytes,
         }
     }
-    let o = HomaOpts {
-        link_mbps: a.get("link-mbps", 1000)?,
-        nic_backlog_us: a.get("nic-backlog-us", 200)?,
-        mac: a.get_str("mac").map(parse_mac).transpose()?,
-        neighbors,
-        pcap: a.get_str("pcap").map(String::from),
-        max_rpcs: a.get("max-rpcs", 1024)?,
-        pool_mb: a.get("pool-mb", default_pool_mb)?,
-        unsched_bytes: opt(a, "unsched-bytes")?,
-        max_incoming: opt(a, "max-incoming")?,
-        resend_ticks: opt(a, "resend-ticks")?,
-        timeout_ticks: opt(a, "timeout-ticks")?,
-        fifo_grant_bytes: opt(a, "fifo-grant-bytes")?,
-    };
-    if [
-        o.unsched_bytes,
-        o.max_incoming,
-        o.resend_ticks,
-        o.timeout_ticks,
-    ]
-    .contains(&Some(0))
-    {
-        return Err(
-            "--unsched-bytes, --max-incoming, --resend-ticks, --timeout-ticks must be > 0".into(),
-        );
-    }
-    if o.link_mbps == 0 || !(1..=60_000).contains(&o.max_rpcs) || o.pool_mb == 0 {
-        return Err("--link-mbps and --pool-mb must be > 0, --max-rpcs 1..=60000".into());
-    }
-    Ok(o)
 }
 
-fn known(extra: &[&'static str]) -> Vec<&'static str> {
-    let mut k: Vec<&str> = DEVICE_OPTS
-        .iter()
-        .chain(HOMA_OPTS.iter())
-        .copied()
-        .collect();
-    k.extend_from_slice(extra);
-    k.push("help");
-    k
-}
-
-fn seconds(a: &Args, name: &str, default: f64) -> Result<f64, String> {
-    let s: f64 = a.get(name, default)?;
-    if !(0.0..=86_400.0).contains(&s) {
-        return Err(format!("--{name} must be 0..=86400 seconds"));
-    }
-    Ok(s)
-}
-
-fn server(a: &Args) -> Result<ServerOpts, String> {
-    a.reject_unknown(&known(&["port", "duration"]))?;
-    let transport = transport(a)?;
-    let tcp = transport == Transport::Tcp;
-    let port: u16 = a.get("port", if tcp { 5000 } else { 500 })?;
-    if !tcp && !(1..0x8000).contains(&port) {
-        return Err("Homa server ports are 1..=32767".into());
-    }
-    let listen = match a.get_str("listen") {
-        Some(l) if tcp => l.parse().map_err(|e| format!("--listen {l:?}: {e}"))?,
-        Some(_) => return Err("--listen is for --tcp".into()),
-        None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
-    };
-    Ok(ServerOpts {
-        transport,
-        homa: homa_opts(a, 256)?,
-        port,
-        listen,
-        duration_s: a
-            .get_str("duration")
-            .map(|_| seconds(a, "duration", 0.0))
-            .transpose()?,
-        verify: !a.flag("no-verify"),
-        json: a.flag("json"),
-    })
-}
-
-fn client(a: &Args) -> Result<ClientOpts, String> {
-    a.reject_unknown(&known(&[
-        "server",
-        "size",
-        "workload",
-        "rate",
-        "load",
-        "outstanding",
-        "duration",
-        "drain",
-        "reply-len",
-        "seed",
-        "start-at-ms",
-    ]))?;
-    let transport = transport(a)?;
-    if a.get_str("listen").is_some() {
-        return Err("--listen is for the server".into());
-    }
-    let list = a.get_str("server").ok_or("client needs --server IP:PORT")?;
-    let targets = list
-        .split(',')
-        .map(|t| t.parse().map_err(|e| format!("--server {t:?}: {e}")))
-        .collect::<Result<Vec<SocketAddrV4>, String>>()?;
-    for t in &targets {
-        if !is_private(*t.ip()) {
-            return Err(format!(
-                "--server {t}: only private (10/8, 172.16/12, 192.168/16) or loopback \
-                 addresses are allowed"
-            ));
+impl ServerArgs {
+    fn check(&self) -> Result<ServerOpts, String> {
+        let transport = self.device.transport()?;
+        let tcp = transport == Transport::Tcp;
+        if self.listen.is_some() && !tcp {
+            return Err("--listen is for --tcp".into());
         }
-        if let Some(ip) = transport.homa_ip() {
-            if !ip.contains(*t.ip()) {
+        let port = self.port.unwrap_or(if tcp { 5000 } else { 500 });
+        if !tcp && !(1..0x8000).contains(&port) {
+            return Err(format!("--port {port}: Homa server ports are 1..=32767"));
+        }
+        Ok(ServerOpts {
+            transport,
+            homa: self.homa.opts(256),
+            port,
+            listen: self
+                .listen
+                .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
+            duration_s: self.duration,
+            verify: !self.no_verify,
+            json: self.json,
+            quiet: self.quiet,
+        })
+    }
+}
+
+impl ClientArgs {
+    fn check(&self) -> Result<ClientOpts, String> {
+        let transport = self.device.transport()?;
+        for t in &self.server {
+            if !is_private(*t.ip()) {
                 return Err(format!(
-                    "--server {t} is not in {ip}: homa-stack has no router, the server must be on-link"
+                    "--server {t}: only private (10/8, 172.16/12, 192.168/16) or loopback \
+                     addresses are allowed"
                 ));
             }
-            if !(1..0x8000).contains(&t.port()) {
-                return Err(format!("--server {t}: Homa server ports are 1..=32767"));
+            if let Some(ip) = transport.homa_ip() {
+                if !ip.contains(*t.ip()) || *t.ip() == ip.addr {
+                    return Err(format!(
+                        "--server {t} is not another host in {ip}: homa-stack has no router, \
+                         the server must be on-link"
+                    ));
+                }
+                if !(1..0x8000).contains(&t.port()) {
+                    return Err(format!("--server {t}: Homa server ports are 1..=32767"));
+                }
+            } else if t.port() == 0 {
+                return Err(format!("--server {t}: the port must be 1..=65535"));
             }
         }
+        let dist = match (&self.size, &self.workload) {
+            (Some(s), None) => SizeDist::fixed_spec(s)?,
+            (None, Some(w)) => SizeDist::from_spec(w)?,
+            _ => return Err("give one of --size N[,N...] or --workload W".into()),
+        };
+        let homa = self.homa.opts(64);
+        let pace = match (self.rate, self.load, self.outstanding) {
+            (Some(per_sec), None, None) => Pace::Poisson { per_sec },
+            (None, Some(load), None) => {
+                let bytes_per_sec = load * f64::from(homa.link_mbps) * 1e6 / 8.0;
+                Pace::Poisson {
+                    per_sec: bytes_per_sec / dist.mean(),
+                }
+            }
+            (None, None, Some(outstanding)) => Pace::Closed { outstanding },
+            _ => return Err("give one of --rate, --load, --outstanding".into()),
+        };
+        Ok(ClientOpts {
+            transport,
+            homa,
+            targets: self.server.clone(),
+            dist,
+            pace,
+            duration_s: self.duration,
+            drain_s: self.drain,
+            reply_len: self.reply_len,
+            seed: self.seed,
+            verify: !self.no_verify,
+            json: self.json,
+            start_at_ms: self.start_at_ms,
+            quiet: self.quiet,
+        })
     }
-    let dist = match (a.get_str("size"), a.get_str("workload")) {
-        (Some(s), None) => SizeDist::from_spec(s)?,
-        (None, Some(w)) => SizeDist::from_spec(w)?,
-        _ => return Err("give one of --size N[,N...] or --workload W".into()),
-    };
-    let homa = homa_opts(a, 64)?;
-    let pace = match (
-        a.get_str("rate"),
-        a.get_str("load"),
-        a.get_str("outstanding"),
-    ) {
-        (Some(_), None, None) => {
-            let per_sec: f64 = a.get("rate", 0.0)?;
-            if !(per_sec > 0.0 && per_sec.is_finite()) {
-                return Err("--rate must be > 0".into());
-            }
-            Pace::Poisson { per_sec }
-        }
-        (None, Some(_), None) => {
-            let load: f64 = a.get("load", 0.0)?;
-            if !(load > 0.0 && load <= 10.0) {
-                return Err("--load must be in (0, 10]".into());
-            }
-            let bytes_per_sec = load * f64::from(homa.link_mbps) * 1e6 / 8.0;
-            Pace::Poisson {
-                per_sec: bytes_per_sec / dist.mean(),
-            }
-        }
-        (None, None, Some(_)) => {
-            let outstanding: usize = a.get("outstanding", 1)?;
-            if outstanding == 0 {
-                return Err("--outstanding must be > 0".into());
-            }
-            Pace::Closed { outstanding }
-        }
-        _ => return Err("give one of --rate, --load, --outstanding".into()),
-    };
-    let reply_len = match a.get_str("reply-len") {
-        None | Some("echo") => ECHO,
-        Some(s) => {
-            let n: u32 = s.parse().map_err(|e| format!("--reply-len {s:?}: {e}"))?;
-            if n == 0 || n > 1_000_000 {
-                return Err("--reply-len must be 1..=1000000 or echo".into());
-            }
-            n
-        }
-    };
-    Ok(ClientOpts {
-        transport,
-        homa,
-        targets,
-        dist,
-        pace,
-        duration_s: seconds(a, "duration", 10.0)?,
-        drain_s: seconds(a, "drain", 5.0)?,
-        reply_len,
-        seed: a.get("seed", 1)?,
-        verify: !a.flag("no-verify"),
-        json: a.flag("json"),
-        start_at_ms: a
-            .get_str("start-at-ms")
-            .map(|_| a.get("start-at-ms", 0))
-            .transpose()?,
-        quiet: a.flag("quiet"),
-    })
 }
 
-fn testbed(a: &Args) -> Result<TestbedOpts, String> {
-    a.reject_unknown(&[
-        "clients",
-        "workload",
-        "load",
-        "bottleneck-mbps",
-        "bands",
-        "duration",
-        "drain",
-        "queue-kb",
-        "reply-len",
-        "seed",
-        "only",
-        "json",
-        "nic-backlog-us",
-        "rtt-us",
-        "unsched-bytes",
-        "max-incoming",
-        "fifo-grant-bytes",
-        "resend-ticks",
-        "timeout-ticks",
-        "probe",
-        "help",
-    ])?;
-    let bottleneck_mbps: u32 = a.get("bottleneck-mbps", super::testbed::DEFAULT_BOTTLENECK_MBPS)?;
-    let rtt_us: u32 = a.get("rtt-us", 250)?;
-    let rtt_bytes = u64::from(bottleneck_mbps) * u64::from(rtt_us) / 8;
-    let unsched = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
-    let o = TestbedOpts {
-        clients: a.get("clients", 4)?,
-        workload: a.get("workload", "w4".to_string())?,
-        load: a.get("load", 0.8)?,
-        bottleneck_mbps,
-        bands: a.get("bands", 8)?,
-        duration_s: seconds(a, "duration", 20.0)?,
-        drain_s: seconds(a, "drain", 5.0)?,
-        queue_kb: a.get("queue-kb", 1500)?,
-        reply_len: a.get("reply-len", 100)?,
-        seed: a.get("seed", 1)?,
-        only: a.get_str("only").map(String::from),
-        json: a.flag("json"),
-        nic_backlog_us: a.get("nic-backlog-us", 200)?,
-        unsched_bytes: a.get("unsched-bytes", unsched)?,
-        max_incoming: a.get("max-incoming", unsched.saturating_mul(8))?,
-        fifo_grant_bytes: a.get("fifo-grant-bytes", unsched.saturating_mul(2))?,
-        resend_ticks: a.get("resend-ticks", 15)?,
-        timeout_ticks: a.get("timeout-ticks", 1000)?,
-        probe_s: seconds(a, "probe", 3.0)?,
-    };
-    if o.resend_ticks == 0 || o.timeout_ticks == 0 || o.unsched_bytes == 0 || o.max_incoming == 0 {
-        return Err("Homa's byte and tick settings must be > 0".into());
+impl TestbedArgs {
+    fn check(&self) -> Result<TestbedOpts, String> {
+        SizeDist::from_spec(&self.workload)?;
+        let rtt_bytes = u64::from(self.bottleneck_mbps) * u64::from(self.rtt_us) / 8;
+        let unsched = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
+        let unsched_bytes = self.unsched_bytes.unwrap_or(unsched);
+        Ok(TestbedOpts {
+            clients: self.clients,
+            workload: self.workload.clone(),
+            load: self.load,
+            bottleneck_mbps: self.bottleneck_mbps,
+            bands: self.bands,
+            duration_s: self.duration,
+            drain_s: self.drain,
+            queue_kb: self.queue_kb,
+            reply_len: self.reply_len,
+            seed: self.seed,
+            only: self.only.map(|o| match o {
+                Only::Homa => "homa".to_string(),
+                Only::Tcp => "tcp".to_string(),
+            }),
+            json: self.json,
+            nic_backlog_us: self.nic_backlog_us,
+            unsched_bytes,
+            max_incoming: self
+                .max_incoming
+                .unwrap_or(unsched_bytes.saturating_mul(8).min(100_000_000)),
+            fifo_grant_bytes: self
+                .fifo_grant_bytes
+                .unwrap_or(unsched_bytes.saturating_mul(2).min(1_000_000)),
+            resend_ticks: self.resend_ticks,
+            timeout_ticks: self.timeout_ticks,
+            probe_s: self.probe,
+        })
     }
-    SizeDist::from_spec(&o.workload)?;
-    if !(1..=32).contains(&o.clients) {
-        return Err("--clients must be 1..=32".into());
-    }
-    if !(o.load > 0.0 && o.load <= 1.5) {
-        return Err("--load must be in (0, 1.5]".into());
-    }
-    if !(1..=8).contains(&o.bands) {
-        return Err("--bands must be 1..=8".into());
-    }
-    if !(1..=100_000).contains(&o.bottleneck_mbps) || o.queue_kb == 0 {
-        return Err("--bottleneck-mbps must be 1..=100000 and --queue-kb > 0".into());
-    }
-    if o.duration_s < 0.5 || o.duration_s > 3600.0 {
-        return Err("--duration must be 0.5..=3600 seconds".into());
-    }
-    if !(12..=1_000_000).contains(&o.reply_len) {
-        return Err("--reply-len must be 12..=1000000".into());
-    }
-    if let Some(p) = &o.only {
-        if p != "homa" && p != "tcp" {
-            return Err("--only takes homa or tcp".into());
-        }
-    }
-    Ok(o)
 }
 
-/// Parses the words after the program name.
-pub fn parse(words: Vec<String>) -> Result<Command, String> {
-    let a = Args::parse_from(words, &FLAGS)?;
-    if a.flag("cleanup") {
-        return Ok(Command::Cleanup);
+impl Sub {
+    /// The options the programs run with: the checks that involve more
+    /// than one value (the device and the targets, sizes and pace).
+    pub fn check(&self) -> Result<Command, String> {
+        Ok(match self {
+            Sub::Server(a) => Command::Server(a.check()?),
+            Sub::Client(a) => Command::Client(Box::new(a.check()?)),
+            Sub::Testbed(a) => Command::Testbed(a.check()?),
+            Sub::Cleanup => Command::Cleanup,
+        })
     }
-    let mode = a.positional.first().map(String::as_str);
-    if a.flag("help") || mode.is_none() {
-        return Ok(Command::Help);
-    }
-    if a.positional.len() > 1 {
-        return Err(format!("unexpected argument {:?}", a.positional[1]));
-    }
-    match mode {
-        Some("server") => Ok(Command::Server(server(&a)?)),
-        Some("client") => Ok(Command::Client(Box::new(client(&a)?))),
-        Some("testbed") => Ok(Command::Testbed(testbed(&a)?)),
-        Some("cleanup") => Ok(Command::Cleanup),
-        Some(m) => Err(format!(
-            "unknown mode {m:?}: server, client, testbed or cleanup"
-        )),
-        None => Ok(Command::Help),
-    }
+}
+
+/// Parses the words after the program name into the options, or the error
+/// clap prints (usage errors, `--help` and `--version` included).
+pub fn parse<I, T>(words: I) -> Result<Command, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::CommandFactory;
+    let words = std::iter::once(std::ffi::OsString::from("homa-perf"))
+        .chain(words.into_iter().map(Into::into));
+    let cli = Cli::try_parse_from(words)?;
+    cli.command
+        .check()
+        .map_err(|e| Cli::command().error(clap::error::ErrorKind::ValueValidation, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn p(s: &str) -> Result<Command, String> {
-        parse(s.split_whitespace().map(String::from).collect())
+    fn p(s: &str) -> Result<Command, clap::Error> {
+        parse(s.split_whitespace())
     }
 
     #[test]
@@ -671,6 +739,7 @@ mod tests {
         };
         assert_eq!(s.port, 500);
         assert_eq!(s.duration_s, None);
+        assert_eq!(s.homa.pool_mb, 256);
         assert!(s.verify);
         let Transport::Tap {
             name, ip, bridge, ..
@@ -704,6 +773,7 @@ mod tests {
         // 0.5 * 100 Mbit/s = 6.25 MB/s over a 61,008-byte mean.
         assert!((per_sec - 6.25e6 / 61_008.1).abs() < 0.01, "{per_sec}");
         assert_eq!(c.reply_len, 100);
+        assert_eq!(c.homa.pool_mb, 64);
         assert!(c.json);
     }
 
@@ -727,17 +797,46 @@ mod tests {
             "client --tcp --server 127.0.0.1:5000 --size 10",      // no pace
             "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 --outstanding 2",
             "client --tcp --server 127.0.0.1:5000 --rate 1", // no size
-            "server --tap t0",                               // no --ip
-            "server --tap t0 --tcp --ip 10.0.0.1/24",
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 extra", // stray word
+            "client --tcp --server 127.0.0.1:5000 --size 10 --load 2.5",
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 --pool-mb 10000000",
+            "client --tcp --server 127.0.0.1:5000 --size 0 --rate 1",
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 --reply-len 0",
+            "server --tap t0",                        // no --ip
+            "server --tap t0 --tcp --ip 10.0.0.1/24", // two devices
+            "server",                                 // no device
             "server --tap t0 --ip 10.0.0.1/33",
+            "server --tap t0 --ip 0.0.0.0/24",
+            "server --tap t0 --ip 10.0.0.1/24 --host-ip 10.0.1.1/24",
             "server --tcp --bogus 1",
+            "server --tcp --bogus", // unknown flag last
+            "server --tcp --bridge br0",
+            "server --tap t0 --ip 10.0.0.1/24 --listen 10.0.0.1:5000",
+            "server --tcp --max-rpcs 100000",
             "server --tap t0 --ip 10.0.0.1/24 --port 40000",
+            "server --tap t0 --ip 10.0.0.1/24 --mac 01:00:5e:00:00:01",
             "testbed --bands 9",
             "testbed --only udp",
+            "testbed --load 2.5",
+            "testbed --duration 0.1",
+            "testbed extra",
             "fly",
+            "",
         ] {
             assert!(p(bad).is_err(), "accepted: {bad}");
         }
+    }
+
+    #[test]
+    fn range_errors_name_the_range() {
+        let e = p("testbed --bands 9").unwrap_err().to_string();
+        assert!(e.contains("1..=8"), "{e}");
+        let e = p("testbed --load 2.5").unwrap_err().to_string();
+        assert!(e.contains("(0, 1.5]"), "{e}");
+        let e = p("server --tcp --pool-mb 10000000")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1..=4096"), "{e}");
     }
 
     #[test]
@@ -747,21 +846,13 @@ mod tests {
         };
         assert_eq!((t.clients, t.bands, t.load), (4, 8, 0.8));
         assert_eq!((t.workload.as_str(), t.duration_s), ("w4", 20.0));
-        assert!(matches!(p("--cleanup").unwrap(), Command::Cleanup));
+        assert_eq!(t.unsched_bytes, 7120);
         assert!(matches!(p("cleanup").unwrap(), Command::Cleanup));
-        assert!(matches!(p("").unwrap(), Command::Help));
     }
 
     #[test]
-    fn cidr_and_mac_parse() {
-        let c = Cidr::parse("192.168.1.1/24").unwrap();
-        assert!(c.contains(Ipv4Addr::new(192, 168, 1, 200)));
-        assert!(!c.contains(Ipv4Addr::new(192, 168, 2, 1)));
-        assert_eq!(c.default_peer().addr, Ipv4Addr::new(192, 168, 1, 2));
-        assert_eq!(
-            parse_mac("02:00:0a:4d:00:01").unwrap(),
-            EthernetAddress([2, 0, 10, 77, 0, 1])
-        );
-        assert!(parse_mac("02:00").is_err());
+    fn the_command_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

@@ -2,13 +2,14 @@
 //! (TAP or AF_PACKET) and, for comparison, the kernel's TCP; plus the
 //! namespace testbed that runs both side by side.
 //!
-//! One concern per file: [`cli`] (options), [`workload`] (message sizes),
+//! One concern per file: [`cli`] (options), [`addr`] (addresses), [`workload`] (message sizes),
 //! [`arrivals`] (Poisson or closed-loop RPC sequence), [`payload`] (what
 //! messages carry, so every byte is checked), [`stats`] (histograms),
 //! [`report`] (tables and JSON), [`homa`] and [`tcp`] (the client and server
 //! loops), [`netcfg`] (TAP and bridge set-up), [`sys`] (the few kernel calls
 //! beyond homa-phy), [`testbed`] (namespaces, bottleneck, orchestration).
 
+pub mod addr;
 pub mod arrivals;
 pub mod cli;
 pub mod homa;

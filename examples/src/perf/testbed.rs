@@ -29,15 +29,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::cli::TestbedOpts;
+use super::cli::{TestbedOpts, DEFAULT_BOTTLENECK_MBPS};
 use super::netcfg::{mac_for, output, run};
 use super::report::{rtt_table, ClientReport, ServerReport};
 use super::sys;
 use super::workload::SizeDist;
-
-/// Default bottleneck rate in Mbit/s (see the README's "Linux TAP and
-/// testbed" section for why it is not 1000 on this 2-core machine).
-pub const DEFAULT_BOTTLENECK_MBPS: u32 = 200;
 
 const SUBNET: [u8; 3] = [10, 77, 0];
 const HOMA_PORT: u16 = 500;

@@ -52,14 +52,23 @@ impl SizeDist {
             return SizeDist::from_csv(name, text);
         }
         if !spec.is_empty() && spec.chars().all(|c| c.is_ascii_digit() || c == ',') {
-            let sizes = spec
-                .split(',')
-                .map(|s| s.parse::<u32>().map_err(|e| format!("size {s:?}: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            return SizeDist::fixed(&sizes);
+            return SizeDist::fixed_spec(spec);
         }
         let text = std::fs::read_to_string(spec).map_err(|e| format!("workload {spec}: {e}"))?;
         SizeDist::from_csv(spec, &text)
+    }
+
+    /// Parses `N[,N...]`: equally likely fixed sizes.
+    pub fn fixed_spec(spec: &str) -> Result<SizeDist, String> {
+        let sizes = spec
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("size {s}: not a number in 1..={MAX_MESSAGE}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        SizeDist::fixed(&sizes)
     }
 
     /// Equally likely fixed sizes (each 1..=1,000,000).

@@ -22,6 +22,30 @@ fn colour(name: &str) -> &'static str {
     }
 }
 
+/// What `--plot` writes, by the file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Scalable vector graphics (any name not ending in `.png`).
+    Svg,
+}
+
+impl Format {
+    /// The format for `path`.
+    pub fn of_path(path: &str) -> Result<Format, String> {
+        if path.to_ascii_lowercase().ends_with(".png") {
+            return Err(format!("{path}: PNG output is not built in yet; use .svg"));
+        }
+        Ok(Format::Svg)
+    }
+}
+
+/// Writes the chart to `path` in the format its name asks for.
+pub fn write(r: &SimResult, path: &str) -> Result<(), String> {
+    match Format::of_path(path)? {
+        Format::Svg => std::fs::write(path, svg(r)).map_err(|e| format!("{path}: {e}")),
+    }
+}
+
 /// The chart as an SVG document.
 pub fn svg(r: &SimResult) -> String {
     let points = |f: fn(&super::metrics::Bucket) -> f64| {

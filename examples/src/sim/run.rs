@@ -187,8 +187,12 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
 /// (arrival times relative to the start of traffic; sizes at most
 /// [`MAX_MESSAGE`]).
 pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult, String> {
-    if !(o.load > 0.0 && o.load < 1.5) {
-        return Err("--load must be a fraction above 0 (e.g. 0.8)".into());
+    if !(o.load > 0.0 && o.load <= crate::cli::MAX_LOAD) {
+        return Err(format!(
+            "load {} is not in (0, {}]",
+            o.load,
+            crate::cli::MAX_LOAD
+        ));
     }
     let probe = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
     let hosts = probe.hosts();
