@@ -44,7 +44,7 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
             } else {
                 print!("{}", r.text());
             }
-            Ok(if r.corrupt == 0 {
+            Ok(if r.corrupt == 0 && r.failed == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -231,6 +231,10 @@ pub struct ServerReport {
     pub requests: u64,
     /// Requests whose bytes differed from their pattern.
     pub corrupt: u64,
+    /// Requests refused (bad header, reply too long, reply not sent).
+    pub failed: u64,
+    /// `failed` by reason ([`super::payload::Refusal::name`]).
+    pub failures: std::collections::BTreeMap<String, u64>,
     /// Request bytes received.
     pub request_bytes: u64,
     /// Response bytes sent.
@@ -250,6 +254,8 @@ impl ServerReport {
             "elapsed_s": self.elapsed_s,
             "requests": self.requests,
             "corrupt": self.corrupt,
+            "failed": self.failed,
+            "failures": self.failures,
             "request_bytes": self.request_bytes,
             "response_bytes": self.response_bytes,
             "cpu_user_s": self.cpu_s.0,
@@ -267,6 +273,9 @@ impl ServerReport {
             elapsed_s: f("elapsed_s")?,
             requests: u("requests")?,
             corrupt: u("corrupt")?,
+            failed: u("failed")?,
+            failures: serde_json::from_value(v["failures"].clone())
+                .map_err(|e| format!("server report failures: {e}"))?,
             request_bytes: u("request_bytes")?,
             response_bytes: u("response_bytes")?,
             cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),
@@ -277,12 +286,23 @@ impl ServerReport {
     /// One line for people (two with homa-stack counters).
     pub fn text(&self) -> String {
         let line = format!(
-            "{} server: {:.1} s, {} requests ({} corrupt), {} B in, {} B out, \
+            "{} server: {:.1} s, {} requests ({} corrupt), {} refused{}, {} B in, {} B out, \
              CPU {:.2} s user {:.2} s system\n",
             self.protocol,
             self.elapsed_s,
             self.requests,
             self.corrupt,
+            self.failed,
+            if self.failures.is_empty() {
+                String::new()
+            } else {
+                let v: Vec<String> = self
+                    .failures
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                format!(" ({})", v.join(", "))
+            },
             self.request_bytes,
             self.response_bytes,
             self.cpu_s.0,
@@ -343,6 +363,8 @@ mod tests {
             elapsed_s: 1.0,
             requests: 5,
             corrupt: 0,
+            failed: 1,
+            failures: [("short_header".to_string(), 1)].into_iter().collect(),
             request_bytes: 500,
             response_bytes: 60,
             cpu_s: (0.1, 0.2),

@@ -25,10 +25,11 @@ use serde_json::json;
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, ServerOpts};
 use super::homa::{pace_text, sleep_until_unix_ms, Clock};
-use super::payload::{fill_request, fill_response, Header, ECHO};
+use super::payload::{check_request, fill_request, fill_response, Header, ECHO};
 use super::report::{ClientReport, ServerReport};
 use super::stats::SizeBuckets;
 use super::sys;
+use super::workload::MAX_MESSAGE;
 
 /// Longest message accepted on a connection (Homa's limit, plus slack).
 const MAX_FRAME: usize = 1_000_000 + 64;
@@ -372,6 +373,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
 struct Totals {
     requests: u64,
     corrupt: u64,
+    failures: std::collections::BTreeMap<String, u64>,
     request_bytes: u64,
     response_bytes: u64,
 }
@@ -412,6 +414,8 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         elapsed_s: clock.ns() as f64 / 1e9,
         requests: t.requests,
         corrupt: t.corrupt,
+        failed: t.failures.values().sum(),
+        failures: t.failures.clone(),
         request_bytes: t.request_bytes,
         response_bytes: t.response_bytes,
         cpu_s: sys::cpu_seconds(),
@@ -433,18 +437,27 @@ fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bo
                 return;
             }
         }
-        let header = Header::parse(&req);
-        let mut ok = header.is_some();
-        if let (true, Some(h)) = (verify, header) {
-            fill_request(&mut expect, h, req.len());
-            ok = expect == req;
-        }
-        match header {
-            Some(h) if h.reply_len != ECHO => fill_response(&mut resp, h, req.len()),
-            _ => {
-                resp.clear();
-                resp.extend_from_slice(&req);
+        // The request is untrusted: its header is checked, and the reply
+        // bounded, before anything is built. A request that cannot be
+        // answered ends the connection (its client sees it fail).
+        let h = match check_request(&req, req.len(), MAX_MESSAGE as usize) {
+            Ok((h, _)) => h,
+            Err(why) => {
+                eprintln!("homa-perf: tcp request refused: {why}; closing the connection");
+                let mut t = totals.lock().expect("no panics hold it");
+                *t.failures.entry(why.name().to_string()).or_default() += 1;
+                return;
             }
+        };
+        let ok = !verify || {
+            fill_request(&mut expect, h, req.len());
+            expect == req
+        };
+        if h.reply_len == ECHO {
+            resp.clear();
+            resp.extend_from_slice(&req);
+        } else {
+            fill_response(&mut resp, h, req.len());
         }
         frame(&mut out, &resp);
         if write_all(&mut s, &out, &give_up).is_err() {
