@@ -34,9 +34,14 @@ fn short_rack_run_delivers_every_message_intact_with_both_protocols() {
 #[test]
 fn same_seed_gives_identical_json_and_another_seed_does_not() {
     let mut o = short_run("w2", 100);
-    let a = json(&run(&o).unwrap());
+    let r = run(&o).unwrap();
+    let a = json(&r);
     let b = json(&run(&o).unwrap());
     assert_eq!(a, b);
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(v["messages"], r.messages);
+    assert_eq!(v["protocols"]["homa"]["sent"], r.messages);
+    assert_eq!(v["protocols"]["tcp"]["verified"], r.results[1].verified);
     o.seed = 2;
     assert_ne!(a, json(&run(&o).unwrap()));
 }
