@@ -1,6 +1,7 @@
 //! Shared pieces of the example programs: command-line value checks, payload
 //! patterns, and two endpoints wired back to back on a virtual clock.
 
+pub mod cdf;
 pub mod cli;
 pub mod duo;
 pub mod perf;
