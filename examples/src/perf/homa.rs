@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+use homa_stack::stats::Drops;
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 use serde_json::{json, Value};
@@ -22,7 +23,8 @@ use super::cli::{ClientOpts, HomaOpts, ServerOpts, Transport};
 use super::payload::{
     check_request, fill_request, fill_response, Header, Refusal, ECHO, HEADER_LEN,
 };
-use super::report::{ClientReport, ServerReport};
+use super::progress::{percentiles, Progress};
+use super::report::{drops_text, ClientReport, ServerReport};
 use super::stats::SizeBuckets;
 use super::workload::MAX_MESSAGE;
 use super::{netcfg, sys};
@@ -193,20 +195,50 @@ fn config(ip: Ipv4Addr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config
     c
 }
 
+/// Every drop reason of the endpoint with its count.
+pub fn drop_reasons(d: &Drops) -> [(&'static str, u64); 15] {
+    [
+        ("malformed", d.malformed),
+        ("checksum", d.checksum),
+        ("not_for_us", d.not_for_us),
+        ("unsupported", d.unsupported),
+        ("unknown_port", d.unknown_port),
+        ("unknown_rpc", d.unknown_rpc),
+        ("bad_range", d.bad_range),
+        ("duplicate", d.duplicate),
+        ("too_many_gaps", d.too_many_gaps),
+        ("no_buffer", d.no_buffer),
+        ("rpc_table_full", d.rpc_table_full),
+        ("peer_table_full", d.peer_table_full),
+        ("control_queue_full", d.control_queue_full),
+        ("wrong_state", d.wrong_state),
+        ("unresolved", d.unresolved),
+    ]
+}
+
+/// `, drops N (reason n, ...)` for a progress line (empty when none).
+fn drops_progress(ep: &Endpoint<'_>) -> String {
+    let reasons: serde_json::Map<String, Value> = drop_reasons(&ep.stats().drops)
+        .iter()
+        .map(|&(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let t = drops_text(&Value::Object(reasons));
+    if t.is_empty() {
+        t
+    } else {
+        format!(", {t}")
+    }
+}
+
 fn stack_counters(ep: &Endpoint<'_>, loop_stats: &Punctuality) -> Value {
     let s = ep.stats();
-    let d = &s.drops;
+    let reasons: serde_json::Map<String, Value> = drop_reasons(&s.drops)
+        .iter()
+        .map(|&(k, v)| (k.to_string(), json!(v)))
+        .collect();
     json!({
         "loop": loop_stats.to_json(),
-        "drop_reasons": {
-            "malformed": d.malformed, "checksum": d.checksum, "not_for_us": d.not_for_us,
-            "unsupported": d.unsupported, "unknown_port": d.unknown_port,
-            "unknown_rpc": d.unknown_rpc, "bad_range": d.bad_range, "duplicate": d.duplicate,
-            "too_many_gaps": d.too_many_gaps, "no_buffer": d.no_buffer,
-            "rpc_table_full": d.rpc_table_full, "peer_table_full": d.peer_table_full,
-            "control_queue_full": d.control_queue_full, "wrong_state": d.wrong_state,
-            "unresolved": d.unresolved,
-        },
+        "drop_reasons": reasons,
         "rx_frames": s.rx_frames,
         "tx_frames": s.tx_frames,
         "rx_data_bytes": s.rx_data_bytes,
@@ -434,8 +466,19 @@ impl Job for Server<'_, '_> {
         let (mut scratch, mut resp) = (Vec::new(), Vec::new());
         let mut retry: VecDeque<RpcHandle> = VecDeque::new();
         let mut punct = Punctuality::default();
+        let mut progress = Progress::new("server", o.quiet, o.duration_s);
         while clock.ns() < end_ns && !sys::stop_requested() {
             ep.poll(clock.now(), dev);
+            let now_ns = clock.ns();
+            if progress.due(now_ns) {
+                let rest = format!(
+                    ", refused {}, corrupt {}{}",
+                    r.failed,
+                    r.corrupt,
+                    drops_progress(ep)
+                );
+                progress.tick(now_ns, r.requests, &rest);
+            }
             let mut todo: Vec<RpcHandle> = retry.drain(..).collect();
             while let Some(ev) = ep.recv(sock) {
                 if let Event::Request { rpc, .. } = ev {
@@ -447,6 +490,9 @@ impl Job for Server<'_, '_> {
                 if a == Answered::Retry {
                     retry.push_back(rpc);
                 }
+                if matches!(a, Answered::Refused(_)) {
+                    progress.end_bar(); // count() may print a line
+                }
                 count(&mut r, a, o.quiet);
             }
             if retry.is_empty() {
@@ -455,6 +501,7 @@ impl Job for Server<'_, '_> {
                 ep.poll(clock.now(), dev);
             }
         }
+        progress.end_bar();
         r.elapsed_s = clock.ns() as f64 / 1e9;
         r.cpu_s = sys::cpu_seconds();
         Ok((r, stack_counters(ep, &punct)))
@@ -555,8 +602,20 @@ impl Job for Client<'_, '_> {
         let mut filled: Option<u64> = None;
         let mut stopped = false;
         let mut punct = Punctuality::default();
+        let mut progress = Progress::new("client", o.quiet, Some(o.duration_s));
         loop {
             let now_ns = clock.ns();
+            if progress.due(now_ns) {
+                let rest = format!(
+                    "{}, failed {}, corrupt {}, in flight {}{}",
+                    percentiles(rtt.all()),
+                    r.failed,
+                    r.corrupt,
+                    pending.len() + backlog.len(),
+                    drops_progress(ep)
+                );
+                progress.tick(now_ns, r.completed, &rest);
+            }
             stopped |= sys::stop_requested();
             let issuing = now_ns < dur_ns && !stopped;
             if issuing {
@@ -604,7 +663,8 @@ impl Job for Client<'_, '_> {
                         backlog.pop_front();
                         r.failed += 1;
                         if !o.quiet {
-                            eprintln!("homa-perf: request of {} B not sent: {e}", a.len);
+                            progress
+                                .note(&format!("homa-perf: request of {} B not sent: {e}", a.len));
                         }
                     }
                 }
@@ -637,10 +697,10 @@ impl Job for Client<'_, '_> {
                         } else {
                             r.corrupt += 1;
                             if !o.quiet {
-                                eprintln!(
+                                progress.note(&format!(
                                     "homa-perf: response to a {} B request (seed {}) is corrupt",
                                     f.a.len, f.a.seed
-                                );
+                                ));
                             }
                         }
                         let _ = ep.release(rpc);
@@ -649,13 +709,13 @@ impl Job for Client<'_, '_> {
                         if let Some(f) = pending.remove(&rpc) {
                             r.failed += 1;
                             if !o.quiet {
-                                eprintln!(
+                                progress.note(&format!(
                                     "homa-perf: RPC {} of {} B failed at {:.3} s, {:.1} ms after it was sent: {error}",
                                     rpc.id(),
                                     f.a.len,
                                     t_ns as f64 / 1e9,
                                     (t_ns - f.started_ns) as f64 / 1e6
-                                );
+                                ));
                             }
                         }
                         let _ = ep.release(rpc);
@@ -675,6 +735,7 @@ impl Job for Client<'_, '_> {
             };
             punct.sleep(ep, &clock, fd, wake);
         }
+        progress.end_bar();
         r.elapsed_s = clock.ns() as f64 / 1e9;
         r.unfinished = (pending.len() + backlog.len()) as u64;
         for (rpc, _) in pending.drain() {

@@ -3,7 +3,7 @@
 //! namespace testbed that runs both side by side.
 //!
 //! One concern per file: [`cli`] (options), [`addr`] (addresses), [`workload`] (message sizes),
-//! [`arrivals`] (Poisson or closed-loop RPC sequence), [`payload`] (what
+//! [`arrivals`] (Poisson or closed-loop RPC sequence), [`progress`] (stderr lines of a long run), [`payload`] (what
 //! messages carry, so every byte is checked), [`stats`] (histograms),
 //! [`report`] (tables and JSON), [`homa`] and [`tcp`] (the client and server
 //! loops), [`netcfg`] (TAP and bridge set-up), [`sys`] (the few kernel calls
@@ -15,6 +15,7 @@ pub mod cli;
 pub mod homa;
 pub mod netcfg;
 pub mod payload;
+pub mod progress;
 pub mod report;
 pub mod stats;
 pub mod sys;

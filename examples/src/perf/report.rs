@@ -142,21 +142,44 @@ impl ClientReport {
     }
 }
 
+/// `drops N (reason n, ...)` from a `drop_reasons` object, the reasons
+/// that occurred largest first; empty when nothing was dropped.
+pub fn drops_text(reasons: &Value) -> String {
+    let Some(m) = reasons.as_object() else {
+        return String::new();
+    };
+    let mut v: Vec<(&str, u64)> = m
+        .iter()
+        .filter_map(|(k, n)| Some((k.as_str(), n.as_u64()?)))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    if v.is_empty() {
+        return String::new();
+    }
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let total: u64 = v.iter().map(|&(_, n)| n).sum();
+    let list: Vec<String> = v.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    format!("drops {total} ({})", list.join(", "))
+}
+
 /// The homa-stack counters worth a line, when there are any.
 fn extra_text(extra: &Value) -> String {
     let st = &extra["stack"];
     if !st.is_object() {
         return String::new();
     }
+    let drops = match drops_text(&st["drop_reasons"]) {
+        t if t.is_empty() => "drops 0".to_string(),
+        t => t,
+    };
     format!(
         "homa-stack: tx frames {} rx frames {} retransmissions {} resends asked {} timeouts {} \
-         drops {}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
+         {drops}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
         st["tx_frames"],
         st["rx_frames"],
         st["retransmissions"],
         st["resends_requested"],
         st["timeouts"],
-        st["drops"],
         st["loop"]["max_wake_late_us"],
         st["loop"]["wakes_late_over_10ms"],
         st["loop"]["max_busy_us"],
@@ -354,6 +377,12 @@ mod tests {
         assert_eq!(m.extra["retransmissions"], 6);
         assert_eq!(m.extra["loop"]["max_busy_us"], 2); // the larger, not the sum
         assert!(m.text().contains("completed 3 failed 0"));
+        let reasons = json!({"duplicate": 3, "unknown_rpc": 9, "checksum": 0});
+        assert_eq!(
+            drops_text(&reasons),
+            "drops 12 (unknown_rpc 9, duplicate 3)"
+        );
+        assert_eq!(drops_text(&json!({"duplicate": 0})), "");
     }
 
     #[test]

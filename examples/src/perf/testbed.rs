@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use super::cli::{TestbedOpts, DEFAULT_BOTTLENECK_MBPS};
 use super::netcfg::{mac_for, output, run};
-use super::report::{rtt_table, ClientReport, ServerReport};
+use super::report::{drops_text, rtt_table, ClientReport, ServerReport};
 use super::sys;
 use super::workload::SizeDist;
 
@@ -536,7 +536,9 @@ fn run_phase(
         ]);
         v
     };
-    let mut sargs = strings(&["server", "--json"]);
+    // The testbed prints its own phases; the processes' progress lines
+    // would interleave.
+    let mut sargs = strings(&["server", "--json", "--quiet"]);
     if homa {
         sargs.extend(homa_dev(0));
         sargs.extend(strings(&[
@@ -873,8 +875,9 @@ fn print_phase(p: &Phase, o: &TestbedOpts) {
     print!("{}", rtt_table(&p.clients.rtt));
     let c = &p.clients;
     println!(
-        "issued {} completed {} failed {} corrupt {} unfinished {}; server answered {} ({} corrupt)",
-        c.issued, c.completed, c.failed, c.corrupt, c.unfinished, p.server.requests, p.server.corrupt
+        "issued {} completed {} failed {} corrupt {} unfinished {}; server answered {} ({} corrupt), refused {}",
+        c.issued, c.completed, c.failed, c.corrupt, c.unfinished, p.server.requests, p.server.corrupt,
+        p.server.failed
     );
     println!(
         "bottleneck carried {:.1} Mbit/s ({:.0}% of {}), bytes per band (highest first) {:?}, drops {:?}",
@@ -891,16 +894,18 @@ fn print_phase(p: &Phase, o: &TestbedOpts) {
     for (who, extra) in [("clients", &c.extra), ("server", &p.server.extra)] {
         let st = &extra["stack"];
         if st.is_object() {
+            let drops = match drops_text(&st["drop_reasons"]) {
+                t if t.is_empty() => "drops 0".to_string(),
+                t => t,
+            };
             println!(
                 "homa-stack {who}: tx frames {} rx frames {} retransmissions {} resends asked {} \
-                 timeouts {} drops {} (no buffer {})",
+                 timeouts {} {drops}",
                 st["tx_frames"],
                 st["rx_frames"],
                 st["retransmissions"],
                 st["resends_requested"],
                 st["timeouts"],
-                st["drops"],
-                st["drops_no_buffer"]
             );
         }
     }
