@@ -126,3 +126,23 @@ fn rpcs_with_responses_all_succeed() {
         );
     }
 }
+
+/// The chart names its run, marks slowdown 1 and the short messages, keeps
+/// the legend right of the plot, and rasterises to a PNG.
+#[test]
+fn the_plot_is_drawn_as_svg_and_png() {
+    use homa_examples::sim::plot;
+    let mut o = short_run("w4", 200);
+    o.protocols = vec![Protocol::Homa];
+    let r = run(&o).unwrap();
+    let svg = plot::svg(&r);
+    assert!(
+        svg.contains("W4 at load 0.80, rack topology (16 hosts)"),
+        "{svg}"
+    );
+    assert!(svg.contains("slowdown 1 (ideal)"));
+    assert!(svg.contains(&format!("short messages (&lt;= {} B", r.short_max_bytes)));
+    assert!(svg.contains("Homa P99") && svg.contains("Homa P50"));
+    let png = plot::png(&svg).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
