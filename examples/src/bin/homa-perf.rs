@@ -29,10 +29,11 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
             println!("removed {n} leftover testbed namespaces");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Testbed(o) => {
-            testbed::run_testbed(&o)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Testbed(o) => Ok(if testbed::run_testbed(&o)? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
         Command::Server(o) => {
             sys::catch_stop_signals();
             let r = match o.transport {

@@ -49,7 +49,9 @@ pub enum Sub {
     /// was corrupt or unfinished.
     #[command(after_help = DEVICE_HELP)]
     Client(Box<ClientArgs>),
-    /// Build the namespace testbed and compare Homa with TCP (root).
+    /// Build the namespace testbed and compare Homa with TCP (root); exits 1
+    /// if any RPC failed, was corrupt or refused, or was unfinished after a
+    /// measured run's drain.
     Testbed(TestbedArgs),
     /// Remove leftover testbed namespaces (root).
     Cleanup,

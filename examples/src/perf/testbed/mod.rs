@@ -44,8 +44,9 @@ use namespaces::Testbed;
 use phases::{print_phase, probe_text, run_phase, strings, Load, Phase};
 
 /// Builds the testbed, runs Homa then TCP, prints the comparison, and
-/// removes everything. Needs root.
-pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
+/// removes everything. Needs root. Returns whether every RPC of every
+/// phase (capacity probes included) succeeded.
+pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
     if !sys::is_root() {
         return Err("the testbed needs root (network namespaces, TAP, tc)".into());
     }
@@ -144,6 +145,28 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
         phases.push(phase);
     }
     drop(tb);
+    let bad: Vec<String> = probes
+        .iter()
+        .map(|p| ("probe", p))
+        .chain(phases.iter().map(|p| ("run", p)))
+        .filter_map(|(what, p)| {
+            let (c, s) = (&p.clients, &p.server);
+            // A probe is cut off at its end by design: its unfinished RPCs
+            // are not failures; a run's are (they were offered and not
+            // answered within the drain time).
+            let unfinished = if what == "run" { c.unfinished } else { 0 };
+            let n = c.failed + c.corrupt + unfinished + s.failed + s.corrupt;
+            (n > 0).then(|| {
+                format!(
+                    "{} {what}: {} failed, {} corrupt, {} unfinished, server refused {} ({} corrupt)",
+                    p.protocol, c.failed, c.corrupt, c.unfinished, s.failed, s.corrupt
+                )
+            })
+        })
+        .collect();
+    for b in &bad {
+        eprintln!("homa-perf: RPCs failed in the {b}");
+    }
     let short = |p: &Phase| p.clients.rtt.short().percentile(0.99) as f64 / 1e3;
     let homa = phases.iter().find(|p| p.protocol == "homa");
     let tcp = phases.iter().find(|p| p.protocol == "tcp");
@@ -172,7 +195,7 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
-        return Ok(());
+        return Ok(bad.is_empty());
     }
     println!();
     println!(
@@ -212,5 +235,5 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<(), String> {
         ),
         _ => println!("short-message P99: only one protocol ran, no ratio"),
     }
-    Ok(())
+    Ok(bad.is_empty())
 }
