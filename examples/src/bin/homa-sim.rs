@@ -161,6 +161,11 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     if let Some(p) = &a.plot {
         plot::Format::of_path(p)?;
     }
+    // Files the run will write are created now, so a bad path fails before
+    // the run rather than after it.
+    for path in [&a.json_out, &a.plot].into_iter().flatten() {
+        std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
+    }
     Ok(o)
 }
 
