@@ -1,8 +1,9 @@
-//! Shared pieces of the example programs: command-line parsing, payload
+//! Shared pieces of the example programs: command-line value checks, payload
 //! patterns, and two endpoints wired back to back on a virtual clock.
 
-pub mod args;
 pub mod bench;
+pub mod cdf;
+pub mod cli;
 pub mod dump;
 pub mod duo;
 pub mod perf;

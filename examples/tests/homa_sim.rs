@@ -34,9 +34,14 @@ fn short_rack_run_delivers_every_message_intact_with_both_protocols() {
 #[test]
 fn same_seed_gives_identical_json_and_another_seed_does_not() {
     let mut o = short_run("w2", 100);
-    let a = json(&run(&o).unwrap());
+    let r = run(&o).unwrap();
+    let a = json(&r);
     let b = json(&run(&o).unwrap());
     assert_eq!(a, b);
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(v["messages"], r.messages);
+    assert_eq!(v["protocols"]["homa"]["sent"], r.messages);
+    assert_eq!(v["protocols"]["tcp"]["verified"], r.results[1].verified);
     o.seed = 2;
     assert_ne!(a, json(&run(&o).unwrap()));
 }
@@ -81,4 +86,63 @@ fn lone_homa_message_on_an_idle_fabric_has_slowdown_one() {
             );
         }
     }
+}
+
+/// Homa RPCs whose replies cannot be sent (2,000,000 bytes is over Homa's
+/// limit) are failures, not successes: every message arrives, but every
+/// RPC fails and none is measured.
+#[test]
+fn rpcs_whose_replies_fail_are_counted_as_failed() {
+    let mut o = short_run("w2", 100);
+    o.protocols = vec![Protocol::Homa];
+    o.response_bytes = 2_000_000;
+    let r = run(&o).unwrap();
+    let p = &r.results[0];
+    assert!(r.messages > 10, "{} messages", r.messages);
+    assert_eq!(p.completed, r.messages);
+    assert_eq!(p.verified, 0);
+    assert_eq!(p.failed, r.messages);
+    assert_eq!(p.short.count, 0);
+    let reply_errors = p.counters.iter().find(|(k, _)| *k == "reply_errors");
+    assert_eq!(reply_errors, Some(&("reply_errors", r.messages as u64)));
+}
+
+/// With replies that can be sent, every RPC completes and the run waits for
+/// the responses before it ends.
+#[test]
+fn rpcs_with_responses_all_succeed() {
+    let mut o = short_run("w2", 100);
+    o.protocols = vec![Protocol::Homa];
+    o.response_bytes = 1000;
+    let r = run(&o).unwrap();
+    let p = &r.results[0];
+    assert_eq!(p.verified, r.messages);
+    assert_eq!(p.failed, 0);
+    for k in ["reply_errors", "bad_responses", "unanswered"] {
+        assert!(
+            p.counters.iter().all(|(n, v)| *n != k || *v == 0),
+            "{k}: {:?}",
+            p.counters
+        );
+    }
+}
+
+/// The chart names its run, marks slowdown 1 and the short messages, keeps
+/// the legend right of the plot, and rasterises to a PNG.
+#[test]
+fn the_plot_is_drawn_as_svg_and_png() {
+    use homa_examples::sim::plot;
+    let mut o = short_run("w4", 200);
+    o.protocols = vec![Protocol::Homa];
+    let r = run(&o).unwrap();
+    let svg = plot::svg(&r);
+    assert!(
+        svg.contains("W4 at load 0.80, rack topology (16 hosts)"),
+        "{svg}"
+    );
+    assert!(svg.contains("slowdown 1 (ideal)"));
+    assert!(svg.contains(&format!("short messages (&lt;= {} B", r.short_max_bytes)));
+    assert!(svg.contains("Homa P99") && svg.contains("Homa P50"));
+    let png = plot::png(&svg).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }

@@ -8,11 +8,30 @@
 
 use std::process::ExitCode;
 
-use homa_examples::args::Args;
+use clap::Parser;
 use homa_examples::bench::{self, Options, Single};
 
+/// homa-stack against smoltcp 0.12, in one process and one run.
+#[derive(Parser, Debug)]
+#[command(name = "homa-bench", version, about)]
+struct Cli {
+    /// A tiny amount of each measurement: checks that all completes.
+    #[arg(long, conflicts_with = "only")]
+    quick: bool,
+    /// Repetitions of each measurement (the median is reported).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: Option<u32>,
+    /// Run one measurement once: homa-rpc, udp-echo, homa-mb or tcp-bulk.
+    #[arg(long)]
+    only: Option<String>,
+    /// Operations for --only.
+    #[arg(long, default_value_t = 10_000, requires = "only",
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    count: u64,
+}
+
 fn main() -> ExitCode {
-    match run() {
+    match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("homa-bench: {e}");
@@ -21,19 +40,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<(), String> {
-    let args = Args::parse(&["quick", "help"])?;
-    args.reject_unknown(&["quick", "help", "reps", "only", "count"])?;
-    if args.flag("help") {
-        println!(
-            "usage: homa-bench [--quick] [--reps N]\n       homa-bench --only homa-rpc|udp-echo|homa-mb|tcp-bulk --count N"
-        );
-        return Ok(());
-    }
-    if let Some(which) = args.get_str("only") {
+fn run(cli: Cli) -> Result<(), String> {
+    if let Some(which) = cli.only.as_deref() {
         let which: Single = which.parse()?;
-        let count: u64 = args.get("count", 10_000)?;
-        let m = bench::single(which, count)?;
+        let m = bench::single(which, cli.count)?;
         println!(
             "{which:?}: {} ops in {:.4} s CPU: {:.1} k ops/s, {:.2} Gbit/s, {} frames, {} DATA packets",
             m.ops,
@@ -45,12 +55,14 @@ fn run() -> Result<(), String> {
         );
         return Ok(());
     }
-    let mut o = if args.flag("quick") {
+    let mut o = if cli.quick {
         Options::QUICK
     } else {
         Options::FULL
     };
-    o.reps = args.get("reps", o.reps)?;
+    if let Some(reps) = cli.reps {
+        o.reps = reps as usize;
+    }
     let report = bench::run(o, |what| eprintln!("homa-bench: {what}"))?;
     print!("{}", report.table());
     println!("{}", report.ratios_line());

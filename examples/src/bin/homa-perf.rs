@@ -1,20 +1,17 @@
 //! homa-perf: measure homa-stack over a TAP device or an AF_PACKET socket,
 //! and the kernel's TCP the same way; `testbed` compares them under load in
-//! network namespaces it builds and removes. `homa-perf --help` for usage.
+//! network namespaces it builds and removes. `homa-perf --help` for usage;
+//! with no arguments it prints the usage and exits 2.
 
 use std::process::ExitCode;
 
-use homa_examples::perf::cli::{self, Command, Transport, USAGE};
+use homa_examples::perf::cli::{self, Command, Transport};
 use homa_examples::perf::{homa, sys, tcp, testbed};
 
 fn main() -> ExitCode {
-    let words: Vec<String> = std::env::args().skip(1).collect();
-    let cmd = match cli::parse(words) {
+    let cmd = match cli::parse(std::env::args_os().skip(1)) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("homa-perf: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(e) => e.exit(),
     };
     match run(cmd) {
         Ok(code) => code,
@@ -27,19 +24,16 @@ fn main() -> ExitCode {
 
 fn run(cmd: Command) -> Result<ExitCode, String> {
     match cmd {
-        Command::Help => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Cleanup => {
             let n = testbed::cleanup_leftovers();
             println!("removed {n} leftover testbed namespaces");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Testbed(o) => {
-            testbed::run_testbed(&o)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Testbed(o) => Ok(if testbed::run_testbed(&o)? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
         Command::Server(o) => {
             sys::catch_stop_signals();
             let r = match o.transport {
@@ -51,7 +45,7 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
             } else {
                 print!("{}", r.text());
             }
-            Ok(if r.corrupt == 0 {
+            Ok(if r.corrupt == 0 && r.failed == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -68,11 +62,13 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
             } else {
                 print!("{}", r.text());
             }
-            Ok(if r.failed == 0 && r.corrupt == 0 && r.completed > 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(
+                if r.failed == 0 && r.corrupt == 0 && r.unfinished == 0 && r.completed > 0 {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                },
+            )
         }
     }
 }

@@ -3,146 +3,188 @@
 //! same fabric with the same arrivals (docs/benchmarks.md section 1).
 //!
 //! Deterministic for a seed; needs no root and no network. Prints a table
-//! (or `--json`), optionally an SVG chart (`--plot`), and its own speed.
+//! (or `--json`), optionally a chart (`--plot`), and its own speed. The exit
+//! status is 1 when any message of any protocol failed (was lost, arrived
+//! corrupt, was unfinished at the end of the drain, or, with
+//! `--response-bytes`, its response could not be sent or never came back).
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use homa_examples::args::Args;
+use clap::{Parser, ValueEnum};
+use homa_examples::cli;
 use homa_examples::sim::homa_config::HomaStyle;
 use homa_examples::sim::{plot, report, run, Protocol, SimOptions, Workload};
 use homa_phy::sim::Topology;
 
-const USAGE: &str =
-    "usage: homa-sim [--topology rack|paper] [--workload w1..w5|FILE.csv] [--load 0.8]
-                [--duration MS] [--seed N] [--protocols homa,tcp] [--json] [--json-out FILE] [--plot FILE.svg]
-                [--warmup FRACTION] [--drain MS] [--buckets N] [--quiet] [--sequential]
-  Homa:         [--homa-style paper|linux] [--unsched-bytes N] [--sched-levels N] [--nic-backlog-ns N]
-                [--rpc-slots N]
-                [--pool-mb N] [--response-bytes N (0 = one-way messages)]
-  TCP:          [--tcp-buffer BYTES]
-Defaults: rack (16 hosts, 10 Gbit/s), W4, load 0.8, 200 ms of arrivals, seed 1, homa and tcp
-(one thread each unless --sequential).";
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TopologyArg {
+    /// 16 hosts on one switch, 10 Gbit/s.
+    Rack,
+    /// The Homa paper's 144 hosts in 9 racks.
+    Paper,
+}
 
-const OPTIONS: [&str; 23] = [
-    "help",
-    "topology",
-    "workload",
-    "load",
-    "duration",
-    "seed",
-    "protocols",
-    "json",
-    "json-out",
-    "plot",
-    "warmup",
-    "drain",
-    "buckets",
-    "quiet",
-    "sequential",
-    "unsched-bytes",
-    "sched-levels",
-    "homa-style",
-    "nic-backlog-ns",
-    "rpc-slots",
-    "pool-mb",
-    "response-bytes",
-    "tcp-buffer",
-];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProtocolArg {
+    Homa,
+    Tcp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StyleArg {
+    /// The paper's Homa (sender and FIFO-grant choices of the paper).
+    Paper,
+    /// homa-stack's Linux defaults.
+    Linux,
+}
+
+/// Message slowdowns of homa-stack and smoltcp TCP under the same load on a
+/// simulated datacenter fabric. Defaults: rack (16 hosts, 10 Gbit/s), W4,
+/// load 0.8, 200 ms of arrivals, seed 1, homa and tcp (one thread each
+/// unless --sequential). Exits 1 when any message failed.
+#[derive(Parser, Debug)]
+#[command(name = "homa-sim", version)]
+struct Args {
+    /// Fabric shape.
+    #[arg(long, value_enum, default_value = "rack")]
+    topology: TopologyArg,
+    /// w1..w5, or a `bytes,cdf` CSV file.
+    #[arg(long, value_name = "W|FILE.csv", default_value = "w4")]
+    workload: String,
+    /// Offered load, a fraction of the host link rate in (0, 1.5].
+    #[arg(long, default_value_t = 0.8, value_parser = cli::load)]
+    load: f64,
+    /// Milliseconds of arrivals, in (0, 10000000).
+    #[arg(long, value_name = "MS", default_value_t = 200.0, value_parser = cli::millis)]
+    duration: f64,
+    /// Seed of traffic, fabric and endpoints.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Protocols to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "homa,tcp")]
+    protocols: Vec<ProtocolArg>,
+    /// JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<String>,
+    /// Write a chart: SVG, or PNG when the name ends in .png.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
+    plot: Option<String>,
+    /// Share of the duration not measured at the start, in [0, 1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.1, value_parser = cli::fraction_below_one)]
+    warmup: f64,
+    /// Milliseconds allowed after the last arrival, in (0, 10000000).
+    #[arg(long, value_name = "MS", default_value_t = 200.0, value_parser = cli::millis)]
+    drain: f64,
+    /// Size buckets of the table, 1..=100.
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
+    buckets: usize,
+    /// No progress lines.
+    #[arg(long)]
+    quiet: bool,
+    /// Run the protocols one after the other instead of in parallel.
+    #[arg(long)]
+    sequential: bool,
+    /// Homa: the paper's choices or homa-stack's Linux defaults.
+    #[arg(long, value_enum, default_value = "paper", help_heading = "Homa")]
+    homa_style: StyleArg,
+    /// Homa unscheduled bytes, 1..=1000000 (default: one round trip).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    unsched_bytes: Option<u32>,
+    /// Homa scheduled priority levels, 1..=7 (default: the paper's).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u8).range(1..=7))]
+    sched_levels: Option<u8>,
+    /// Homa pacer's NIC-queue limit in ns, 0..=1000000000 (default: the style's).
+    #[arg(long, value_name = "NS", help_heading = "Homa",
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
+    nic_backlog_ns: Option<u64>,
+    /// RPC slots per Homa host, 1..=65535.
+    #[arg(long, value_name = "N", default_value_t = 128, help_heading = "Homa",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_535))]
+    rpc_slots: usize,
+    /// Message pool per Homa host in MiB, 2..=4096.
+    #[arg(long, value_name = "N", default_value_t = 128, help_heading = "Homa",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=4096))]
+    pool_mb: usize,
+    /// Response length of each Homa RPC, 0..=1000000 (0: one-way messages).
+    #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Homa",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=u64::from(cli::MAX_MESSAGE)))]
+    response_bytes: usize,
+    /// TCP socket buffer in bytes, 2048..=16777216.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, help_heading = "TCP",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
+    tcp_buffer: usize,
+}
+
+fn options(a: &Args) -> Result<SimOptions, String> {
+    let workload = Workload::load(&a.workload)?;
+    let mut o = SimOptions::new(workload);
+    (o.topology_name, o.topology) = match a.topology {
+        TopologyArg::Rack => ("rack".into(), Topology::Rack { hosts: 16 }),
+        TopologyArg::Paper => ("paper".into(), Topology::Paper),
+    };
+    o.load = a.load;
+    o.duration_ns = (a.duration * 1e6) as u64;
+    o.drain_ns = (a.drain * 1e6) as u64;
+    o.warmup = a.warmup;
+    o.seed = a.seed;
+    o.protocols = Vec::new();
+    for p in &a.protocols {
+        let p = match p {
+            ProtocolArg::Homa => Protocol::Homa,
+            ProtocolArg::Tcp => Protocol::Tcp,
+        };
+        if !o.protocols.contains(&p) {
+            o.protocols.push(p);
+        }
+    }
+    o.buckets = a.buckets;
+    o.quiet = a.quiet;
+    o.parallel = !a.sequential;
+    o.unsched_bytes = a.unsched_bytes;
+    o.sched_levels = a.sched_levels;
+    o.style = match a.homa_style {
+        StyleArg::Paper => HomaStyle::Paper,
+        StyleArg::Linux => HomaStyle::Linux,
+    };
+    o.nic_backlog_ns = a.nic_backlog_ns;
+    o.rpc_slots = a.rpc_slots;
+    o.pool_bytes = a.pool_mb << 20;
+    o.response_bytes = a.response_bytes;
+    o.tcp_buffer = a.tcp_buffer;
+    if let Some(p) = &a.plot {
+        plot::Format::of_path(p)?;
+    }
+    // Files the run will write are created now, so a bad path fails before
+    // the run rather than after it.
+    for path in [&a.json_out, &a.plot].into_iter().flatten() {
+        std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(o)
+}
 
 fn main() -> ExitCode {
-    match main_inner() {
-        Ok(()) => ExitCode::SUCCESS,
+    let args = Args::parse();
+    match main_inner(&args) {
+        Ok(code) => code,
         Err(e) => {
-            eprintln!("homa-sim: {e}\n{USAGE}");
+            eprintln!("homa-sim: {e}");
             ExitCode::from(2)
         }
     }
 }
 
-fn ms_to_ns(ms: f64, name: &str) -> Result<u64, String> {
-    if !(ms > 0.0 && ms < 1e7) {
-        return Err(format!(
-            "--{name} must be a positive number of milliseconds"
-        ));
-    }
-    Ok((ms * 1e6) as u64)
-}
-
-fn options(args: &Args) -> Result<SimOptions, String> {
-    let workload = Workload::load(args.get_str("workload").unwrap_or("w4"))?;
-    let mut o = SimOptions::new(workload);
-    o.topology_name = args.get_str("topology").unwrap_or("rack").to_string();
-    o.topology = match o.topology_name.as_str() {
-        "rack" => Topology::Rack { hosts: 16 },
-        "paper" => Topology::Paper,
-        t => return Err(format!("unknown topology {t}: rack or paper")),
-    };
-    o.load = args.get("load", 0.8)?;
-    o.duration_ns = ms_to_ns(args.get("duration", 200.0)?, "duration")?;
-    o.drain_ns = ms_to_ns(args.get("drain", 200.0)?, "drain")?;
-    o.warmup = args.get("warmup", 0.1)?;
-    if !(0.0..1.0).contains(&o.warmup) {
-        return Err("--warmup must be a fraction below 1".into());
-    }
-    o.seed = args.get("seed", 1)?;
-    o.protocols = args
-        .get_str("protocols")
-        .unwrap_or("homa,tcp")
-        .split(',')
-        .map(|p| match p.trim() {
-            "homa" => Ok(Protocol::Homa),
-            "tcp" => Ok(Protocol::Tcp),
-            other => Err(format!("unknown protocol {other}: homa or tcp")),
-        })
-        .collect::<Result<_, _>>()?;
-    o.buckets = args.get("buckets", 10)?;
-    o.quiet = args.flag("quiet");
-    o.parallel = !args.flag("sequential");
-    o.unsched_bytes = args
-        .get_str("unsched-bytes")
-        .map(str::parse)
-        .transpose()
-        .map_err(|e| format!("--unsched-bytes: {e}"))?;
-    o.sched_levels = args
-        .get_str("sched-levels")
-        .map(str::parse)
-        .transpose()
-        .map_err(|e| format!("--sched-levels: {e}"))?;
-    if o.sched_levels.is_some_and(|s| !(1..=7).contains(&s)) {
-        return Err("--sched-levels must be 1..=7".into());
-    }
-    o.style = match args.get_str("homa-style").unwrap_or("paper") {
-        "paper" => HomaStyle::Paper,
-        "linux" => HomaStyle::Linux,
-        s => return Err(format!("unknown --homa-style {s}: paper or linux")),
-    };
-    o.nic_backlog_ns = args
-        .get_str("nic-backlog-ns")
-        .map(str::parse)
-        .transpose()
-        .map_err(|e| format!("--nic-backlog-ns: {e}"))?;
-    o.rpc_slots = args.get("rpc-slots", o.rpc_slots)?;
-    o.pool_bytes = args.get::<usize>("pool-mb", o.pool_bytes >> 20)? << 20;
-    o.response_bytes = args.get("response-bytes", 0)?;
-    o.tcp_buffer = args.get("tcp-buffer", o.tcp_buffer)?;
-    if o.rpc_slots == 0 || o.rpc_slots > 65_535 || o.pool_bytes < 2 << 20 || o.tcp_buffer < 2048 {
-        return Err("--rpc-slots 1..=65535, --pool-mb >= 2, --tcp-buffer >= 2048".into());
-    }
-    Ok(o)
-}
-
-fn main_inner() -> Result<(), String> {
-    let args = Args::parse(&["help", "json", "quiet", "sequential"])?;
-    if args.flag("help") {
-        println!("{USAGE}");
-        return Ok(());
-    }
-    args.reject_unknown(&OPTIONS)?;
-    let o = options(&args)?;
+fn main_inner(args: &Args) -> Result<ExitCode, String> {
+    let o = options(args)?;
     let wall = std::time::Instant::now();
     let r = run(&o)?;
-    let mut text = if args.flag("json") {
+    let mut text = if args.json {
         report::json(&r)
     } else {
         format!(
@@ -151,21 +193,32 @@ fn main_inner() -> Result<(), String> {
             wall.elapsed().as_secs_f64()
         )
     };
-    if let Some(path) = args.get_str("json-out") {
+    if let Some(path) = &args.json_out {
         std::fs::write(path, report::json(&r)).map_err(|e| format!("{path}: {e}"))?;
     }
-    if let Some(path) = args.get_str("plot") {
-        std::fs::write(path, plot::svg(&r)).map_err(|e| format!("{path}: {e}"))?;
-        if !args.flag("json") {
+    if let Some(path) = &args.plot {
+        plot::write(&r, path)?;
+        if !args.json {
             text.push_str(&format!("plot written to {path}\n"));
         }
     }
     // A closed pipe (e.g. `| head`) is not an error worth a panic.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    if args.flag("json") && !o.quiet {
+    if args.json && !o.quiet {
         for p in &r.results {
             eprintln!("{}: {}", p.protocol.name(), report::speed(p));
         }
     }
-    Ok(())
+    let failed: Vec<String> = r
+        .results
+        .iter()
+        .filter(|p| p.failed > 0)
+        .map(|p| format!("{} {} of {}", p.protocol.name(), p.failed, p.sent))
+        .collect();
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("homa-sim: messages failed: {}", failed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
 }

@@ -13,15 +13,20 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+use homa_stack::stats::Drops;
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, HomaOpts, ServerOpts, Transport};
-use super::payload::{fill_request, fill_response, Header, ECHO, HEADER_LEN};
-use super::report::{ClientReport, ServerReport};
+use super::payload::{
+    check_request, fill_request, fill_response, Header, Refusal, ECHO, HEADER_LEN,
+};
+use super::progress::{percentiles, Progress};
+use super::report::{drops_text, ClientReport, ServerReport};
 use super::stats::SizeBuckets;
+use super::workload::MAX_MESSAGE;
 use super::{netcfg, sys};
 
 /// The wall clock as homa-phy time: nanoseconds since the run began.
@@ -190,20 +195,50 @@ fn config(ip: Ipv4Addr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config
     c
 }
 
+/// Every drop reason of the endpoint with its count.
+pub fn drop_reasons(d: &Drops) -> [(&'static str, u64); 15] {
+    [
+        ("malformed", d.malformed),
+        ("checksum", d.checksum),
+        ("not_for_us", d.not_for_us),
+        ("unsupported", d.unsupported),
+        ("unknown_port", d.unknown_port),
+        ("unknown_rpc", d.unknown_rpc),
+        ("bad_range", d.bad_range),
+        ("duplicate", d.duplicate),
+        ("too_many_gaps", d.too_many_gaps),
+        ("no_buffer", d.no_buffer),
+        ("rpc_table_full", d.rpc_table_full),
+        ("peer_table_full", d.peer_table_full),
+        ("control_queue_full", d.control_queue_full),
+        ("wrong_state", d.wrong_state),
+        ("unresolved", d.unresolved),
+    ]
+}
+
+/// `, drops N (reason n, ...)` for a progress line (empty when none).
+fn drops_progress(ep: &Endpoint<'_>) -> String {
+    let reasons: serde_json::Map<String, Value> = drop_reasons(&ep.stats().drops)
+        .iter()
+        .map(|&(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let t = drops_text(&Value::Object(reasons));
+    if t.is_empty() {
+        t
+    } else {
+        format!(", {t}")
+    }
+}
+
 fn stack_counters(ep: &Endpoint<'_>, loop_stats: &Punctuality) -> Value {
     let s = ep.stats();
-    let d = &s.drops;
+    let reasons: serde_json::Map<String, Value> = drop_reasons(&s.drops)
+        .iter()
+        .map(|&(k, v)| (k.to_string(), json!(v)))
+        .collect();
     json!({
         "loop": loop_stats.to_json(),
-        "drop_reasons": {
-            "malformed": d.malformed, "checksum": d.checksum, "not_for_us": d.not_for_us,
-            "unsupported": d.unsupported, "unknown_port": d.unknown_port,
-            "unknown_rpc": d.unknown_rpc, "bad_range": d.bad_range, "duplicate": d.duplicate,
-            "too_many_gaps": d.too_many_gaps, "no_buffer": d.no_buffer,
-            "rpc_table_full": d.rpc_table_full, "peer_table_full": d.peer_table_full,
-            "control_queue_full": d.control_queue_full, "wrong_state": d.wrong_state,
-            "unresolved": d.unresolved,
-        },
+        "drop_reasons": reasons,
         "rx_frames": s.rx_frames,
         "tx_frames": s.tx_frames,
         "rx_data_bytes": s.rx_data_bytes,
@@ -289,15 +324,41 @@ struct Server<'a, 'b> {
     mac: EthernetAddress,
 }
 
-/// Answers one request; nothing is counted unless the reply was accepted.
-fn answer(
+/// What became of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// The reply was queued: request and reply lengths, and whether the
+    /// request's bytes were the pattern its header promised.
+    Sent {
+        /// Request bytes.
+        request: usize,
+        /// Reply bytes.
+        reply: usize,
+        /// The request matched its pattern (or was not checked).
+        intact: bool,
+    },
+    /// No room for the reply now: try again after the next poll.
+    Retry,
+    /// Refused; the RPC was aborted and freed, so it holds no slot.
+    Refused(Refusal),
+    /// The RPC was gone (aborted by its client).
+    Gone,
+}
+
+/// Answers one request, treating its contents as untrusted: the header is
+/// checked and the reply length bounded by Homa's 1,000,000 bytes and the
+/// pool before anything is allocated or filled, and a request that cannot
+/// be answered is aborted, so that it holds no RPC slot or pool page.
+pub fn answer(
     ep: &mut Endpoint<'_>,
     rpc: RpcHandle,
     verify: bool,
     scratch: &mut Vec<u8>,
     resp: &mut Vec<u8>,
-) -> Result<(usize, usize, bool), SendError> {
-    let m = ep.message(rpc).ok_or(SendError::NoSuchRpc)?;
+) -> Answered {
+    let Some(m) = ep.message(rpc) else {
+        return Answered::Gone;
+    };
     let len = m.len();
     let mut head = [0u8; HEADER_LEN];
     let mut got = 0;
@@ -309,23 +370,75 @@ fn answer(
             break;
         }
     }
-    let header = Header::parse(&head[..got]);
-    let mut ok = header.is_some();
-    if let (true, Some(h)) = (verify, header) {
+    let max_reply = ep.pool_capacity_bytes().min(MAX_MESSAGE as usize);
+    let (h, reply_len) = match check_request(&head[..got], len, max_reply) {
+        Ok(x) => x,
+        Err(why) => {
+            let _ = ep.abort(rpc);
+            return Answered::Refused(why);
+        }
+    };
+    let Some(m) = ep.message(rpc) else {
+        return Answered::Gone;
+    };
+    let intact = !verify || {
         fill_request(scratch, h, len);
-        ok = scratch.len() == len && m.eq_bytes(scratch);
-    }
-    match header {
-        Some(h) if h.reply_len != ECHO => fill_response(resp, h, len),
+        scratch.len() == len && m.eq_bytes(scratch)
+    };
+    if h.reply_len == ECHO {
         // An echo sends back the bytes received, so a corrupted request
         // shows as a corrupted response at the client.
-        _ => {
-            resp.resize(len, 0);
-            m.copy_to(resp);
+        resp.resize(len, 0);
+        m.copy_to(resp);
+    } else {
+        fill_response(resp, h, len);
+    }
+    debug_assert_eq!(resp.len(), reply_len);
+    match ep.reply(rpc, resp) {
+        Ok(()) => Answered::Sent {
+            request: len,
+            reply: resp.len(),
+            intact,
+        },
+        Err(SendError::PoolFull) | Err(SendError::TableFull) => Answered::Retry,
+        Err(SendError::NoSuchRpc) => Answered::Gone,
+        Err(_) => {
+            let _ = ep.abort(rpc);
+            Answered::Refused(Refusal::ReplyFailed)
         }
     }
-    ep.reply(rpc, resp)?;
-    Ok((len, resp.len(), ok))
+}
+
+/// Counts one request's fate into the report; prints the first few
+/// refusals (a hostile client could send millions).
+fn count(r: &mut ServerReport, a: Answered, quiet: bool) {
+    match a {
+        Answered::Sent {
+            request,
+            reply,
+            intact,
+        } => {
+            r.requests += 1;
+            r.request_bytes += request as u64;
+            r.response_bytes += reply as u64;
+            r.corrupt += u64::from(!intact);
+        }
+        Answered::Refused(why) => {
+            r.failed += 1;
+            *r.failures.entry(why.name().to_string()).or_default() += 1;
+            if !quiet && r.failed <= 10 {
+                eprintln!(
+                    "homa-perf: request refused: {why}{}",
+                    if r.failed == 10 {
+                        " (further refusals are counted, not printed)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        Answered::Retry | Answered::Gone => {}
+    }
 }
 
 impl Job for Server<'_, '_> {
@@ -353,8 +466,19 @@ impl Job for Server<'_, '_> {
         let (mut scratch, mut resp) = (Vec::new(), Vec::new());
         let mut retry: VecDeque<RpcHandle> = VecDeque::new();
         let mut punct = Punctuality::default();
+        let mut progress = Progress::new("server", o.quiet, o.duration_s);
         while clock.ns() < end_ns && !sys::stop_requested() {
             ep.poll(clock.now(), dev);
+            let now_ns = clock.ns();
+            if progress.due(now_ns) {
+                let rest = format!(
+                    ", refused {}, corrupt {}{}",
+                    r.failed,
+                    r.corrupt,
+                    drops_progress(ep)
+                );
+                progress.tick(now_ns, r.requests, &rest);
+            }
             let mut todo: Vec<RpcHandle> = retry.drain(..).collect();
             while let Some(ev) = ep.recv(sock) {
                 if let Event::Request { rpc, .. } = ev {
@@ -362,17 +486,14 @@ impl Job for Server<'_, '_> {
                 }
             }
             for rpc in todo {
-                match answer(ep, rpc, o.verify, &mut scratch, &mut resp) {
-                    Ok((inb, outb, ok)) => {
-                        r.requests += 1;
-                        r.request_bytes += inb as u64;
-                        r.response_bytes += outb as u64;
-                        r.corrupt += u64::from(!ok);
-                    }
-                    // No room for the reply yet: try again after the next poll.
-                    Err(SendError::PoolFull) | Err(SendError::TableFull) => retry.push_back(rpc),
-                    Err(_) => {} // the RPC is gone (aborted by its client)
+                let a = answer(ep, rpc, o.verify, &mut scratch, &mut resp);
+                if a == Answered::Retry {
+                    retry.push_back(rpc);
                 }
+                if matches!(a, Answered::Refused(_)) {
+                    progress.end_bar(); // count() may print a line
+                }
+                count(&mut r, a, o.quiet);
             }
             if retry.is_empty() {
                 punct.sleep(ep, &clock, fd, end_ns);
@@ -380,6 +501,7 @@ impl Job for Server<'_, '_> {
                 ep.poll(clock.now(), dev);
             }
         }
+        progress.end_bar();
         r.elapsed_s = clock.ns() as f64 / 1e9;
         r.cpu_s = sys::cpu_seconds();
         Ok((r, stack_counters(ep, &punct)))
@@ -480,8 +602,20 @@ impl Job for Client<'_, '_> {
         let mut filled: Option<u64> = None;
         let mut stopped = false;
         let mut punct = Punctuality::default();
+        let mut progress = Progress::new("client", o.quiet, Some(o.duration_s));
         loop {
             let now_ns = clock.ns();
+            if progress.due(now_ns) {
+                let rest = format!(
+                    "{}, failed {}, corrupt {}, in flight {}{}",
+                    percentiles(rtt.all()),
+                    r.failed,
+                    r.corrupt,
+                    pending.len() + backlog.len(),
+                    drops_progress(ep)
+                );
+                progress.tick(now_ns, r.completed, &rest);
+            }
             stopped |= sys::stop_requested();
             let issuing = now_ns < dur_ns && !stopped;
             if issuing {
@@ -529,7 +663,8 @@ impl Job for Client<'_, '_> {
                         backlog.pop_front();
                         r.failed += 1;
                         if !o.quiet {
-                            eprintln!("homa-perf: request of {} B not sent: {e}", a.len);
+                            progress
+                                .note(&format!("homa-perf: request of {} B not sent: {e}", a.len));
                         }
                     }
                 }
@@ -562,10 +697,10 @@ impl Job for Client<'_, '_> {
                         } else {
                             r.corrupt += 1;
                             if !o.quiet {
-                                eprintln!(
+                                progress.note(&format!(
                                     "homa-perf: response to a {} B request (seed {}) is corrupt",
                                     f.a.len, f.a.seed
-                                );
+                                ));
                             }
                         }
                         let _ = ep.release(rpc);
@@ -574,13 +709,13 @@ impl Job for Client<'_, '_> {
                         if let Some(f) = pending.remove(&rpc) {
                             r.failed += 1;
                             if !o.quiet {
-                                eprintln!(
+                                progress.note(&format!(
                                     "homa-perf: RPC {} of {} B failed at {:.3} s, {:.1} ms after it was sent: {error}",
                                     rpc.id(),
                                     f.a.len,
                                     t_ns as f64 / 1e9,
                                     (t_ns - f.started_ns) as f64 / 1e6
-                                );
+                                ));
                             }
                         }
                         let _ = ep.release(rpc);
@@ -600,6 +735,7 @@ impl Job for Client<'_, '_> {
             };
             punct.sleep(ep, &clock, fd, wake);
         }
+        progress.end_bar();
         r.elapsed_s = clock.ns() as f64 / 1e9;
         r.unfinished = (pending.len() + backlog.len()) as u64;
         for (rpc, _) in pending.drain() {
@@ -616,5 +752,132 @@ impl Job for Client<'_, '_> {
         r.rtt = rtt;
         r.cpu_s = sys::cpu_seconds();
         Ok((r, stack_counters(ep, &punct)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
+    use homa_phy::fault::FaultConfig;
+
+    const PORT: u16 = 500;
+
+    /// Runs the pair until the server has a request, answers it as
+    /// `homa-perf server` does and returns what happened.
+    fn serve_one(
+        d: &mut Duo<'_>,
+        sock: homa_stack::SocketHandle,
+        r: &mut ServerReport,
+        resp: &mut Vec<u8>,
+    ) -> Answered {
+        let mut scratch = Vec::new();
+        for _ in 0..100_000 {
+            if !d.step() {
+                d.idle();
+            }
+            if let Some(Event::Request { rpc, .. }) = d.server.recv(sock) {
+                let a = answer(&mut d.server, rpc, true, &mut scratch, resp);
+                count(r, a, true);
+                return a;
+            }
+        }
+        panic!("no request reached the server");
+    }
+
+    /// A request whose first bytes are not a homa-perf header (here a
+    /// reply length of 453,971,840 bytes) is refused before any reply is
+    /// built, and its RPC is freed at once.
+    #[test]
+    fn a_request_asking_for_a_huge_reply_is_refused_and_freed() {
+        let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
+        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
+        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
+        let mut d = Duo::new(client, server, FaultConfig::new(), 3, None);
+        let csock = d.client.socket().unwrap();
+        let ssock = d.server.bind(PORT).unwrap();
+        let mut req = vec![7u8; 100];
+        req[..4].copy_from_slice(&453_971_840u32.to_le_bytes());
+        d.client.send_request(csock, SERVER_IP, PORT, &req).unwrap();
+        let (mut r, mut resp) = (ServerReport::default(), Vec::new());
+        let a = serve_one(&mut d, ssock, &mut r, &mut resp);
+        assert_eq!(a, Answered::Refused(Refusal::ReplyTooLong));
+        assert_eq!(resp.capacity(), 0, "a reply was built");
+        assert_eq!(d.server.rpcs_in_use(), 0, "the refused RPC holds a slot");
+        assert_eq!(
+            d.server.pool_free_bytes(),
+            d.server.pool_capacity_bytes(),
+            "the refused request holds pool pages"
+        );
+        assert_eq!((r.requests, r.failed), (0, 1));
+        assert_eq!(r.failures.get("reply_too_long"), Some(&1));
+
+        // Shorter than the header: refused the same way.
+        d.client
+            .send_request(csock, SERVER_IP, PORT, &[1; 8])
+            .unwrap();
+        let a = serve_one(&mut d, ssock, &mut r, &mut resp);
+        assert_eq!(a, Answered::Refused(Refusal::ShortHeader));
+        assert_eq!(d.server.rpcs_in_use(), 0);
+        assert_eq!(r.failed, 2);
+    }
+
+    /// More bad requests than the server has RPC slots do not stop it from
+    /// answering a good one afterwards (they used to stay in the table).
+    #[test]
+    fn refused_requests_do_not_fill_the_rpc_table() {
+        let (mut cm, mut sm) = (Storage::new(64, 4 << 20), Storage::new(8, 4 << 20));
+        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
+        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
+        let mut d = Duo::new(client, server, FaultConfig::new(), 3, None);
+        let csock = d.client.socket().unwrap();
+        let ssock = d.server.bind(PORT).unwrap();
+        let (mut r, mut resp) = (ServerReport::default(), Vec::new());
+        let mut bad = vec![0u8; 100];
+        bad[..4].copy_from_slice(&2_000_000u32.to_le_bytes());
+        for _ in 0..20 {
+            d.client.send_request(csock, SERVER_IP, PORT, &bad).unwrap();
+            let a = serve_one(&mut d, ssock, &mut r, &mut resp);
+            assert_eq!(a, Answered::Refused(Refusal::ReplyTooLong));
+        }
+        assert_eq!(d.server.rpcs_in_use(), 0);
+        let h = Header {
+            reply_len: 300,
+            seed: 9,
+        };
+        let mut good = Vec::new();
+        fill_request(&mut good, h, 1000);
+        let rpc = d
+            .client
+            .send_request(csock, SERVER_IP, PORT, &good)
+            .unwrap();
+        let a = serve_one(&mut d, ssock, &mut r, &mut resp);
+        assert_eq!(
+            a,
+            Answered::Sent {
+                request: 1000,
+                reply: 300,
+                intact: true
+            }
+        );
+        let mut expect = Vec::new();
+        fill_response(&mut expect, h, 1000);
+        let mut answered = false;
+        for _ in 0..100_000 {
+            if !d.step() {
+                d.idle();
+            }
+            match d.client.recv(csock) {
+                Some(Event::Response { rpc: got, len }) if got == rpc => {
+                    assert_eq!(len, 300);
+                    assert!(d.client.message(rpc).unwrap().eq_bytes(&expect));
+                    answered = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        assert!(answered, "the good request was not answered");
+        assert_eq!((r.requests, r.failed), (1, 20));
     }
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use homa_phy::TapInterface;
 use homa_stack::wire::EthernetAddress;
 
-use super::cli::Cidr;
+use super::addr::Cidr;
 
 /// Runs a program (`ip`, `tc`) and fails with its stderr if it fails.
 pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
@@ -53,7 +53,7 @@ pub fn interface_exists(name: &str) -> bool {
 pub fn interface_mac(name: &str) -> Result<EthernetAddress, String> {
     let path = Path::new("/sys/class/net").join(name).join("address");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    super::cli::parse_mac(text.trim())
+    super::addr::parse_mac(text.trim())
 }
 
 /// A locally administered MAC derived from an IPv4 address

@@ -49,6 +49,61 @@ impl Header {
     }
 }
 
+/// Why a server did not answer a request. A server treats what a request
+/// carries as untrusted: it checks the header before it allocates or fills
+/// anything, and refuses a request it cannot answer instead of leaving it
+/// pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refusal {
+    /// Shorter than the [`HEADER_LEN`]-byte header.
+    ShortHeader,
+    /// Asks for a reply longer than Homa's 1,000,000 bytes or than the
+    /// server can hold.
+    ReplyTooLong,
+    /// The transport refused the reply.
+    ReplyFailed,
+}
+
+impl Refusal {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::ShortHeader => "short_header",
+            Refusal::ReplyTooLong => "reply_too_long",
+            Refusal::ReplyFailed => "reply_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::ShortHeader => "request shorter than its 12-byte header",
+            Refusal::ReplyTooLong => "request asks for a reply longer than the server allows",
+            Refusal::ReplyFailed => "the reply could not be sent",
+        })
+    }
+}
+
+/// Checks the header a request of `request_len` bytes starts with (`head`,
+/// its first bytes): returns it and the reply length it asks for, at most
+/// `max_reply` bytes.
+pub fn check_request(
+    head: &[u8],
+    request_len: usize,
+    max_reply: usize,
+) -> Result<(Header, usize), Refusal> {
+    if request_len < HEADER_LEN {
+        return Err(Refusal::ShortHeader);
+    }
+    let h = Header::parse(head).ok_or(Refusal::ShortHeader)?;
+    let reply = h.response_len(request_len);
+    if reply > max_reply {
+        return Err(Refusal::ReplyTooLong);
+    }
+    Ok((h, reply))
+}
+
 fn word(seed: u64, i: usize) -> u64 {
     let mut z = seed.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -85,6 +140,40 @@ pub fn fill_response(buf: &mut Vec<u8>, header: Header, request_len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_checked_before_anything_is_built() {
+        let mut req = Vec::new();
+        let h = Header {
+            reply_len: 100,
+            seed: 1,
+        };
+        fill_request(&mut req, h, 500);
+        assert_eq!(check_request(&req, 500, 1_000_000), Ok((h, 100)));
+        assert_eq!(
+            check_request(&req[..8], 8, 1_000_000),
+            Err(Refusal::ShortHeader)
+        );
+        // A header asking for 454 MB, as the first bytes of a request
+        // without one may read.
+        let big = Header {
+            reply_len: 454_000_000,
+            seed: 1,
+        };
+        fill_request(&mut req, big, 100);
+        assert_eq!(
+            check_request(&req, 100, 1_000_000),
+            Err(Refusal::ReplyTooLong)
+        );
+        // An echo is as long as the request, bounded the same way.
+        let echo = Header {
+            reply_len: ECHO,
+            seed: 1,
+        };
+        fill_request(&mut req, echo, 5000);
+        assert_eq!(check_request(&req, 5000, 4096), Err(Refusal::ReplyTooLong));
+        assert_eq!(check_request(&req, 5000, 5000), Ok((echo, 5000)));
+    }
 
     #[test]
     fn requests_carry_their_header_and_differ_by_seed() {

@@ -142,21 +142,44 @@ impl ClientReport {
     }
 }
 
+/// `drops N (reason n, ...)` from a `drop_reasons` object, the reasons
+/// that occurred largest first; empty when nothing was dropped.
+pub fn drops_text(reasons: &Value) -> String {
+    let Some(m) = reasons.as_object() else {
+        return String::new();
+    };
+    let mut v: Vec<(&str, u64)> = m
+        .iter()
+        .filter_map(|(k, n)| Some((k.as_str(), n.as_u64()?)))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    if v.is_empty() {
+        return String::new();
+    }
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let total: u64 = v.iter().map(|&(_, n)| n).sum();
+    let list: Vec<String> = v.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    format!("drops {total} ({})", list.join(", "))
+}
+
 /// The homa-stack counters worth a line, when there are any.
 fn extra_text(extra: &Value) -> String {
     let st = &extra["stack"];
     if !st.is_object() {
         return String::new();
     }
+    let drops = match drops_text(&st["drop_reasons"]) {
+        t if t.is_empty() => "drops 0".to_string(),
+        t => t,
+    };
     format!(
         "homa-stack: tx frames {} rx frames {} retransmissions {} resends asked {} timeouts {} \
-         drops {}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
+         {drops}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
         st["tx_frames"],
         st["rx_frames"],
         st["retransmissions"],
         st["resends_requested"],
         st["timeouts"],
-        st["drops"],
         st["loop"]["max_wake_late_us"],
         st["loop"]["wakes_late_over_10ms"],
         st["loop"]["max_busy_us"],
@@ -231,6 +254,10 @@ pub struct ServerReport {
     pub requests: u64,
     /// Requests whose bytes differed from their pattern.
     pub corrupt: u64,
+    /// Requests refused (bad header, reply too long, reply not sent).
+    pub failed: u64,
+    /// `failed` by reason ([`super::payload::Refusal::name`]).
+    pub failures: std::collections::BTreeMap<String, u64>,
     /// Request bytes received.
     pub request_bytes: u64,
     /// Response bytes sent.
@@ -250,6 +277,8 @@ impl ServerReport {
             "elapsed_s": self.elapsed_s,
             "requests": self.requests,
             "corrupt": self.corrupt,
+            "failed": self.failed,
+            "failures": self.failures,
             "request_bytes": self.request_bytes,
             "response_bytes": self.response_bytes,
             "cpu_user_s": self.cpu_s.0,
@@ -267,6 +296,9 @@ impl ServerReport {
             elapsed_s: f("elapsed_s")?,
             requests: u("requests")?,
             corrupt: u("corrupt")?,
+            failed: u("failed")?,
+            failures: serde_json::from_value(v["failures"].clone())
+                .map_err(|e| format!("server report failures: {e}"))?,
             request_bytes: u("request_bytes")?,
             response_bytes: u("response_bytes")?,
             cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),
@@ -277,12 +309,23 @@ impl ServerReport {
     /// One line for people (two with homa-stack counters).
     pub fn text(&self) -> String {
         let line = format!(
-            "{} server: {:.1} s, {} requests ({} corrupt), {} B in, {} B out, \
+            "{} server: {:.1} s, {} requests ({} corrupt), {} refused{}, {} B in, {} B out, \
              CPU {:.2} s user {:.2} s system\n",
             self.protocol,
             self.elapsed_s,
             self.requests,
             self.corrupt,
+            self.failed,
+            if self.failures.is_empty() {
+                String::new()
+            } else {
+                let v: Vec<String> = self
+                    .failures
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                format!(" ({})", v.join(", "))
+            },
             self.request_bytes,
             self.response_bytes,
             self.cpu_s.0,
@@ -334,6 +377,12 @@ mod tests {
         assert_eq!(m.extra["retransmissions"], 6);
         assert_eq!(m.extra["loop"]["max_busy_us"], 2); // the larger, not the sum
         assert!(m.text().contains("completed 3 failed 0"));
+        let reasons = json!({"duplicate": 3, "unknown_rpc": 9, "checksum": 0});
+        assert_eq!(
+            drops_text(&reasons),
+            "drops 12 (unknown_rpc 9, duplicate 3)"
+        );
+        assert_eq!(drops_text(&json!({"duplicate": 0})), "");
     }
 
     #[test]
@@ -343,6 +392,8 @@ mod tests {
             elapsed_s: 1.0,
             requests: 5,
             corrupt: 0,
+            failed: 1,
+            failures: [("short_header".to_string(), 1)].into_iter().collect(),
             request_bytes: 500,
             response_bytes: 60,
             cpu_s: (0.1, 0.2),

@@ -25,10 +25,12 @@ use serde_json::json;
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, ServerOpts};
 use super::homa::{pace_text, sleep_until_unix_ms, Clock};
-use super::payload::{fill_request, fill_response, Header, ECHO};
+use super::payload::{check_request, fill_request, fill_response, Header, ECHO};
+use super::progress::{percentiles, Progress};
 use super::report::{ClientReport, ServerReport};
-use super::stats::SizeBuckets;
+use super::stats::{Histogram, SizeBuckets};
 use super::sys;
+use super::workload::MAX_MESSAGE;
 
 /// Longest message accepted on a connection (Homa's limit, plus slack).
 const MAX_FRAME: usize = 1_000_000 + 64;
@@ -118,6 +120,42 @@ fn stream_for(s: &TcpStream) -> Result<(), String> {
 }
 
 /// What one connection's reader found.
+/// What the reader threads have seen so far, for the progress line.
+#[derive(Default)]
+struct Live {
+    completed: u64,
+    corrupt: u64,
+    rtt: Histogram,
+}
+
+/// Prints the client's progress once a second until `done`.
+fn progress_thread(
+    o: &ClientOpts,
+    clock: Clock,
+    live: Arc<Mutex<Live>>,
+    done: Arc<AtomicBool>,
+) -> Option<thread::JoinHandle<()>> {
+    if o.quiet {
+        return None;
+    }
+    let duration_s = o.duration_s;
+    Some(thread::spawn(move || {
+        let mut p = Progress::new("client", false, Some(duration_s));
+        while !done.load(Ordering::SeqCst) {
+            thread::sleep(StdDuration::from_millis(100));
+            let now = clock.ns();
+            if p.due(now) {
+                let l = live.lock().expect("no panics hold it");
+                let rest = format!("{}, corrupt {}", percentiles(&l.rtt), l.corrupt);
+                let n = l.completed;
+                drop(l);
+                p.tick(now, n, &rest);
+            }
+        }
+        p.end_bar();
+    }))
+}
+
 #[derive(Default)]
 struct ReaderResult {
     completed: u64,
@@ -154,6 +192,9 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
     let end_ns = dur_ns + (o.drain_s * 1e9) as u64;
     let give_up = move || clock.ns() >= end_ns || sys::stop_requested();
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    let live = Arc::new(Mutex::new(Live::default()));
+    let finished = Arc::new(AtomicBool::new(false));
+    let progress = progress_thread(o, clock, live.clone(), finished.clone());
     let mut senders = Vec::new();
     let mut writers = Vec::new();
     let mut readers = Vec::new();
@@ -208,6 +249,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         let bounds = o.dist.bucket_bounds();
         let (verify, quiet) = (o.verify, o.quiet);
         let done_tx = done_tx.clone();
+        let live = live.clone();
         readers.push(thread::spawn(move || {
             let mut res = ReaderResult::default();
             let mut rtt = SizeBuckets::new(bounds);
@@ -248,6 +290,14 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
                 res.completed += 1;
                 res.request_bytes += u64::from(a.len);
                 res.response_bytes += buf.len() as u64;
+                {
+                    let mut l = live.lock().expect("no panics hold it");
+                    l.completed += 1;
+                    l.corrupt += u64::from(!ok);
+                    if ok {
+                        l.rtt.record(t.saturating_sub(a.at_ns));
+                    }
+                }
                 if ok {
                     rtt.record(a.size, t.saturating_sub(a.at_ns));
                 } else {
@@ -345,8 +395,13 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         cpu_s: (0.0, 0.0),
         extra: json!({}),
     };
-    for h in readers {
-        let res = h.join().map_err(|_| "a reader thread panicked")?;
+    let results: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
+    finished.store(true, Ordering::SeqCst);
+    if let Some(p) = progress {
+        let _ = p.join();
+    }
+    for res in results {
+        let res = res.map_err(|_| "a reader thread panicked")?;
         r.completed += res.completed;
         r.corrupt += res.corrupt;
         r.failed += res.failed;
@@ -372,6 +427,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
 struct Totals {
     requests: u64,
     corrupt: u64,
+    failures: std::collections::BTreeMap<String, u64>,
     request_bytes: u64,
     response_bytes: u64,
 }
@@ -387,7 +443,20 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
     let totals = Arc::new(Mutex::new(Totals::default()));
     let mut handlers = Vec::new();
     let mut connections = 0u64;
+    let mut progress = Progress::new("server", o.quiet, o.duration_s);
     while clock.ns() < end_ns && !sys::stop_requested() {
+        let now = clock.ns();
+        if progress.due(now) {
+            let t = totals.lock().expect("no panics hold it");
+            let rest = format!(
+                ", refused {}, corrupt {}, connections {connections}",
+                t.failures.values().sum::<u64>(),
+                t.corrupt
+            );
+            let n = t.requests;
+            drop(t);
+            progress.tick(now, n, &rest);
+        }
         match listener.accept() {
             Ok((s, _)) => {
                 connections += 1;
@@ -402,6 +471,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
             Err(e) => eprintln!("homa-perf: accept: {e}"),
         }
     }
+    progress.end_bar();
     stop.store(true, Ordering::SeqCst);
     for h in handlers {
         let _ = h.join();
@@ -412,6 +482,8 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         elapsed_s: clock.ns() as f64 / 1e9,
         requests: t.requests,
         corrupt: t.corrupt,
+        failed: t.failures.values().sum(),
+        failures: t.failures.clone(),
         request_bytes: t.request_bytes,
         response_bytes: t.response_bytes,
         cpu_s: sys::cpu_seconds(),
@@ -433,18 +505,27 @@ fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bo
                 return;
             }
         }
-        let header = Header::parse(&req);
-        let mut ok = header.is_some();
-        if let (true, Some(h)) = (verify, header) {
-            fill_request(&mut expect, h, req.len());
-            ok = expect == req;
-        }
-        match header {
-            Some(h) if h.reply_len != ECHO => fill_response(&mut resp, h, req.len()),
-            _ => {
-                resp.clear();
-                resp.extend_from_slice(&req);
+        // The request is untrusted: its header is checked, and the reply
+        // bounded, before anything is built. A request that cannot be
+        // answered ends the connection (its client sees it fail).
+        let h = match check_request(&req, req.len(), MAX_MESSAGE as usize) {
+            Ok((h, _)) => h,
+            Err(why) => {
+                eprintln!("homa-perf: tcp request refused: {why}; closing the connection");
+                let mut t = totals.lock().expect("no panics hold it");
+                *t.failures.entry(why.name().to_string()).or_default() += 1;
+                return;
             }
+        };
+        let ok = !verify || {
+            fill_request(&mut expect, h, req.len());
+            expect == req
+        };
+        if h.reply_len == ECHO {
+            resp.clear();
+            resp.extend_from_slice(&req);
+        } else {
+            fill_response(&mut resp, h, req.len());
         }
         frame(&mut out, &resp);
         if write_all(&mut s, &out, &give_up).is_err() {

@@ -52,14 +52,25 @@ impl SizeDist {
             return SizeDist::from_csv(name, text);
         }
         if !spec.is_empty() && spec.chars().all(|c| c.is_ascii_digit() || c == ',') {
-            let sizes = spec
-                .split(',')
-                .map(|s| s.parse::<u32>().map_err(|e| format!("size {s:?}: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            return SizeDist::fixed(&sizes);
+            return SizeDist::fixed_spec(spec);
         }
-        let text = std::fs::read_to_string(spec).map_err(|e| format!("workload {spec}: {e}"))?;
+        let text = std::fs::read_to_string(spec).map_err(|e| {
+            format!("workload {spec}: not w1..w5, not sizes and not a readable file: {e}")
+        })?;
         SizeDist::from_csv(spec, &text)
+    }
+
+    /// Parses `N[,N...]`: equally likely fixed sizes.
+    pub fn fixed_spec(spec: &str) -> Result<SizeDist, String> {
+        let sizes = spec
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("size {s}: not a number in 1..={MAX_MESSAGE}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        SizeDist::fixed(&sizes)
     }
 
     /// Equally likely fixed sizes (each 1..=1,000,000).
@@ -82,49 +93,23 @@ impl SizeDist {
         })
     }
 
-    /// Parses a `bytes,cdf` table (header line, sizes ascending, `cdf`
-    /// non-decreasing and ending at 1). Sizes over 1,000,000 are capped.
+    /// Parses a `bytes,cdf` table by the rules of [`crate::cdf`] (the
+    /// reader homa-sim uses too). Sizes over 1,000,000 are capped: their
+    /// rows fold into one row at the cap.
     pub fn from_csv(name: &str, text: &str) -> Result<SizeDist, String> {
-        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-        match lines.next() {
-            Some(h) if h.replace(' ', "") == "bytes,cdf" => {}
-            other => return Err(format!("{name}: header must be `bytes,cdf`, got {other:?}")),
-        }
+        let rows = crate::cdf::parse(name, text)?;
         let (mut sizes, mut cdf): (Vec<u32>, Vec<f64>) = (Vec::new(), Vec::new());
-        let (mut last_raw, mut capped) = (0u64, false);
-        for (i, line) in lines.enumerate() {
-            let bad = |what: &str| format!("{name}: row {}: {what}: {line:?}", i + 2);
-            let (b, c) = line
-                .split_once(',')
-                .ok_or_else(|| bad("expected bytes,cdf"))?;
-            let b: u64 = b.trim().parse().map_err(|_| bad("bad size"))?;
-            let c: f64 = c.trim().parse().map_err(|_| bad("bad cdf"))?;
-            if b == 0 || !(0.0..=1.0 + 1e-9).contains(&c) {
-                return Err(bad("size must be > 0 and cdf in 0..=1"));
-            }
-            if b <= last_raw {
-                return Err(bad("sizes must ascend"));
-            }
-            if cdf.last().is_some_and(|&l| c < l) {
-                return Err(bad("cdf must not decrease"));
-            }
-            last_raw = b;
+        let mut capped = false;
+        for (b, c) in rows {
             let size = b.min(u64::from(MAX_MESSAGE)) as u32;
             capped |= b > u64::from(MAX_MESSAGE);
             if sizes.last() == Some(&size) {
-                // Rows over the cap fold into one row at the cap.
                 *cdf.last_mut().expect("a row exists") = c;
             } else {
                 sizes.push(size);
                 cdf.push(c);
             }
         }
-        match cdf.last() {
-            Some(&l) if (l - 1.0).abs() < 1e-6 => {}
-            _ => return Err(format!("{name}: the last row must have cdf 1")),
-        }
-        let last = cdf.len() - 1;
-        cdf[last] = 1.0;
         Ok(SizeDist {
             name: name.to_string(),
             sizes,
@@ -261,6 +246,12 @@ mod tests {
         assert!(SizeDist::from_csv("t", "bytes,cdf\n10,0.5\n5,1\n").is_err());
         assert!(SizeDist::from_csv("t", "bytes,cdf\n10,0.5\n20,0.4\n30,1\n").is_err());
         assert!(SizeDist::from_csv("t", "bytes,cdf\n10,0.5\n20,0.9\n").is_err());
+        // Headerless files are read as homa-sim reads them.
+        let plain = SizeDist::from_csv("t", "10,0.5\n20,1\n").unwrap();
+        assert_eq!(
+            plain,
+            SizeDist::from_csv("t", "bytes,cdf\n10,0.5\n20,1\n").unwrap()
+        );
         let d = SizeDist::from_csv("t", "bytes,cdf\n10,0.5\n2000000,0.9\n3000000,1\n").unwrap();
         assert!(d.capped());
         assert_eq!(d.max(), MAX_MESSAGE);

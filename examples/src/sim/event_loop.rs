@@ -92,6 +92,11 @@ pub trait Driver {
     fn next_deadline(&mut self) -> Option<u64>;
     /// Polls everything whose deadline is at or before `now`.
     fn run_due(&mut self, fabric: &mut Fabric, now: u64, out: &mut Outcomes);
+    /// Whether work that outlives a message's arrival (an RPC's response)
+    /// is finished; the loop ends only when it is.
+    fn settled(&self) -> bool {
+        true
+    }
 }
 
 /// How far a [`drive`] call got.
@@ -193,7 +198,7 @@ pub fn drive<D: Driver>(
     let arrivals_end = start + messages.last().map_or(0, |m| m.at);
     let mut busy_noted = messages.is_empty();
     loop {
-        let all_done = !messages.is_empty() && out.finished() == messages.len();
+        let all_done = !messages.is_empty() && out.finished() == messages.len() && driver.settled();
         if stop(driver) || all_done {
             break;
         }

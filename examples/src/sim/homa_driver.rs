@@ -75,8 +75,14 @@ pub struct HomaDriverStats {
     pub deferred_behind: u64,
     /// Requests no message matched (should stay 0).
     pub unknown_requests: u64,
-    /// Replies that could not be queued (server pool or table full).
+    /// Replies that could not be queued (server pool or table full, or
+    /// longer than a message may be); each fails its RPC.
     pub reply_errors: u64,
+    /// Responses of the wrong length; each fails its RPC.
+    pub bad_responses: u64,
+    /// RPCs whose request arrived but whose response had not when the run
+    /// ended; each counts as failed.
+    pub unanswered: u64,
     /// Times a host still wanted a poll after `MAX_ROUNDS` polls at once.
     pub stalls: u64,
     /// Most RPCs live at once on one host (sampled at every 64th send).
@@ -104,6 +110,8 @@ pub struct HomaDriver<'m> {
     seed: u64,
     spec: HomaHostSpec,
     buf: Vec<u8>,
+    /// Every response (the same bytes each time).
+    reply: Vec<u8>,
     scratch: Vec<u8>,
     stats: HomaDriverStats,
 }
@@ -162,6 +170,7 @@ impl<'m> HomaDriver<'m> {
             seed,
             spec,
             buf: Vec::new(),
+            reply: Vec::new(),
             scratch: Vec::new(),
             stats: HomaDriverStats::default(),
         })
@@ -170,6 +179,17 @@ impl<'m> HomaDriver<'m> {
     /// The driver's own counters.
     pub fn stats(&self) -> HomaDriverStats {
         self.stats
+    }
+
+    /// At the end of a run: every RPC whose request arrived but whose
+    /// response did not fails (counted in [`HomaDriverStats::unanswered`]).
+    pub fn fail_unanswered(&mut self, out: &mut Outcomes) {
+        for &(id, _) in self.by_rpc.values() {
+            if id != WARM_UP && out.finish_time(id).is_some() {
+                self.stats.unanswered += 1;
+                out.fail_after_arrival(id);
+            }
+        }
     }
 
     /// The endpoints' counters, summed over hosts (the fields used here).
@@ -278,13 +298,22 @@ impl<'m> HomaDriver<'m> {
                 Event::Request { rpc, peer, len, .. } => {
                     self.request(fabric, now, h, rpc, peer, len, out)
                 }
-                Event::Response { rpc, .. } => {
-                    self.forget(h, rpc);
+                Event::Response { rpc, len } => {
+                    // The request was timed when it arrived; a response of
+                    // the wrong length still fails the RPC.
+                    if let Some(id) = self.forget(h, rpc) {
+                        if len != self.spec.response_bytes {
+                            self.stats.bad_responses += 1;
+                            out.fail_after_arrival(id);
+                        }
+                    }
                     let _ = self.eps[h].release(rpc);
                 }
                 Event::Failed { rpc, .. } => {
                     if let Some(id) = self.forget(h, rpc) {
+                        // Before its request arrived, or (an RPC) after.
                         out.fail(id);
+                        out.fail_after_arrival(id);
                     }
                     let _ = self.eps[h].release(rpc);
                 }
@@ -347,11 +376,18 @@ impl<'m> HomaDriver<'m> {
             let _ = self.eps[client].abort(handle);
             self.deadlines.at_most(client, now);
         } else {
-            self.buf.clear();
-            self.buf.resize(self.spec.response_bytes, 0x5a);
-            if self.eps[h].reply(rpc, &self.buf).is_err() {
+            if self.reply.len() != self.spec.response_bytes {
+                self.reply = vec![0x5a; self.spec.response_bytes];
+            }
+            if self.eps[h].reply(rpc, &self.reply).is_err() {
+                // The client would only learn of it by timing out: fail the
+                // RPC at both ends now.
                 self.stats.reply_errors += 1;
+                out.fail_after_arrival(id);
                 let _ = self.eps[h].abort(rpc);
+                self.by_rpc.remove(&(client as u32, handle.id()));
+                let _ = self.eps[client].abort(handle);
+                self.deadlines.at_most(client, now);
             }
         }
     }
@@ -408,5 +444,9 @@ impl Driver for HomaDriver<'_> {
         while let Some(h) = self.deadlines.pop_due(now) {
             self.service(fabric, now, h, out);
         }
+    }
+
+    fn settled(&self) -> bool {
+        self.by_rpc.is_empty()
     }
 }

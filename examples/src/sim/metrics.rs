@@ -29,7 +29,8 @@ pub struct Outcomes {
     pub completed: usize,
     /// Completed messages whose every byte matched.
     pub verified: usize,
-    /// Messages that failed, arrived corrupt, or never arrived.
+    /// Messages that failed, arrived corrupt, never arrived, or (as RPCs)
+    /// whose response failed.
     pub failed: usize,
 }
 
@@ -59,6 +60,21 @@ impl Outcomes {
         if intact {
             self.verified += 1;
         } else {
+            self.failed += 1;
+        }
+    }
+
+    /// Message `id` arrived, but its RPC failed afterwards (its response
+    /// could not be sent or never came back): it counts as failed and is
+    /// left out of the slowdowns. Does nothing unless it had arrived.
+    pub fn fail_after_arrival(&mut self, id: usize) {
+        if self.end[id] == OPEN || self.dead[id] {
+            return;
+        }
+        self.dead[id] = true;
+        if self.ok[id] {
+            self.ok[id] = false;
+            self.verified -= 1;
             self.failed += 1;
         }
     }

@@ -1,8 +1,10 @@
-//! The results as a terminal table and as JSON (written by hand: the shape
-//! is small and fixed). The JSON holds no wall-clock figure, so a seed gives
-//! the same bytes every time.
+//! The results as a terminal table and as JSON (serde_json, so names and
+//! strings are always escaped correctly). The JSON holds no wall-clock
+//! figure, so a seed gives the same bytes every time.
 
 use std::fmt::Write as _;
+
+use serde_json::{json, Value};
 
 use super::metrics::Bucket;
 use super::run::{ProtoResult, SimResult};
@@ -146,78 +148,84 @@ pub fn speed(p: &ProtoResult) -> String {
     )
 }
 
-fn json_bucket(b: &Bucket) -> String {
-    format!(
-        "{{\"max_bytes\": {}, \"count\": {}, \"p50\": {:.4}, \"p99\": {:.4}}}",
-        b.max_bytes, b.count, b.p50, b.p99
-    )
+/// Rounds to 4 decimals: slowdowns and loads need no more, and the JSON
+/// stays readable.
+fn r4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
 }
 
-/// The results as JSON.
-pub fn json(r: &SimResult) -> String {
+fn json_bucket(b: &Bucket) -> Value {
+    json!({
+        "max_bytes": b.max_bytes,
+        "count": b.count,
+        "p50": r4(b.p50),
+        "p99": r4(b.p99),
+    })
+}
+
+/// The results as a JSON value (keys in alphabetical order).
+pub fn json_value(r: &SimResult) -> Value {
     let o = &r.options;
-    let mut s = String::from("{\n");
-    let _ = writeln!(s, "  \"topology\": \"{}\",", o.topology_name);
-    let _ = writeln!(s, "  \"hosts\": {},", r.hosts);
-    let _ = writeln!(
-        s,
-        "  \"workload\": \"{}\",",
-        r.workload.name.replace('"', "'")
-    );
-    let _ = writeln!(s, "  \"size_cap_bytes\": {MAX_MESSAGE},");
-    let _ = writeln!(s, "  \"sizes_capped\": {},", r.capped);
-    let _ = writeln!(s, "  \"load\": {},", o.load);
-    let _ = writeln!(s, "  \"duration_us\": {},", o.duration_ns / 1000);
-    let _ = writeln!(s, "  \"seed\": {},", o.seed);
-    let _ = writeln!(s, "  \"messages\": {},", r.messages);
-    let _ = writeln!(s, "  \"offered_load\": {:.4},", r.offered_load);
-    let _ = writeln!(s, "  \"short_max_bytes\": {},", r.short_max_bytes);
     let h = &r.homa;
-    let _ = writeln!(
-        s,
-        "  \"homa_config\": {{\"one_way\": {}, \"response_bytes\": {}, \"unsched_bytes\": {}, \
-         \"sched_levels\": {}, \"overcommit\": {}, \"unsched_cutoffs\": {:?}, \"nic_backlog_ns\": {}, \"style\": \"{}\"}},",
-        o.response_bytes == 0,
-        o.response_bytes,
-        h.unsched_bytes,
-        h.sched_levels,
-        h.overcommit,
-        h.cutoffs,
-        h.nic_backlog_ns,
-        h.style.name()
-    );
-    if let Some(x) = p99_ratio(r) {
-        let _ = writeln!(s, "  \"tcp_over_homa_short_p99\": {x:.4},");
-    }
-    s.push_str("  \"protocols\": {");
-    for (i, p) in r.results.iter().enumerate() {
-        s.push_str(if i == 0 { "\n" } else { ",\n" });
-        let _ = writeln!(s, "    \"{}\": {{", p.protocol.name());
-        let _ = writeln!(s, "      \"sent\": {},", p.sent);
-        let _ = writeln!(s, "      \"completed\": {},", p.completed);
-        let _ = writeln!(s, "      \"verified\": {},", p.verified);
-        let _ = writeln!(s, "      \"failed\": {},", p.failed);
-        let _ = writeln!(s, "      \"unfinished\": {},", p.unfinished);
-        let _ = writeln!(s, "      \"achieved_load\": {:.4},", p.achieved_load);
-        let _ = writeln!(s, "      \"carried_load\": {:.4},", p.carried_load);
-        let _ = writeln!(s, "      \"short_count\": {},", p.short.count);
-        let _ = writeln!(s, "      \"short_p50\": {:.4},", p.short.p50);
-        let _ = writeln!(s, "      \"short_p99\": {:.4},", p.short.p99);
-        let buckets: Vec<String> = p
-            .buckets
-            .iter()
-            .map(|b| format!("        {}", json_bucket(b)))
-            .collect();
-        let _ = writeln!(s, "      \"buckets\": [\n{}\n      ],", buckets.join(",\n"));
-        let counters: Vec<String> = p
+    let mut protocols = serde_json::Map::new();
+    for p in &r.results {
+        let counters: serde_json::Map<String, Value> = p
             .counters
             .iter()
-            .map(|(k, v)| format!("\"{k}\": {v}"))
+            .map(|(k, v)| (k.to_string(), json!(v)))
             .collect();
-        let _ = writeln!(s, "      \"counters\": {{{}}},", counters.join(", "));
-        let _ = writeln!(s, "      \"simulated_us\": {}", p.sim_ns / 1000);
-        s.push_str("    }");
+        protocols.insert(
+            p.protocol.name().to_string(),
+            json!({
+                "sent": p.sent,
+                "completed": p.completed,
+                "verified": p.verified,
+                "failed": p.failed,
+                "unfinished": p.unfinished,
+                "achieved_load": r4(p.achieved_load),
+                "carried_load": r4(p.carried_load),
+                "short_count": p.short.count,
+                "short_p50": r4(p.short.p50),
+                "short_p99": r4(p.short.p99),
+                "buckets": p.buckets.iter().map(json_bucket).collect::<Vec<_>>(),
+                "counters": counters,
+                "simulated_us": p.sim_ns / 1000,
+            }),
+        );
     }
-    s.push_str("\n  }\n}\n");
+    let mut v = json!({
+        "topology": o.topology_name,
+        "hosts": r.hosts,
+        "workload": r.workload.name,
+        "size_cap_bytes": MAX_MESSAGE,
+        "sizes_capped": r.capped,
+        "load": o.load,
+        "duration_us": o.duration_ns / 1000,
+        "seed": o.seed,
+        "messages": r.messages,
+        "offered_load": r4(r.offered_load),
+        "short_max_bytes": r.short_max_bytes,
+        "homa_config": {
+            "one_way": o.response_bytes == 0,
+            "response_bytes": o.response_bytes,
+            "unsched_bytes": h.unsched_bytes,
+            "sched_levels": h.sched_levels,
+            "overcommit": h.overcommit,
+            "unsched_cutoffs": h.cutoffs,
+            "nic_backlog_ns": h.nic_backlog_ns,
+            "style": h.style.name(),
+        },
+        "protocols": protocols,
+    });
+    if let Some(x) = p99_ratio(r) {
+        v["tcp_over_homa_short_p99"] = json!(r4(x));
+    }
+    v
+}
+
+/// The results as pretty-printed JSON, ending in a newline.
+pub fn json(r: &SimResult) -> String {
+    let mut s = serde_json::to_string_pretty(&json_value(r)).expect("a Value always serialises");
+    s.push('\n');
     s
 }

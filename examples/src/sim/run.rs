@@ -120,7 +120,8 @@ pub struct ProtoResult {
     pub completed: usize,
     /// Arrived messages whose bytes all matched.
     pub verified: usize,
-    /// Messages that failed, arrived corrupt, or were unfinished at the end.
+    /// Messages that failed, arrived corrupt, or were unfinished at the end;
+    /// with responses, also RPCs whose response failed or never came.
     pub failed: usize,
     /// Of `failed`, those still unfinished when the drain limit passed.
     pub unfinished: usize,
@@ -186,8 +187,12 @@ pub fn run(o: &SimOptions) -> Result<SimResult, String> {
 /// (arrival times relative to the start of traffic; sizes at most
 /// [`MAX_MESSAGE`]).
 pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult, String> {
-    if !(o.load > 0.0 && o.load < 1.5) {
-        return Err("--load must be a fraction above 0 (e.g. 0.8)".into());
+    if !(o.load > 0.0 && o.load <= crate::cli::MAX_LOAD) {
+        return Err(format!(
+            "load {} is not in (0, {}]",
+            o.load,
+            crate::cli::MAX_LOAD
+        ));
     }
     let probe = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
     let hosts = probe.hosts();
@@ -371,6 +376,7 @@ fn run_homa(
         return Err(format!("{} Homa warm-up messages never arrived", d.warming));
     }
     let (setup_ns, start, ls) = measure(o, fabric, &mut d, messages, out, progress);
+    d.fail_unanswered(out);
     let s = d.stats();
     let e = d.endpoint_totals();
     let counters = vec![
@@ -381,6 +387,8 @@ fn run_homa(
         ("max_rpcs_per_host", s.max_rpcs as u64),
         ("unknown_requests", s.unknown_requests),
         ("reply_errors", s.reply_errors),
+        ("bad_responses", s.bad_responses),
+        ("unanswered", s.unanswered),
         ("stalls", s.stalls),
         ("retransmissions", e.retransmissions),
         ("resends_requested", e.resends_requested),

@@ -40,43 +40,22 @@ impl Workload {
         Workload::parse(spec, &text)
     }
 
-    /// Parses `bytes,cdf` rows (a header line is allowed). Sizes must
-    /// increase, the cdf must not decrease and must end at 1.
+    /// Parses a `bytes,cdf` table by the rules of [`crate::cdf`] (the
+    /// reader homa-perf uses too). Sizes are kept uncapped (up to
+    /// `u32::MAX`); see [`Workload::capped`].
     pub fn parse(name: &str, text: &str) -> Result<Workload, String> {
-        let mut sizes = Vec::new();
-        let mut cdf = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || (n == 0 && line.starts_with(|c: char| c.is_alphabetic())) {
-                continue;
-            }
-            let err = |what: &str| format!("{name} line {}: {what}: {line}", n + 1);
-            let (b, c) = line
-                .split_once(',')
-                .ok_or_else(|| err("expected bytes,cdf"))?;
-            let b: u32 = b.trim().parse().map_err(|_| err("bad size"))?;
-            let c: f64 = c.trim().parse().map_err(|_| err("bad cdf"))?;
-            if b == 0 || !(0.0..=1.0 + 1e-9).contains(&c) {
-                return Err(err("size must be > 0 and cdf in 0..=1"));
-            }
-            if sizes.last().is_some_and(|&l| b <= l) || cdf.last().is_some_and(|&l| c < l) {
-                return Err(err("sizes must increase and the cdf must not decrease"));
-            }
-            sizes.push(b);
-            cdf.push(c);
-        }
-        match cdf.last() {
-            Some(&l) if (l - 1.0).abs() < 1e-6 => {}
-            Some(_) => return Err(format!("{name}: the last cdf must be 1")),
-            None => return Err(format!("{name}: no rows")),
-        }
-        if let Some(l) = cdf.last_mut() {
-            *l = 1.0;
+        let rows = crate::cdf::parse(name, text)?;
+        let mut sizes = Vec::with_capacity(rows.len());
+        for &(b, _) in &rows {
+            sizes
+                .push(u32::try_from(b).map_err(|_| {
+                    format!("workload {name}: size {b} is over {} bytes", u32::MAX)
+                })?);
         }
         Ok(Workload {
             name: name.to_string(),
             sizes,
-            cdf,
+            cdf: rows.iter().map(|&(_, c)| c).collect(),
         })
     }
 
@@ -187,6 +166,27 @@ mod tests {
         assert!(Workload::parse("x", "10,0.5\n20,0.9\n").is_err());
         assert!(Workload::parse("x", "").is_err());
         assert!(Workload::parse("x", "10;1\n").is_err());
+        // Another header is not skipped as if it were `bytes,cdf`.
+        assert!(Workload::parse("x", "size,p\n1,1\n").is_err());
+    }
+
+    #[test]
+    fn homa_perf_reads_a_file_the_same_way() {
+        use crate::perf::workload::SizeDist;
+        for text in [
+            "10,0.25\n20,0.5\n30,1\n",
+            "bytes,cdf\n10,0.25\n20,0.5\n30,1\n",
+        ] {
+            let w = Workload::parse("x", text).unwrap();
+            let d = SizeDist::from_csv("x", text).unwrap();
+            assert_eq!(w.mean(), d.mean());
+            assert_eq!(w.sizes.last().copied(), Some(d.max()));
+        }
+        for bad in ["size,p\n1,1\n", "10,0.5\n", "10,0.5\n5,1\n"] {
+            let a = Workload::parse("x", bad).unwrap_err();
+            let b = SizeDist::from_csv("x", bad).unwrap_err();
+            assert_eq!(a, b);
+        }
     }
 
     #[test]

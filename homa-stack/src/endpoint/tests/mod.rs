@@ -760,9 +760,8 @@ fn messages_are_built_and_read_in_place() {
     let len = 300_001;
     let byte = |i: usize| (i as u8).wrapping_mul(7).wrapping_add(3);
     let mut pieces = 0;
-    let h = p
-        .a
-        .send_request_with(client, B_IP, 500, len, |w| {
+    let h =
+        p.a.send_request_with(client, B_IP, 500, len, |w| {
             assert_eq!(w.len(), len);
             w.for_each_chunk(|at, piece| {
                 pieces += 1;
@@ -800,8 +799,7 @@ fn messages_are_built_and_read_in_place() {
     p.a.release(h).unwrap();
     // Nothing is started for a message Homa refuses, and the closure does
     // not run.
-    let e = p
-        .a
-        .send_request_with(client, B_IP, 500, 1_000_001, |_| panic!("ran"));
+    let e =
+        p.a.send_request_with(client, B_IP, 500, 1_000_001, |_| panic!("ran"));
     assert_eq!(e, Err(SendError::MessageTooLong));
 }

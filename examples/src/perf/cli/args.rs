@@ -1,0 +1,528 @@
+//! clap's definitions of homa-perf's command line, and the checks that
+//! involve more than one value (device, targets, sizes and pace), which
+//! turn the parsed arguments into [`super::opts`].
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use homa_stack::wire::EthernetAddress;
+
+use super::super::addr::{is_private, parse_unicast_mac, Cidr};
+use super::super::arrivals::Pace;
+use super::super::payload::{ECHO, HEADER_LEN};
+use super::super::workload::SizeDist;
+use super::opts::{ClientOpts, Command, HomaOpts, ServerOpts, TestbedOpts, Transport};
+use super::{DEFAULT_BOTTLENECK_MBPS, MAX_POOL_MB};
+use crate::cli;
+
+const DEVICE_HELP: &str = "\
+DEVICE (Homa over homa-stack, or the kernel's TCP), exactly one of:
+  --tap NAME --ip A.B.C.D/NN [--bridge BR] [--host-ip A.B.C.D/NN]
+        a TAP device, created and configured if it does not exist: joined to
+        bridge BR (created if missing, with --host-ip as its address), or
+        else given --host-ip (default: the first other address of the subnet)
+  --iface NAME --ip A.B.C.D/NN      an AF_PACKET socket on an existing interface
+  --tcp                             kernel TCP, one connection per server,
+                                    length-prefixed messages
+--ip and --host-ip are private unicast host addresses with a prefix of 8..=30.";
+
+/// Measure homa-stack over a TAP device or an AF_PACKET socket, and the
+/// kernel's TCP the same way; `testbed` compares them under load in network
+/// namespaces it builds and removes.
+#[derive(Parser, Debug)]
+#[command(name = "homa-perf", version, arg_required_else_help = true)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Sub {
+    /// Serve requests until --duration ends or SIGINT/SIGTERM; exits 1 if a
+    /// request was corrupt or could not be answered.
+    #[command(after_help = DEVICE_HELP)]
+    Server(ServerArgs),
+    /// Issue requests for --duration seconds; exits 1 if any RPC failed,
+    /// was corrupt or unfinished.
+    #[command(after_help = DEVICE_HELP)]
+    Client(Box<ClientArgs>),
+    /// Build the namespace testbed and compare Homa with TCP (root); exits 1
+    /// if any RPC failed, was corrupt or refused, or was unfinished after a
+    /// measured run's drain.
+    Testbed(TestbedArgs),
+    /// Remove leftover testbed namespaces (root).
+    Cleanup,
+}
+
+/// The device options.
+#[derive(Args, Debug, Clone)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("device").required(true).multiple(false)))]
+pub struct DeviceArgs {
+    /// homa-stack over this TAP device (created if missing).
+    #[arg(long, value_name = "NAME", group = "device", help_heading = "Device")]
+    pub tap: Option<String>,
+    /// homa-stack over an AF_PACKET socket on this existing interface.
+    #[arg(long, value_name = "NAME", group = "device", help_heading = "Device")]
+    pub iface: Option<String>,
+    /// The kernel's TCP instead of homa-stack.
+    #[arg(long, group = "device", help_heading = "Device")]
+    pub tcp: bool,
+    /// homa-stack's address and subnet (--tap, --iface).
+    #[arg(long, value_name = "A.B.C.D/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
+    pub ip: Option<Cidr>,
+    /// Bridge to join a created TAP to (created if missing).
+    #[arg(long, value_name = "BR", help_heading = "Device")]
+    pub bridge: Option<String>,
+    /// The kernel's address on the TAP or bridge (--tap).
+    #[arg(long, value_name = "A.B.C.D/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
+    pub host_ip: Option<Cidr>,
+}
+
+fn neighbor(s: &str) -> Result<(Ipv4Addr, EthernetAddress), String> {
+    let (ip, mac) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s}: expected IP=MAC"))?;
+    let ip: Ipv4Addr = ip.parse().map_err(|e| format!("{s}: {e}"))?;
+    if !ip.is_private() {
+        return Err(format!(
+            "{s}: the address must be private (10/8, 172.16/12, 192.168/16)"
+        ));
+    }
+    Ok((ip, parse_unicast_mac(mac)?))
+}
+
+/// homa-stack's settings.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Homa")]
+pub struct HomaArgs {
+    /// Pacer link rate, 1..=400000 Mbit/s.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=400_000))]
+    pub link_mbps: u32,
+    /// How far ahead of the wire the pacer queues, 0..=1000000 us.
+    #[arg(long, value_name = "US", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub nic_backlog_us: u64,
+    /// homa-stack's MAC (default: derived from --ip, or the interface's).
+    #[arg(long, value_name = "XX:XX:XX:XX:XX:XX", value_parser = parse_unicast_mac)]
+    pub mac: Option<EthernetAddress>,
+    /// Static neighbours, no ARP for them.
+    #[arg(long, value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
+    pub neighbor: Vec<(Ipv4Addr, EthernetAddress)>,
+    /// Write every frame to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<String>,
+    /// RPC slots, 1..=60000.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=60_000))]
+    pub max_rpcs: usize,
+    /// Message pool in MiB, 1..=4096 (default 256 for a server, 64 for a client).
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_POOL_MB))]
+    pub pool_mb: Option<usize>,
+    /// Bytes sent before the first grant, 1..=1000000 (default Linux's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub unsched_bytes: Option<u32>,
+    /// Cap on granted-but-unreceived bytes, 1..=100000000 (default Linux's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    pub max_incoming: Option<u32>,
+    /// Bytes of one FIFO grant, 1..=1000000 (default Linux's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub fifo_grant_bytes: Option<u32>,
+    /// Silent ms before a RESEND and between RESENDs, 1..=100000 (default 5).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub resend_ticks: Option<u32>,
+    /// Silent ms before an RPC fails, 1..=1000000 (default 100).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub timeout_ticks: Option<u32>,
+}
+
+/// `homa-perf server`.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Homa port 1..=32767 (default 500), or TCP port 1..=65535 (default 5000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
+    /// TCP: the listening address (default 0.0.0.0 and --port).
+    #[arg(long, value_name = "IP:PORT")]
+    listen: Option<SocketAddrV4>,
+    /// Stop after this many seconds, 0..=86400 (default: at a signal).
+    #[arg(long, value_name = "S", value_parser = cli::seconds)]
+    duration: Option<f64>,
+    /// Do not check request bytes.
+    #[arg(long)]
+    no_verify: bool,
+    /// The report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress lines.
+    #[arg(long)]
+    quiet: bool,
+    #[command(flatten)]
+    homa: HomaArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Only {
+    Homa,
+    Tcp,
+}
+
+fn reply_len(s: &str) -> Result<u32, String> {
+    if s == "echo" {
+        return Ok(ECHO);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=cli::MAX_MESSAGE).contains(&n) => Ok(n),
+        _ => Err(format!("{s} is not 1..={} or echo", cli::MAX_MESSAGE)),
+    }
+}
+
+/// `homa-perf client`.
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// The servers, used in turn: private or loopback, on-link for Homa.
+    #[arg(
+        long,
+        value_name = "IP:PORT[,IP:PORT]",
+        value_delimiter = ',',
+        required = true
+    )]
+    server: Vec<SocketAddrV4>,
+    /// Request sizes, equally likely, each 1..=1000000.
+    #[arg(long, value_name = "N[,N]", group = "sizes")]
+    size: Option<String>,
+    /// Request sizes: w1..w5 (cp_node tables, 1 MB cap) or a `bytes,cdf` CSV.
+    #[arg(long, value_name = "W|FILE.csv", group = "sizes")]
+    workload: Option<String>,
+    /// Open loop: Poisson arrivals at this many RPCs/s, in (0, 10000000].
+    #[arg(long, value_name = "RPCS_PER_S", group = "pace", value_parser = cli::rate)]
+    rate: Option<f64>,
+    /// Open loop: Poisson arrivals carrying this share of --link-mbps in
+    /// request bytes, in (0, 1.5].
+    #[arg(long, value_name = "FRACTION", group = "pace", value_parser = cli::load)]
+    load: Option<f64>,
+    /// Closed loop: this many RPCs outstanding, 1..=65535.
+    #[arg(long, value_name = "N", group = "pace",
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_535))]
+    outstanding: Option<usize>,
+    /// Seconds of issuing RPCs, 0..=86400.
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = cli::seconds)]
+    duration: f64,
+    /// Seconds allowed after that for outstanding RPCs, 0..=86400.
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = cli::seconds)]
+    drain: f64,
+    /// Response length, 1..=1000000, or echo (the request back).
+    #[arg(long, value_name = "N|echo", default_value = "echo", value_parser = reply_len)]
+    reply_len: u32,
+    /// Seed of sizes, arrivals and payloads.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Start at this wall-clock time (Unix ms), to start clients together.
+    #[arg(long, value_name = "UNIX_MS")]
+    start_at_ms: Option<u64>,
+    /// Do not check response bytes.
+    #[arg(long)]
+    no_verify: bool,
+    /// The report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No per-RPC error lines and no progress lines.
+    #[arg(long)]
+    quiet: bool,
+    #[command(flatten)]
+    homa: HomaArgs,
+}
+
+/// `homa-perf testbed`.
+#[derive(Args, Debug, Clone)]
+pub struct TestbedArgs {
+    /// Client hosts, 1..=32.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=32))]
+    clients: usize,
+    /// Request sizes: w1..w5, N[,N] or a `bytes,cdf` CSV.
+    #[arg(long, value_name = "W", default_value = "w4")]
+    workload: String,
+    /// Offered load, a fraction of the bottleneck in (0, 1.5].
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.8, value_parser = cli::load)]
+    load: f64,
+    /// Bottleneck rate, 1..=100000 Mbit/s.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BOTTLENECK_MBPS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    bottleneck_mbps: u32,
+    /// Strict-priority bands at the bottleneck, 1..=8.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u8).range(1..=8))]
+    bands: u8,
+    /// Seconds per protocol, 0.5..=3600.
+    #[arg(long, value_name = "S", default_value_t = 20.0, value_parser = testbed_seconds)]
+    duration: f64,
+    /// Drain seconds per protocol, 0..=86400.
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = cli::seconds)]
+    drain: f64,
+    /// Byte limit of each band's queue, 1..=1000000 KB.
+    #[arg(long, value_name = "KB", default_value_t = 1500,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    queue_kb: u32,
+    /// Response length, 12..=1000000.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(HEADER_LEN as i64..=i64::from(cli::MAX_MESSAGE)))]
+    reply_len: u32,
+    /// Base seed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Run only one protocol.
+    #[arg(long, value_enum)]
+    only: Option<Only>,
+    /// The results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Seconds of the closed-loop capacity probe per protocol, 0..=3600 (0: none).
+    #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
+    probe: f64,
+    /// Pacer queue allowance of the Homa endpoints, 0..=1000000 us.
+    #[arg(long, value_name = "US", default_value_t = 200, help_heading = "Homa",
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    nic_backlog_us: u64,
+    /// Round trip the byte settings are scaled to, 1..=1000000 us.
+    #[arg(long, value_name = "US", default_value_t = 250, help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    rtt_us: u32,
+    /// Unscheduled bytes, 1..=1000000 (default: one --rtt-us at the bottleneck).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    unsched_bytes: Option<u32>,
+    /// Granted-but-unreceived cap, 1..=100000000 (default 8 x unscheduled).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    max_incoming: Option<u32>,
+    /// FIFO grant size, 1..=1000000 (default 2 x unscheduled).
+    #[arg(long, value_name = "N", help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    fifo_grant_bytes: Option<u32>,
+    /// RESEND ticks (ms), 1..=100000.
+    #[arg(long, value_name = "N", default_value_t = 15, help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    resend_ticks: u32,
+    /// Timeout ticks (ms), 1..=1000000.
+    #[arg(long, value_name = "N", default_value_t = 1000, help_heading = "Homa",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    timeout_ticks: u32,
+}
+
+fn testbed_seconds(s: &str) -> Result<f64, String> {
+    let v = cli::seconds(s)?;
+    if (0.5..=3600.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not in [0.5, 3600] seconds"))
+    }
+}
+
+fn probe_seconds(s: &str) -> Result<f64, String> {
+    let v = cli::seconds(s)?;
+    if v <= 3600.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not in [0, 3600] seconds"))
+    }
+}
+
+impl DeviceArgs {
+    fn transport(&self) -> Result<Transport, String> {
+        if self.tap.is_none() && (self.bridge.is_some() || self.host_ip.is_some()) {
+            return Err("--bridge and --host-ip are for --tap".into());
+        }
+        if self.tcp {
+            if self.ip.is_some() {
+                return Err("--ip is for --tap/--iface; TCP uses the kernel's addresses".into());
+            }
+            return Ok(Transport::Tcp);
+        }
+        let ip = self
+            .ip
+            .ok_or("--tap and --iface need --ip A.B.C.D/NN (homa-stack's address)")?;
+        if let Some(name) = &self.tap {
+            if let Some(h) = self.host_ip {
+                if h.addr == ip.addr {
+                    return Err("--host-ip must differ from --ip".into());
+                }
+                if h.prefix != ip.prefix || !ip.contains(h.addr) {
+                    return Err(format!("--host-ip {h} is not in --ip's subnet {ip}"));
+                }
+            }
+            return Ok(Transport::Tap {
+                name: name.clone(),
+                ip,
+                bridge: self.bridge.clone(),
+                host_ip: self.host_ip,
+            });
+        }
+        Ok(Transport::Iface {
+            name: self.iface.clone().unwrap_or_default(),
+            ip,
+        })
+    }
+}
+
+impl HomaArgs {
+    fn opts(&self, default_pool_mb: usize) -> HomaOpts {
+        HomaOpts {
+            link_mbps: self.link_mbps,
+            nic_backlog_us: self.nic_backlog_us,
+            mac: self.mac,
+            neighbors: self.neighbor.clone(),
+            pcap: self.pcap.clone(),
+            max_rpcs: self.max_rpcs,
+            pool_mb: self.pool_mb.unwrap_or(default_pool_mb),
+            unsched_bytes: self.unsched_bytes,
+            max_incoming: self.max_incoming,
+            resend_ticks: self.resend_ticks,
+            timeout_ticks: self.timeout_ticks,
+            fifo_grant_bytes: self.fifo_grant_bytes,
+        }
+    }
+}
+
+impl ServerArgs {
+    fn check(&self) -> Result<ServerOpts, String> {
+        let transport = self.device.transport()?;
+        let tcp = transport == Transport::Tcp;
+        if self.listen.is_some() && !tcp {
+            return Err("--listen is for --tcp".into());
+        }
+        let port = self.port.unwrap_or(if tcp { 5000 } else { 500 });
+        if !tcp && !(1..0x8000).contains(&port) {
+            return Err(format!("--port {port}: Homa server ports are 1..=32767"));
+        }
+        Ok(ServerOpts {
+            transport,
+            homa: self.homa.opts(256),
+            port,
+            listen: self
+                .listen
+                .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
+            duration_s: self.duration,
+            verify: !self.no_verify,
+            json: self.json,
+            quiet: self.quiet,
+        })
+    }
+}
+
+impl ClientArgs {
+    fn check(&self) -> Result<ClientOpts, String> {
+        let transport = self.device.transport()?;
+        for t in &self.server {
+            if !is_private(*t.ip()) {
+                return Err(format!(
+                    "--server {t}: only private (10/8, 172.16/12, 192.168/16) or loopback \
+                     addresses are allowed"
+                ));
+            }
+            if let Some(ip) = transport.homa_ip() {
+                if !ip.contains(*t.ip()) || *t.ip() == ip.addr {
+                    return Err(format!(
+                        "--server {t} is not another host in {ip}: homa-stack has no router, \
+                         the server must be on-link"
+                    ));
+                }
+                if !(1..0x8000).contains(&t.port()) {
+                    return Err(format!("--server {t}: Homa server ports are 1..=32767"));
+                }
+            } else if t.port() == 0 {
+                return Err(format!("--server {t}: the port must be 1..=65535"));
+            }
+        }
+        let dist = match (&self.size, &self.workload) {
+            (Some(s), None) => SizeDist::fixed_spec(s)?,
+            (None, Some(w)) => SizeDist::from_spec(w)?,
+            _ => return Err("give one of --size N[,N...] or --workload W".into()),
+        };
+        let homa = self.homa.opts(64);
+        let pace = match (self.rate, self.load, self.outstanding) {
+            (Some(per_sec), None, None) => Pace::Poisson { per_sec },
+            (None, Some(load), None) => {
+                let bytes_per_sec = load * f64::from(homa.link_mbps) * 1e6 / 8.0;
+                Pace::Poisson {
+                    per_sec: bytes_per_sec / dist.mean(),
+                }
+            }
+            (None, None, Some(outstanding)) => Pace::Closed { outstanding },
+            _ => return Err("give one of --rate, --load, --outstanding".into()),
+        };
+        Ok(ClientOpts {
+            transport,
+            homa,
+            targets: self.server.clone(),
+            dist,
+            pace,
+            duration_s: self.duration,
+            drain_s: self.drain,
+            reply_len: self.reply_len,
+            seed: self.seed,
+            verify: !self.no_verify,
+            json: self.json,
+            start_at_ms: self.start_at_ms,
+            quiet: self.quiet,
+        })
+    }
+}
+
+impl TestbedArgs {
+    fn check(&self) -> Result<TestbedOpts, String> {
+        SizeDist::from_spec(&self.workload)?;
+        let rtt_bytes = u64::from(self.bottleneck_mbps) * u64::from(self.rtt_us) / 8;
+        let unsched = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
+        let unsched_bytes = self.unsched_bytes.unwrap_or(unsched);
+        Ok(TestbedOpts {
+            clients: self.clients,
+            workload: self.workload.clone(),
+            load: self.load,
+            bottleneck_mbps: self.bottleneck_mbps,
+            bands: self.bands,
+            duration_s: self.duration,
+            drain_s: self.drain,
+            queue_kb: self.queue_kb,
+            reply_len: self.reply_len,
+            seed: self.seed,
+            only: self.only.map(|o| match o {
+                Only::Homa => "homa".to_string(),
+                Only::Tcp => "tcp".to_string(),
+            }),
+            json: self.json,
+            nic_backlog_us: self.nic_backlog_us,
+            unsched_bytes,
+            max_incoming: self
+                .max_incoming
+                .unwrap_or(unsched_bytes.saturating_mul(8).min(100_000_000)),
+            fifo_grant_bytes: self
+                .fifo_grant_bytes
+                .unwrap_or(unsched_bytes.saturating_mul(2).min(1_000_000)),
+            resend_ticks: self.resend_ticks,
+            timeout_ticks: self.timeout_ticks,
+            probe_s: self.probe,
+        })
+    }
+}
+
+impl Sub {
+    /// The options the programs run with: the checks that involve more
+    /// than one value (the device and the targets, sizes and pace).
+    pub fn check(&self) -> Result<Command, String> {
+        Ok(match self {
+            Sub::Server(a) => Command::Server(a.check()?),
+            Sub::Client(a) => Command::Client(Box::new(a.check()?)),
+            Sub::Testbed(a) => Command::Testbed(a.check()?),
+            Sub::Cleanup => Command::Cleanup,
+        })
+    }
+}

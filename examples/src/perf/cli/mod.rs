@@ -1,0 +1,174 @@
+//! homa-perf's command line: `server`, `client`, `testbed` and `cleanup`,
+//! parsed by clap into the raw arguments below, then checked as a whole
+//! (which device, which targets, which pace) into the options the loops run
+//! with. Every value's accepted range is stated in its help and in the error
+//! that refuses it.
+//!
+//! `args.rs` holds clap's definitions and the whole-line checks, `opts.rs`
+//! the checked options the rest of homa-perf reads.
+
+mod args;
+mod opts;
+
+pub use args::{Cli, Sub};
+pub use opts::{ClientOpts, Command, HomaOpts, ServerOpts, TestbedOpts, Transport};
+
+/// Default bottleneck rate of the testbed in Mbit/s (see the README's
+/// "Linux TAP and testbed" section for why it is not 1000 on this 2-core
+/// machine).
+pub const DEFAULT_BOTTLENECK_MBPS: u32 = 200;
+
+/// Largest message pool, MiB (per endpoint).
+pub const MAX_POOL_MB: u64 = 4096;
+
+/// Parses the words after the program name into the options, or the error
+/// clap prints (usage errors, `--help` and `--version` included).
+pub fn parse<I, T>(words: I) -> Result<Command, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, Parser};
+    let words = std::iter::once(std::ffi::OsString::from("homa-perf"))
+        .chain(words.into_iter().map(Into::into));
+    let cli = Cli::try_parse_from(words)?;
+    cli.command
+        .check()
+        .map_err(|e| Cli::command().error(clap::error::ErrorKind::ValueValidation, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::arrivals::Pace;
+    use crate::perf::payload::ECHO;
+    use std::net::Ipv4Addr;
+
+    fn p(s: &str) -> Result<Command, clap::Error> {
+        parse(s.split_whitespace())
+    }
+
+    #[test]
+    fn a_tap_server_gets_its_defaults() {
+        let Command::Server(s) = p("server --tap hp0 --ip 10.77.0.2/24").unwrap() else {
+            panic!("not a server")
+        };
+        assert_eq!(s.port, 500);
+        assert_eq!(s.duration_s, None);
+        assert_eq!(s.homa.pool_mb, 256);
+        assert!(s.verify);
+        let Transport::Tap {
+            name, ip, bridge, ..
+        } = s.transport
+        else {
+            panic!("not a TAP")
+        };
+        assert_eq!((name.as_str(), ip.prefix, bridge), ("hp0", 24, None));
+        assert_eq!(ip.default_peer().addr, Ipv4Addr::new(10, 77, 0, 1));
+    }
+
+    #[test]
+    fn a_tcp_server_listens_on_5000_by_default() {
+        let Command::Server(s) = p("server --tcp --duration 3").unwrap() else {
+            panic!("not a server")
+        };
+        assert_eq!(s.listen, "0.0.0.0:5000".parse().unwrap());
+        assert_eq!(s.duration_s, Some(3.0));
+    }
+
+    #[test]
+    fn a_client_with_a_load_gets_a_poisson_rate() {
+        let cmd = p("client --tap t1 --ip 10.77.0.3/24 --server 10.77.0.2:500 \
+                     --workload w4 --load 0.5 --link-mbps 100 --reply-len 100 --json");
+        let Command::Client(c) = cmd.unwrap() else {
+            panic!("not a client")
+        };
+        let Pace::Poisson { per_sec } = c.pace else {
+            panic!("not open loop")
+        };
+        // 0.5 * 100 Mbit/s = 6.25 MB/s over a 61,008-byte mean.
+        assert!((per_sec - 6.25e6 / 61_008.1).abs() < 0.01, "{per_sec}");
+        assert_eq!(c.reply_len, 100);
+        assert_eq!(c.homa.pool_mb, 64);
+        assert!(c.json);
+    }
+
+    #[test]
+    fn a_closed_loop_echo_client_parses() {
+        let Command::Client(c) =
+            p("client --tcp --server 127.0.0.1:5000 --size 100,1000 --outstanding 4").unwrap()
+        else {
+            panic!("not a client")
+        };
+        assert_eq!(c.pace, Pace::Closed { outstanding: 4 });
+        assert_eq!(c.reply_len, ECHO);
+        assert_eq!(c.dist.bucket_bounds(), [100, 1000]);
+    }
+
+    #[test]
+    fn mistakes_are_errors() {
+        for bad in [
+            "client --tcp --server 8.8.8.8:53 --size 10 --rate 1", // public target
+            "client --tap t --ip 10.0.0.1/24 --server 10.0.1.1:500 --size 10 --rate 1", // off-link
+            "client --tcp --server 127.0.0.1:5000 --size 10",      // no pace
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 --outstanding 2",
+            "client --tcp --server 127.0.0.1:5000 --rate 1", // no size
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 extra", // stray word
+            "client --tcp --server 127.0.0.1:5000 --size 10 --load 2.5",
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 --pool-mb 10000000",
+            "client --tcp --server 127.0.0.1:5000 --size 0 --rate 1",
+            "client --tcp --server 127.0.0.1:5000 --size 10 --rate 1 --reply-len 0",
+            "server --tap t0",                        // no --ip
+            "server --tap t0 --tcp --ip 10.0.0.1/24", // two devices
+            "server",                                 // no device
+            "server --tap t0 --ip 10.0.0.1/33",
+            "server --tap t0 --ip 0.0.0.0/24",
+            "server --tap t0 --ip 10.0.0.1/24 --host-ip 10.0.1.1/24",
+            "server --tcp --bogus 1",
+            "server --tcp --bogus", // unknown flag last
+            "server --tcp --bridge br0",
+            "server --tap t0 --ip 10.0.0.1/24 --listen 10.0.0.1:5000",
+            "server --tcp --max-rpcs 100000",
+            "server --tap t0 --ip 10.0.0.1/24 --port 40000",
+            "server --tap t0 --ip 10.0.0.1/24 --mac 01:00:5e:00:00:01",
+            "testbed --bands 9",
+            "testbed --only udp",
+            "testbed --load 2.5",
+            "testbed --duration 0.1",
+            "testbed extra",
+            "fly",
+            "",
+        ] {
+            assert!(p(bad).is_err(), "accepted: {bad}");
+        }
+    }
+
+    #[test]
+    fn range_errors_name_the_range() {
+        let e = p("testbed --bands 9").unwrap_err().to_string();
+        assert!(e.contains("1..=8"), "{e}");
+        let e = p("testbed --load 2.5").unwrap_err().to_string();
+        assert!(e.contains("(0, 1.5]"), "{e}");
+        let e = p("server --tcp --pool-mb 10000000")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1..=4096"), "{e}");
+    }
+
+    #[test]
+    fn testbed_defaults_and_cleanup() {
+        let Command::Testbed(t) = p("testbed").unwrap() else {
+            panic!("not testbed")
+        };
+        assert_eq!((t.clients, t.bands, t.load), (4, 8, 0.8));
+        assert_eq!((t.workload.as_str(), t.duration_s), ("w4", 20.0));
+        assert_eq!(t.unsched_bytes, 7120);
+        assert!(matches!(p("cleanup").unwrap(), Command::Cleanup));
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

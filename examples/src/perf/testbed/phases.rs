@@ -1,0 +1,363 @@
+//! One phase of the testbed: a protocol's server and clients run for a
+//! set time at a set pace, their reports merged, the bottleneck's and the
+//! CPU's counters taken around it, and the verdict on what set the pace.
+
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use super::super::cli::TestbedOpts;
+use super::super::netcfg::mac_for;
+use super::super::report::{drops_text, rtt_table, ClientReport, ServerReport};
+use super::super::sys;
+use super::bottleneck::{read_bottleneck, Bottleneck};
+use super::cpu::{children_cpu, cores, machine_jiffies};
+use super::namespaces::{homa_ip, kernel_ip, Testbed, HOMA_PORT, TCP_PORT};
+
+/// What one protocol's run found.
+#[derive(Debug, Clone)]
+pub(super) struct Phase {
+    pub(super) protocol: String,
+    pub(super) clients: ClientReport,
+    pub(super) server: ServerReport,
+    pub(super) bottleneck: Bottleneck,
+    pub(super) seconds: f64,
+    pub(super) machine_busy: f64,
+    /// homa-perf processes plus network softirq, as a fraction of all cores.
+    pub(super) experiment_cpu: f64,
+    pub(super) offered_mbps: f64,
+}
+
+impl Phase {
+    pub(super) fn carried_mbps(&self) -> f64 {
+        self.bottleneck.bytes as f64 * 8.0 / self.seconds / 1e6
+    }
+
+    /// Whether the network, not the CPU, set the pace, and why: the
+    /// bottleneck must have carried the offered load while it was offered
+    /// (it carries headers too, so at least the offered message bytes),
+    /// every RPC must have finished, and the experiment's own CPU (its
+    /// processes and the kernel's network softirq) must have had headroom.
+    pub(super) fn verdict(&self, o: &TestbedOpts, cores: f64) -> (bool, String) {
+        let kept_up = self.carried_mbps() >= 0.97 * self.offered_mbps
+            && self.clients.unfinished == 0
+            && self.clients.failed == 0;
+        let cpu_ok = self.experiment_cpu < 0.9;
+        let detail = format!(
+            "bottleneck carried {:.1} Mbit/s for {:.1} Mbit/s of requests offered ({:.0}% busy, \
+             {} throttling events, {} drops); homa-perf processes + network softirq used {:.0}% of {} cores, \
+             the whole machine (other users included) {:.0}%",
+            self.carried_mbps(),
+            self.offered_mbps,
+            self.carried_mbps() / f64::from(o.bottleneck_mbps) * 100.0,
+            self.bottleneck.overlimits,
+            self.bottleneck.drops,
+            self.experiment_cpu * 100.0,
+            cores,
+            self.machine_busy * 100.0,
+        );
+        if !kept_up {
+            (
+                false,
+                format!(
+                    "CPU-BOUND or overloaded: the offered load was not carried in time ({detail})"
+                ),
+            )
+        } else if !cpu_ok {
+            (false, format!("CPU-BOUND: the offered load was carried but the CPU had no headroom ({detail})"))
+        } else {
+            (
+                true,
+                format!("network-bound: the bottleneck, not the CPU, limits throughput ({detail})"),
+            )
+        }
+    }
+
+    pub(super) fn to_json(&self, o: &TestbedOpts, cores: f64) -> Value {
+        let (ok, verdict) = self.verdict(o, cores);
+        json!({
+            "protocol": self.protocol,
+            "clients": self.clients.to_json(),
+            "server": self.server.to_json(),
+            "offered_mbps": self.offered_mbps,
+            "goodput_mbps": self.clients.goodput_mbps(),
+            "bottleneck": {
+                "carried_mbps": self.carried_mbps(),
+                "bytes": self.bottleneck.bytes,
+                "packets": self.bottleneck.packets,
+                "drops": self.bottleneck.drops,
+                "overlimits": self.bottleneck.overlimits,
+                "band_bytes": self.bottleneck.band_bytes,
+                "band_drops": self.bottleneck.band_drops,
+            },
+            "machine_cpu_busy": self.machine_busy,
+            "experiment_cpu": self.experiment_cpu,
+            "network_bound": ok,
+            "verdict": verdict,
+        })
+    }
+}
+
+pub(super) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+pub(super) fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs one protocol over the testbed.
+/// How one phase loads the bottleneck.
+pub(super) struct Load {
+    /// Client arguments for the pacing (`--rate R` or `--outstanding N`).
+    pub(super) pace: Vec<String>,
+    /// Seconds of issuing.
+    pub(super) duration_s: f64,
+    /// Seconds allowed after that.
+    pub(super) drain_s: f64,
+    /// Offered message bytes, Mbit/s (the bottleneck rate for a probe).
+    pub(super) offered_mbps: f64,
+}
+
+pub(super) fn run_phase(
+    tb: &mut Testbed,
+    o: &TestbedOpts,
+    protocol: &str,
+    load: &Load,
+) -> Result<Phase, String> {
+    let homa = protocol == "homa";
+    let r = o.bottleneck_mbps.to_string();
+    let backlog = o.nic_backlog_us.to_string();
+    let neighbors = |hosts: &mut dyn Iterator<Item = usize>| {
+        hosts
+            .map(|h| format!("{}={}", homa_ip(h), mac_for(homa_ip(h))))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let homa_dev = |h: usize| {
+        let v = strings(&[
+            "--tap",
+            "tap0",
+            "--bridge",
+            "br0",
+            "--ip",
+            &format!("{}/24", homa_ip(h)),
+            "--link-mbps",
+            &r,
+            "--nic-backlog-us",
+            &backlog,
+            "--unsched-bytes",
+            &o.unsched_bytes.to_string(),
+            "--max-incoming",
+            &o.max_incoming.to_string(),
+            "--fifo-grant-bytes",
+            &o.fifo_grant_bytes.to_string(),
+            "--resend-ticks",
+            &o.resend_ticks.to_string(),
+            "--timeout-ticks",
+            &o.timeout_ticks.to_string(),
+        ]);
+        v
+    };
+    // The testbed prints its own phases; the processes' progress lines
+    // would interleave.
+    let mut sargs = strings(&["server", "--json", "--quiet"]);
+    if homa {
+        sargs.extend(homa_dev(0));
+        sargs.extend(strings(&[
+            "--neighbor",
+            &neighbors(&mut (1..=o.clients)),
+            "--max-rpcs",
+            "4096",
+        ]));
+    } else {
+        sargs.extend(strings(&[
+            "--tcp",
+            "--listen",
+            &format!("{}:{TCP_PORT}", kernel_ip(0)),
+        ]));
+    }
+    let (si, sout, sready) = tb.spawn("s0", &sargs)?;
+    if sready.recv_timeout(Duration::from_secs(10)).is_err() {
+        return Err(format!("the {protocol} server did not start within 10 s"));
+    }
+    let start_ms = unix_ms() + 1500;
+    let target = if homa {
+        format!("{}:{HOMA_PORT}", homa_ip(0))
+    } else {
+        format!("{}:{TCP_PORT}", kernel_ip(0))
+    };
+    let mut clients = Vec::new();
+    for c in 1..=o.clients {
+        let mut a = strings(&[
+            "client",
+            "--json",
+            "--quiet",
+            "--server",
+            &target,
+            "--workload",
+            &o.workload,
+            "--duration",
+            &load.duration_s.to_string(),
+            "--drain",
+            &load.drain_s.to_string(),
+            "--reply-len",
+            &o.reply_len.to_string(),
+            "--seed",
+            &(o.seed * 1000 + c as u64).to_string(),
+            "--start-at-ms",
+            &start_ms.to_string(),
+        ]);
+        a.extend(load.pace.iter().cloned());
+        if homa {
+            a.extend(homa_dev(c));
+            a.extend(strings(&[
+                "--neighbor",
+                &neighbors(&mut std::iter::once(0)),
+            ]));
+        } else {
+            a.push("--tcp".into());
+        }
+        clients.push(tb.spawn(&format!("c{c}"), &a)?);
+    }
+    // Measure over the issuing period.
+    let sw = tb.ns("sw");
+    let wait_start = start_ms.saturating_sub(unix_ms());
+    thread::sleep(Duration::from_millis(wait_start));
+    let before = read_bottleneck(&sw, o.bands)?;
+    let cpu0 = machine_jiffies();
+    let procs0 = children_cpu(tb);
+    let t0 = Instant::now();
+    let issue_end = t0 + Duration::from_secs_f64(load.duration_s);
+    while Instant::now() < issue_end && !sys::stop_requested() {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let after = read_bottleneck(&sw, o.bands)?;
+    let cpu1 = machine_jiffies();
+    let procs1 = children_cpu(tb);
+    let seconds = t0.elapsed().as_secs_f64();
+    if sys::stop_requested() {
+        return Err("stopped by a signal".into());
+    }
+    let limit = Instant::now() + Duration::from_secs_f64(load.drain_s + 20.0);
+    let mut merged: Option<ClientReport> = None;
+    for (i, out, _) in clients {
+        tb.wait_child(i, limit)?;
+        let text = out.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{protocol} client printed no report ({e}): {text:?}"))?;
+        let rep = ClientReport::from_json(&v)?;
+        match &mut merged {
+            None => merged = Some(rep),
+            Some(m) => m.merge(&rep)?,
+        }
+    }
+    sys::kill(tb.children[si].id(), libc::SIGTERM);
+    tb.wait_child(si, Instant::now() + Duration::from_secs(10))?;
+    let text = sout
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or_default();
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{protocol} server printed no report ({e}): {text:?}"))?;
+    let server = ServerReport::from_json(&v)?;
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    let bottleneck = Bottleneck {
+        bytes: d(after.bytes, before.bytes),
+        packets: d(after.packets, before.packets),
+        drops: d(after.drops, before.drops),
+        overlimits: d(after.overlimits, before.overlimits),
+        band_bytes: after
+            .band_bytes
+            .iter()
+            .zip(&before.band_bytes)
+            .map(|(a, b)| d(*a, *b))
+            .collect(),
+        band_drops: after
+            .band_drops
+            .iter()
+            .zip(&before.band_drops)
+            .map(|(a, b)| d(*a, *b))
+            .collect(),
+    };
+    let total = d(cpu1.total, cpu0.total).max(1) as f64;
+    let busy = d(cpu1.busy, cpu0.busy) as f64 / total;
+    let softirq = d(cpu1.softirq, cpu0.softirq) as f64 / total;
+    let experiment_cpu = (procs1 - procs0) / (seconds * cores()) + softirq;
+    Ok(Phase {
+        protocol: protocol.to_string(),
+        clients: merged.ok_or("no clients")?,
+        server,
+        bottleneck,
+        seconds,
+        machine_busy: busy,
+        experiment_cpu,
+        offered_mbps: load.offered_mbps,
+    })
+}
+
+/// The capacity probe's finding: can this protocol, on this CPU, fill the
+/// bottleneck? If it can, the bottleneck is what limits throughput.
+pub(super) fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
+    let util = p.carried_mbps() / f64::from(o.bottleneck_mbps);
+    let verdict = if util >= 0.9 {
+        "the bottleneck, not the CPU, limits throughput"
+    } else {
+        "CPU-BOUND: it cannot fill the bottleneck on this machine"
+    };
+    format!(
+        "capacity probe ({} closed loop, 8 RPCs per client, {:.0} s): bottleneck carried {:.1} Mbit/s \
+         ({:.0}% of {}), homa-perf + softirq CPU {:.0}% of {} cores: {verdict}",
+        p.protocol,
+        o.probe_s,
+        p.carried_mbps(),
+        util * 100.0,
+        o.bottleneck_mbps,
+        p.experiment_cpu * 100.0,
+        cores()
+    )
+}
+
+pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
+    println!("\n== {} ==", p.protocol);
+    print!("{}", rtt_table(&p.clients.rtt));
+    let c = &p.clients;
+    println!(
+        "issued {} completed {} failed {} corrupt {} unfinished {}; server answered {} ({} corrupt), refused {}",
+        c.issued, c.completed, c.failed, c.corrupt, c.unfinished, p.server.requests, p.server.corrupt,
+        p.server.failed
+    );
+    println!(
+        "bottleneck carried {:.1} Mbit/s ({:.0}% of {}), bytes per band (highest first) {:?}, drops {:?}",
+        p.carried_mbps(),
+        p.carried_mbps() / f64::from(o.bottleneck_mbps) * 100.0,
+        o.bottleneck_mbps,
+        p.bottleneck.band_bytes,
+        p.bottleneck.band_drops
+    );
+    println!(
+        "CPU seconds: clients {:.1} user + {:.1} system, server {:.1} user + {:.1} system",
+        c.cpu_s.0, c.cpu_s.1, p.server.cpu_s.0, p.server.cpu_s.1
+    );
+    for (who, extra) in [("clients", &c.extra), ("server", &p.server.extra)] {
+        let st = &extra["stack"];
+        if st.is_object() {
+            let drops = match drops_text(&st["drop_reasons"]) {
+                t if t.is_empty() => "drops 0".to_string(),
+                t => t,
+            };
+            println!(
+                "homa-stack {who}: tx frames {} rx frames {} retransmissions {} resends asked {} \
+                 timeouts {} {drops}",
+                st["tx_frames"],
+                st["rx_frames"],
+                st["retransmissions"],
+                st["resends_requested"],
+                st["timeouts"],
+            );
+        }
+    }
+    println!("verdict: {}", p.verdict(o, cores()).1);
+}
