@@ -1061,3 +1061,37 @@ fn every_truncation_of_the_committed_pcapng_in_process() {
         }
     }
 }
+
+#[test]
+fn from_a_pipe_each_frame_is_printed_as_it_arrives() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(DUMP)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let busy = busy_frame();
+    let bytes = pcap(false, false, 1, &[(1, 0, &busy), (2, 0, &busy)]);
+    let first = 24 + 16 + busy.len();
+    let mut stdin = child.stdin.take().unwrap();
+    // The header and one frame; the pipe stays open, as tcpdump's does.
+    stdin.write_all(&bytes[..first]).unwrap();
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            tx.send(line.unwrap()).unwrap();
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the first frame's line while the pipe is open");
+    assert_eq!(line, format!("1 1.000000 {BUSY_TEXT}"));
+    stdin.write_all(&bytes[first..]).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    assert_eq!(rx.recv().unwrap(), format!("2 2.000000 {BUSY_TEXT}"));
+}
