@@ -1,5 +1,6 @@
 //! Shared pieces of the example programs: command-line value checks, payload
-//! patterns, and two endpoints wired back to back on a virtual clock.
+//! patterns, and two endpoints wired back to back on a virtual clock; and
+//! homa-dump's implementation ([`dump`]).
 
 pub mod bench;
 pub mod cdf;

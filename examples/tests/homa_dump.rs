@@ -780,7 +780,7 @@ fn filters_by_type_host_port_and_rpc_combine() {
     let every = data("every-type.pcapng");
     assert_eq!(
         frame_numbers(&["--type", "grant,BUSY", &every]),
-        [4, 9, 19, 24, 31]
+        [4, 9, 19, 24, 31, 36]
     );
     assert_eq!(
         frame_numbers(&["--type", "RESEND", "--type", "CUTOFFS", &every]),
@@ -789,13 +789,13 @@ fn filters_by_type_host_port_and_rpc_combine() {
     // fd00::2 is in every IPv6 frame.
     assert_eq!(
         frame_numbers(&["--host", "fd00::2", &every]),
-        (16..=30).collect::<Vec<_>>()
+        (16..=30).chain([36]).collect::<Vec<_>>()
     );
     assert_eq!(frame_numbers(&["--port", "501", &every]), Vec::<u64>::new());
-    assert_eq!(frame_numbers(&["--port", "500", &every]).len(), 33);
+    assert_eq!(frame_numbers(&["--port", "500", &every]).len(), 34);
     // RPC 100 (client) and 101 (server), either id given.
     let rpc: Vec<u64> = [
-        1, 2, 3, 4, 5, 6, 9, 11, 12, 15, 16, 17, 18, 19, 20, 21, 24, 26, 27, 30, 31, 32,
+        1, 2, 3, 4, 5, 6, 9, 11, 12, 15, 16, 17, 18, 19, 20, 21, 24, 26, 27, 30, 31, 32, 36,
     ]
     .to_vec();
     assert_eq!(frame_numbers(&["--rpc", "100", &every]), rpc);
@@ -874,6 +874,12 @@ fn rpc_view_of_known_rpcs_with_losses() {
         text.iter().all(|l| l.ends_with("completed acked")),
         "{text:?}"
     );
+    assert!(text.contains(
+        &"rpc 655360 10.0.0.1:32768 > 10.0.0.2:500 start 0.000005916 dur 14998.6 us \
+          req 756 B: 3 DATA 2268 B resp 756 B: 1 DATA 756 B retx 1512 B grants 0 resends 3 \
+          busy 0 completed acked"
+            .to_string()
+    ));
 }
 
 #[test]
@@ -905,13 +911,13 @@ fn rpc_view_counts_every_kind_of_packet() {
 #[test]
 fn stats_count_types_priorities_and_incomplete_rpcs() {
     let s = &json(&["--stats", &data("every-type.pcapng")])[0];
-    assert_eq!(s["frames"], 35);
-    assert_eq!(s["homa_packets"], 33);
+    assert_eq!(s["frames"], 36);
+    assert_eq!(s["homa_packets"], 34);
     assert_eq!(s["types"]["DATA"]["packets"], 10);
     assert_eq!(s["types"]["RESEND"]["packets"], 6);
     assert_eq!(s["types"]["RESEND"]["bytes"], 2 * (37 + 36 + 37));
     assert_eq!(s["types"]["ACK"]["bytes"], 4 * 80);
-    assert_eq!(s["priorities"]["7"], 23);
+    assert_eq!(s["priorities"]["7"], 24);
     assert_eq!(s["bad_checksums"], 2);
     assert_eq!(s["rpcs"], 11);
     assert_eq!(s["incomplete"].as_array().unwrap().len(), 11);
@@ -1060,4 +1066,38 @@ fn every_truncation_of_the_committed_pcapng_in_process() {
             Some(e) => panic!("cut at {cut}: {e}"),
         }
     }
+}
+
+#[test]
+fn from_a_pipe_each_frame_is_printed_as_it_arrives() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(DUMP)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let busy = busy_frame();
+    let bytes = pcap(false, false, 1, &[(1, 0, &busy), (2, 0, &busy)]);
+    let first = 24 + 16 + busy.len();
+    let mut stdin = child.stdin.take().unwrap();
+    // The header and one frame; the pipe stays open, as tcpdump's does.
+    stdin.write_all(&bytes[..first]).unwrap();
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            tx.send(line.unwrap()).unwrap();
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the first frame's line while the pipe is open");
+    assert_eq!(line, format!("1 1.000000 {BUSY_TEXT}"));
+    stdin.write_all(&bytes[first..]).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    assert_eq!(rx.recv().unwrap(), format!("2 2.000000 {BUSY_TEXT}"));
 }

@@ -216,9 +216,9 @@ fn tshark_with_the_dissector_agrees_with_homa_dump_on_every_frame() {
     }
     let mut total = 0;
     for (capture, homa_frames) in [
-        ("every-type.pcapng", 33),
-        ("snaplen.pcap", 33),
-        ("snaplen-96.pcap", 33),
+        ("every-type.pcapng", 34),
+        ("snaplen.pcap", 34),
+        ("snaplen-96.pcap", 34),
         ("sample.pcap", 54),
         ("loss.pcap", 31),
         ("link-sll.pcap", 6),

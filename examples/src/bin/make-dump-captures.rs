@@ -10,8 +10,9 @@
 //!   `seg.offset` 0xFFFFFFFF sentinel, the 36- and 37-byte RESEND, RESEND
 //!   of everything, ACK with `num_acks` 7 (clamped to 5), a piggy-backed
 //!   ack, a retransmission, good, bad, zero and partial checksums, a VLAN
-//!   tag, a TCP-hijacked DATA, an unknown type, a short packet, and a DATA
-//!   whose piggy-backed ack names an earlier RPC.
+//!   tag, a TCP-hijacked DATA, an unknown type, a short packet, a DATA
+//!   whose piggy-backed ack names an earlier RPC, and an IPv6 extension
+//!   header.
 //! - `snaplen.pcap`: the same frames cut at 128 bytes, as `tcpdump -s 128`,
 //!   and `snaplen-96.pcap` cut at 96, which cuts headers too.
 //! - `link-sll.pcap`, `link-sll2.pcap`, `link-raw.pcap`, `link-ipv4.pcap`,
@@ -377,6 +378,13 @@ fn every_type_frames() -> Vec<Vec<u8>> {
     };
     let ip = ip_packet(&acking, false, IpProtocol::Homa);
     out.push(eth(true, false, None, &ip));
+    // IPv6 with a hop-by-hop options header (8 bytes of padding) before a
+    // BUSY.
+    let busy = homa_bytes(&specs[8], B6.into(), A6.into());
+    let mut ext = vec![146, 0, 1, 4, 0, 0, 0, 0];
+    ext.extend_from_slice(&busy);
+    let ip = frames::ipv6(B6, A6, IpProtocol::Unknown(0), 7 << 5, 64, &ext);
+    out.push(eth(false, true, None, &ip));
     out
 }
 

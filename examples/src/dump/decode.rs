@@ -421,25 +421,56 @@ fn ipv4(data: &[u8]) -> Option<(Ip, &[u8])> {
     Some((ip, &data[header_len..]))
 }
 
+/// IPv6 extension headers skipped on the way to the transport: hop-by-hop
+/// options, routing, fragment, destination options.
+const IPV6_HOP_BY_HOP: u8 = 0;
+const IPV6_ROUTING: u8 = 43;
+const IPV6_FRAGMENT: u8 = 44;
+const IPV6_DEST_OPTS: u8 = 60;
+/// More extension headers than this are taken as malformed.
+const IPV6_MAX_EXTENSIONS: usize = 8;
+
 fn ipv6(data: &[u8]) -> Option<(Ip, &[u8])> {
     let header = data.get(..40)?;
     let src: [u8; 16] = header[8..24].try_into().ok()?;
     let dst: [u8; 16] = header[24..40].try_into().ok()?;
     let word = be32(header, 0)?;
+    let plen = usize::from(be16(header, 4)?);
+    let mut next = header[6];
+    let mut at = 40;
+    let mut fragment = false;
+    for _ in 0..IPV6_MAX_EXTENSIONS {
+        match next {
+            IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTS => {
+                next = *data.get(at)?;
+                at += (usize::from(*data.get(at + 1)?) + 1) * 8;
+            }
+            IPV6_FRAGMENT => {
+                next = *data.get(at)?;
+                // An offset or the more-fragments bit: part of a datagram.
+                fragment |= be16(data, at + 2)? & 0xfff9 != 0;
+                at += 8;
+            }
+            _ => break,
+        }
+    }
+    if at - 40 > plen || at > data.len() {
+        return None;
+    }
     let ip = Ip {
         version: 6,
         src: Ipv6Addr::from(src).into(),
         dst: Ipv6Addr::from(dst).into(),
-        proto: header[6],
+        proto: next,
         tos: ((word >> 20) & 0xff) as u8,
         ttl: header[7],
         ident: 0,
-        header_len: 40,
-        payload_len: usize::from(be16(header, 4)?),
+        header_len: at,
+        payload_len: plen - (at - 40),
         checksum: None,
-        fragment: false,
+        fragment,
     };
-    Some((ip, &data[40..]))
+    Some((ip, &data[at..]))
 }
 
 /// A TCP segment with Linux's Homa markers (protocol.md 2.4).
@@ -563,6 +594,37 @@ fn foreign(ethertype: u16, packet: &[u8]) -> Option<Foreign> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv6 header announcing `plen` payload bytes, then `rest`.
+    fn v6(next: u8, plen: u16, rest: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0];
+        p.extend_from_slice(&plen.to_be_bytes());
+        p.extend_from_slice(&[next, 64]);
+        p.extend_from_slice(&[0xfd; 32]);
+        p.extend_from_slice(rest);
+        p
+    }
+
+    #[test]
+    fn ipv6_extension_headers_are_skipped() {
+        // Destination options (8 bytes), then a whole-datagram fragment
+        // header (offset 0, no more fragments), then Homa.
+        let mut rest = vec![44, 0, 1, 4, 0, 0, 0, 0];
+        rest.extend_from_slice(&[146, 0, 0, 0, 0, 0, 0, 1]);
+        rest.extend_from_slice(&[0; 28]);
+        let p = v6(60, rest.len() as u16, &rest);
+        let (ip, payload) = ipv6(&p).unwrap();
+        assert_eq!((ip.proto, ip.header_len, ip.payload_len), (146, 56, 28));
+        assert!(!ip.fragment);
+        assert_eq!(payload.len(), 28);
+        // A fragment with an offset.
+        let mut frag = rest.clone();
+        frag[10..12].copy_from_slice(&0x0008u16.to_be_bytes());
+        assert!(ipv6(&v6(60, frag.len() as u16, &frag)).unwrap().0.fragment);
+        // Extension headers longer than the payload, or than the capture.
+        assert!(ipv6(&v6(60, 8, &rest)).is_none());
+        assert!(ipv6(&v6(60, rest.len() as u16, &rest[..12])).is_none());
+    }
 
     #[test]
     fn homa_checksum_states() {

@@ -154,6 +154,9 @@ pub fn run(
     let mut clock = Clock::new(opts.time);
     let mut tracker = Tracker::new();
     let aggregate = opts.rpcs_view || opts.stats;
+    // From a pipe (`tcpdump -U -w - | homa-dump -`) each frame is shown as
+    // it arrives, not when the output buffer fills.
+    let live = opts.file == "-";
     let mut shown = 0u64;
     let mut damage = None;
     loop {
@@ -180,10 +183,16 @@ pub fn run(
             let j = json::frame_json(n, &record, &d);
             serde_json::to_writer(&mut out, &j).map_err(io::Error::from)?;
             out.write_all(b"\n")?;
+            if live {
+                out.flush()?;
+            }
         } else {
             let time = clock.column(record.time);
             let line = print::text(n, time.as_deref(), &record, &d, opts.link, opts.verbose);
             writeln!(out, "{line}")?;
+            if live {
+                out.flush()?;
+            }
         }
     }
     if opts.rpcs_view {

@@ -393,18 +393,18 @@ impl RpcRecord {
     pub fn text(&self) -> String {
         let len = |l: Option<u32>| l.map_or("-".to_string(), |l| l.to_string());
         format!(
-            "rpc {} {} > {} req {} resp {} start {} dur {} us data {}/{}B > {}/{}B < retx {}B \
-             grants {} resends {} busy {} {}{}",
+            "rpc {} {} > {} start {} dur {} us req {} B: {} DATA {} B resp {} B: {} DATA {} B \
+             retx {} B grants {} resends {} busy {} {}{}",
             self.id,
             self.client,
             self.server,
-            len(self.request_length),
-            len(self.response_length),
             self.start.as_ref().map_or("-", |s| s.get()),
             self.duration_us
                 .map_or("-".to_string(), |d| format!("{d:.1}")),
+            len(self.request_length),
             self.request_packets,
             self.request_bytes,
+            len(self.response_length),
             self.response_packets,
             self.response_bytes,
             self.retransmitted_bytes,

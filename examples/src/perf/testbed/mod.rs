@@ -1,4 +1,4 @@
-//! `homa-perf testbed`: the Linux testbed of benchmarks.md section 2, in
+//! `homa-perf testbed`: the Linux testbed of docs/benchmarks.md section 2, in
 //! network namespaces this program makes and removes.
 //!
 //! Shape (all addresses private, 10.77.0.0/24, nothing in the caller's
