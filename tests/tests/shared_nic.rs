@@ -474,9 +474,15 @@ fn arp_and_ping_answered_once(b: &mut dyn Board) {
         target_hardware_addr: EthernetAddress([0; 6]),
         target_protocol_addr: B_IP,
     };
-    let request = frame_to_b([0xff; 6], EthernetProtocol::Arp, arp.buffer_len(), |p| {
-        arp.emit(&mut ArpPacket::new_unchecked(p))
-    });
+    // The frame comes from the MAC the ARP names: the endpoint learns only
+    // from ARP whose sender agrees with its frame.
+    let request = frame_from(
+        A_MAC,
+        [0xff; 6],
+        EthernetProtocol::Arp,
+        arp.buffer_len(),
+        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
+    );
     let ping = ping_to_b(c_ip, [2, 0, 0, 0, 0, 9]);
     let caps = smoltcp::phy::ChecksumCapabilities::default();
     assert!(b.deliver(&request) && b.deliver(&ping));
@@ -550,9 +556,15 @@ fn a_passive_endpoint_answers_no_arp_or_ping_but_learns_from_arp() {
         target_hardware_addr: EthernetAddress([0; 6]),
         target_protocol_addr: B_IP,
     };
-    let request = frame_to_b([0xff; 6], EthernetProtocol::Arp, arp.buffer_len(), |p| {
-        arp.emit(&mut ArpPacket::new_unchecked(p))
-    });
+    // The frame comes from the MAC the ARP names: the endpoint learns only
+    // from ARP whose sender agrees with its frame.
+    let request = frame_from(
+        A_MAC,
+        [0xff; 6],
+        EthernetProtocol::Arp,
+        arp.buffer_len(),
+        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
+    );
     let mut nic = nic();
     for frame in [request, ping_to_b(A_IP, A_MAC)] {
         nic.rx_mut()
@@ -597,9 +609,15 @@ fn an_active_endpoint_answers_arp_and_ping() {
         target_hardware_addr: EthernetAddress([0; 6]),
         target_protocol_addr: B_IP,
     };
-    let request = frame_to_b([0xff; 6], EthernetProtocol::Arp, arp.buffer_len(), |p| {
-        arp.emit(&mut ArpPacket::new_unchecked(p))
-    });
+    // The frame comes from the MAC the ARP names: the endpoint learns only
+    // from ARP whose sender agrees with its frame.
+    let request = frame_from(
+        A_MAC,
+        [0xff; 6],
+        EthernetProtocol::Arp,
+        arp.buffer_len(),
+        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
+    );
     let mut nic = nic();
     for frame in [request, ping_to_b(A_IP, A_MAC)] {
         nic.rx_mut()
