@@ -10,16 +10,37 @@
 //!   to retransmit (docs/protocol.md 4.7), a bitmap over packet indices.
 //! - [`reassembly`]: the same with a fixed list of gaps beside the message
 //!   (the endpoint's tracker until it moves to [`holes`]).
+//!
+//! And three structures over the endpoint's slot tables, so that it finds
+//! what it needs without walking a table (issue 12): each keeps a header of
+//! a few integers and per-slot links inside the caller's slots, addressed by
+//! `u16` slot indices with [`NONE`] as "no slot".
+//! - [`list`]: intrusive doubly linked lists (queues, LRU orders).
+//! - [`heap`]: an indexed binary min-heap whose array is spread over the
+//!   slots (SRPT order, grant candidates, deadlines).
+//! - [`index`]: a hash index chained through the slots, with a keyed hash
+//!   (RPC by peer and id, socket by port, peer by address).
 
+pub mod heap;
 pub mod holes;
+pub mod index;
+pub mod list;
 pub mod pool;
 pub mod reassembly;
 pub mod resend;
 
+pub use heap::{Heap, HeapLink, HeapNode, MAX_SMALLEST};
 pub use holes::{HoleStore, Holes, PoolStore};
+pub use index::{Index, IndexLink, IndexNode, KeyedHash};
+pub use list::{List, ListLink, ListNode};
 pub use pool::{
     buffer_len_for, pages_for, usable_bytes, Chunks, MessageBuf, MessageRef, MessageWriter, Pool,
     PoolError, MAX_MESSAGE_LEN, MIN_PAGE_SIZE,
 };
 pub use reassembly::{AddOutcome, Gap, Reassembly, DEFAULT_GAPS};
 pub use resend::{PacketGrid, ResendSet};
+
+/// "No slot": the sentinel slot index of [`List`], [`Heap`] and [`Index`]
+/// links. Slot tables used with them hold at most `u16::MAX` entries, so
+/// indices run from 0 to `NONE - 1`.
+pub const NONE: u16 = u16::MAX;
