@@ -238,6 +238,25 @@ impl Desc {
 /// Tracks which bytes of one incoming message have arrived, for any loss
 /// pattern, keeping the missing ranges' descriptors in the message buffer.
 /// See the [module docs](self).
+///
+/// ```
+/// use homa_stack::storage::holes::{AddOutcome, Holes};
+///
+/// let mut message = [0u8; 4000];
+/// let mut holes = Holes::new(4000);
+/// // Packets of 1000 bytes; the second is lost.
+/// for offset in [0, 2000, 3000] {
+///     assert_eq!(holes.add(offset, 1000, &mut message[..]), AddOutcome::New);
+///     // Only now is the payload copied in.
+///     message[offset as usize..][..1000].fill(7);
+/// }
+/// let missing: Vec<_> = holes.missing(4000, &mut message[..]).collect();
+/// assert_eq!(missing, [Ok(1000..2000)]);
+/// // Its retransmission completes the message.
+/// assert_eq!(holes.add(1000, 1000, &mut message[..]), AddOutcome::New);
+/// message[1000..2000].fill(7);
+/// assert!(holes.is_complete() && message.iter().all(|&b| b == 7));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Holes {
@@ -951,6 +970,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // a million bytes checked one by one
     fn one_megabyte_with_every_second_packet_lost_then_refilled() {
         const LEN: u32 = 1_000_000;
         const SEG: u32 = 1424;
@@ -1198,7 +1218,7 @@ mod tests {
         /// Arbitrary (offset, len) pairs: the tracker agrees with the byte
         /// model in every outcome and every state.
         #[test]
-        #[cfg_attr(miri, ignore)]
+        #[cfg_attr(miri, ignore)] // minutes per case under Miri
         fn arbitrary_packets_match_the_byte_model(
             (message_len, ops) in (0u32..=3000).prop_flat_map(|len| {
                 (Just(len), proptest::collection::vec(arbitrary_packet(len), 1..60))
@@ -1218,7 +1238,7 @@ mod tests {
         /// ask): the tracker agrees with the model throughout and the
         /// message completes.
         #[test]
-        #[cfg_attr(miri, ignore)]
+        #[cfg_attr(miri, ignore)] // minutes per case under Miri
         fn grid_packets_with_loss_match_the_model_and_complete(
             message_len in 1u32..=6000,
             seg in prop_oneof![Just(8u32), 9u32..200, Just(1424)],
@@ -1265,7 +1285,6 @@ mod tests {
 
         /// Whatever the store holds, nothing panics and every call ends.
         #[test]
-        #[cfg_attr(miri, ignore)]
         fn garbage_in_the_store_never_panics(
             message_len in 0u32..=2000,
             ops in proptest::collection::vec((0u32..2100, 0u32..300), 1..40),
