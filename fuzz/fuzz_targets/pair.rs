@@ -97,7 +97,8 @@ fn carry(from: &mut Ring, to: &mut Ring, input: &mut Faults<'_>, now: Instant) -
     n
 }
 
-/// The next input byte; once the input runs out every frame passes.
+/// The next byte of the input's prefix (the request sizes); 0 once it runs
+/// out.
 fn take(input: &mut &[u8]) -> u8 {
     match input.split_first() {
         Some((&b, rest)) => {
@@ -201,8 +202,15 @@ fuzz_target!(|data: &[u8]| {
     let mut done = 0;
     // When every RPC had ended: from then on the clock runs out.
     let mut ended: Option<Instant> = None;
-    let linger = Duration::from_millis(u64::from(b.config().timeout_ticks) + 20);
-    for _ in 0..200_000 {
+    let config = b.config();
+    let linger =
+        Duration::from_nanos(config.tick.total_nanos() * (u64::from(config.timeout_ticks) + 20));
+    // The step limit is for the RPCs; the clock running out after them is
+    // bounded by `linger` alone.
+    for step in 0.. {
+        if ended.is_none() && step >= 200_000 {
+            break;
+        }
         a.poll(now, &mut *da);
         let m1 = carry(da.tx_mut(), db.rx_mut(), &mut faults, now);
         b.poll(now, &mut *db);
