@@ -4,38 +4,89 @@
 //! its pool accounting stays within bounds, and its counters agree with
 //! what the device delivered.
 //!
+//! The input plays every part a hostile network can: a peer that answers
+//! with any Homa packet, strangers with other addresses, forged Ethernet and
+//! IPv4 headers (source MAC, addresses, protocol, lengths, VLAN tags), ARP,
+//! and ICMP errors quoting what the endpoint sent. The server answers with
+//! responses of up to 1,000,000 bytes, so responses that wait for grants
+//! (beyond `unsched_bytes`) are half sent when their client goes quiet.
+//!
+//! At the end of every input the clock runs past the timeouts with no input,
+//! and then nothing may be held: no RPC, no pool page, and no peer beyond
+//! what the peer table promises. The table is a neighbour cache evicted only
+//! when full, so idle peers may stay; but an entry is made only for an RPC
+//! (or `add_neighbor`), so every entry left is an address that had an RPC
+//! during the run, and with no RPC left every entry must be evictable (a
+//! full table of new peers must still fit).
+//!
 //! ```text
 //! cargo +nightly fuzz run endpoint -- -max_total_time=60
+//! EP_DEBUG=1 cargo +nightly fuzz run endpoint INPUT   # the stats at the end
 //! ```
 
 #![no_main]
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 
 use homa_phy::{Device, DeviceCapabilities, Duration, Instant, PacketMeta, RxToken, TxToken};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::homa::{Ack, DataHeader, Kind, Packet, Repr};
-use homa_stack::wire::{EthernetAddress, IpAddr, Ipv4Addr};
-use homa_stack::{Config, Endpoint, Event, RpcHandle};
+use homa_stack::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, IpAddr, IpProtocol, Ipv4Addr, Ipv4Packet,
+    Ipv4Repr,
+};
+use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 
 const ME: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const MY_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const PEER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+const EVIL_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
 const RPCS: usize = 8;
+const PEERS: usize = 4;
+/// Longest request or response.
+const MAX_MESSAGE: usize = 1_000_000;
+/// Room for two 1 MB messages and change.
+const POOL: usize = 2_560 * 1024;
+/// Frames the device remembers, for ICMP errors that quote them.
+const SENT_KEPT: usize = 8;
 
-/// Frames in, frames counted out.
+/// Bytes of every message sent (one allocation for all inputs).
+fn payload() -> &'static [u8] {
+    static P: OnceLock<Vec<u8>> = OnceLock::new();
+    P.get_or_init(|| {
+        (0..MAX_MESSAGE)
+            .map(|i| (i as u8).wrapping_mul(7) ^ 0x5a)
+            .collect()
+    })
+}
+
+/// The pool's memory, kept from one input to the next and zeroed for each:
+/// mapping 2.5 MB afresh costs more page faults than most inputs cost.
+static POOL_MEM: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+/// Frames in, frames counted (and the last few kept) out. It hands out one
+/// frame per poll, so the harness sees the RPC table after each frame.
 #[derive(Default)]
 struct Dev {
     rx: VecDeque<Vec<u8>>,
+    /// One frame may be received before the next `allow`.
+    may_receive: bool,
     delivered: u64,
-    sent: u64,
+    sent: Sent,
+}
+
+#[derive(Default)]
+struct Sent {
+    count: u64,
+    last: VecDeque<Vec<u8>>,
 }
 
 struct Rx(Vec<u8>);
-struct Tx<'a>(&'a mut u64);
+struct Tx<'a>(&'a mut Sent);
 
 impl RxToken for Rx {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
@@ -45,9 +96,14 @@ impl RxToken for Rx {
 
 impl TxToken for Tx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        *self.0 += 1;
+        self.0.count += 1;
         let mut buf = vec![0u8; len];
-        f(&mut buf)
+        let r = f(&mut buf);
+        if self.0.last.len() == SENT_KEPT {
+            self.0.last.pop_front();
+        }
+        self.0.last.push_back(buf);
+        r
     }
     fn set_meta(&mut self, meta: PacketMeta) {
         assert!(meta.priority <= 7);
@@ -58,7 +114,11 @@ impl Device for Dev {
     type RxToken<'a> = Rx;
     type TxToken<'a> = Tx<'a>;
     fn receive(&mut self, _: Instant) -> Option<(Rx, Tx<'_>)> {
+        if !self.may_receive {
+            return None;
+        }
         let f = self.rx.pop_front()?;
+        self.may_receive = false;
         self.delivered += 1;
         Some((Rx(f), Tx(&mut self.sent)))
     }
@@ -74,13 +134,17 @@ impl Device for Dev {
 struct Input<'a>(&'a [u8]);
 
 impl Input<'_> {
-    fn u8(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
+    fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
     }
     fn u16(&mut self) -> u16 {
-        u16::from(self.u8().unwrap_or(0)) << 8 | u16::from(self.u8().unwrap_or(0))
+        u16::from(self.u8()) << 8 | u16::from(self.u8())
     }
     fn u32(&mut self) -> u32 {
         u32::from(self.u16()) << 16 | u32::from(self.u16())
@@ -91,38 +155,238 @@ impl Input<'_> {
         self.0 = rest;
         head
     }
+    /// An address: mostly the peer, else strangers, ourselves, any.
+    fn addr(&mut self) -> Ipv4Addr {
+        match self.u8() {
+            0..=127 => PEER,
+            b @ 128..=223 => Ipv4Addr::new(10, 0, 0, 3 + b % 6),
+            224..=231 => ME,
+            232 => Ipv4Addr::BROADCAST,
+            233 => Ipv4Addr::new(224, 0, 0, 1),
+            234 => Ipv4Addr::UNSPECIFIED,
+            _ => Ipv4Addr::from(self.u32()),
+        }
+    }
+    /// A link address: mostly the peer's, else a liar's, ours, any.
+    fn mac(&mut self) -> EthernetAddress {
+        match self.u8() {
+            0..=127 => PEER_MAC,
+            128..=191 => EVIL_MAC,
+            192..=207 => MY_MAC,
+            208..=215 => EthernetAddress::BROADCAST,
+            _ => {
+                let mut m = [0; 6];
+                m.copy_from_slice(&self.u32().to_be_bytes().repeat(2)[..6]);
+                EthernetAddress(m)
+            }
+        }
+    }
+    /// A message length up to `MAX_MESSAGE`: small ones often, large
+    /// (scheduled) ones too.
+    fn message_len(&mut self) -> usize {
+        let len = match self.u8() {
+            b @ 0..=127 => usize::from(b) * 24,
+            128..=191 => usize::from(self.u16()),
+            _ => usize::from(self.u16()) * 16,
+        };
+        len.clamp(1, MAX_MESSAGE)
+    }
 }
 
-/// An Ethernet + IPv4 frame from the peer carrying `homa` (checksum filled).
-fn frame(homa: &Repr<'_>) -> Vec<u8> {
-    let hl = homa.buffer_len();
-    let mut f = vec![0u8; 34 + hl];
-    f[0..6].copy_from_slice(&MY_MAC.0);
-    f[6..12].copy_from_slice(&PEER_MAC.0);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = homa_stack::wire::Ipv4Repr {
-        src_addr: PEER,
-        dst_addr: ME,
-        next_header: homa_stack::wire::IpProtocol::Homa,
-        payload_len: hl,
-        hop_limit: 64,
-        tos: 0,
-    };
-    ip.emit(
-        &mut homa_stack::wire::Ipv4Packet::new_unchecked(&mut f[14..]),
-        true,
-    );
-    let mut p = Packet::new_unchecked(&mut f[34..]);
+/// Ethernet and IPv4 header fields of a crafted frame; the defaults are a
+/// frame from the peer to us.
+struct Envelope {
+    src_mac: EthernetAddress,
+    dst_mac: EthernetAddress,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: u8,
+    /// Raw changes to the IPv4 header: (byte index, value).
+    ip_pokes: Vec<(usize, u8)>,
+    /// An 802.1Q tag (its TCI) between the addresses and the EtherType.
+    vlan: Option<u16>,
+    ethertype: [u8; 2],
+    /// Bytes cut from (negative) or added to the end of the frame.
+    trim: i8,
+}
+
+impl Envelope {
+    fn from_peer(protocol: IpProtocol) -> Envelope {
+        Envelope {
+            src_mac: PEER_MAC,
+            dst_mac: MY_MAC,
+            src: PEER,
+            dst: ME,
+            protocol: protocol.into(),
+            ip_pokes: Vec::new(),
+            vlan: None,
+            ethertype: [0x08, 0x00],
+            trim: 0,
+        }
+    }
+
+    /// Mutations the input asks for: one flag byte, then the fields its
+    /// bits name.
+    fn mutate(mut self, input: &mut Input<'_>) -> Envelope {
+        let flags = input.u8();
+        if flags & 1 != 0 {
+            self.src_mac = input.mac();
+        }
+        if flags & 2 != 0 {
+            self.dst_mac = input.mac();
+        }
+        if flags & 4 != 0 {
+            self.src = input.addr();
+        }
+        if flags & 8 != 0 {
+            self.dst = match input.u8() {
+                0..=127 => ME,
+                _ => input.addr(),
+            };
+        }
+        if flags & 16 != 0 {
+            self.protocol = match input.u8() {
+                0..=63 => IpProtocol::Homa.into(),
+                64..=127 => IpProtocol::Icmp.into(),
+                128..=159 => IpProtocol::Udp.into(),
+                _ => input.u8(),
+            };
+        }
+        if flags & 32 != 0 {
+            // Version/IHL, total length, flags/fragment offset, TTL, or any
+            // byte of the header.
+            for _ in 0..=(input.u8() % 3) {
+                let at = match input.u8() % 5 {
+                    0 => 0,
+                    1 => 2,
+                    2 => 3,
+                    3 => 6,
+                    _ => usize::from(input.u8()) % 20,
+                };
+                let v = input.u8();
+                self.ip_pokes.push((at, v));
+            }
+        }
+        if flags & 64 != 0 {
+            self.vlan = Some(input.u16());
+        }
+        if flags & 128 != 0 {
+            match input.u8() % 3 {
+                0 => self.ethertype = [0x08, 0x06],
+                1 => self.ethertype = [0x86, 0xdd],
+                _ => self.ethertype = input.u16().to_be_bytes(),
+            }
+            self.trim = input.u8() as i8;
+        }
+        self
+    }
+
+    /// The frame: Ethernet, IPv4 (checksum filled before any poke), `body`.
+    fn frame(&self, body: &[u8]) -> Vec<u8> {
+        let mut ip = [0u8; 20];
+        Ipv4Repr {
+            src_addr: self.src,
+            dst_addr: self.dst,
+            next_header: IpProtocol::from(self.protocol),
+            payload_len: body.len(),
+            hop_limit: 64,
+            tos: 0,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(&mut ip[..]), true);
+        for &(at, v) in &self.ip_pokes {
+            ip[at] = v;
+        }
+        let mut f = Vec::with_capacity(18 + 20 + body.len());
+        f.extend_from_slice(&self.dst_mac.0);
+        f.extend_from_slice(&self.src_mac.0);
+        if let Some(tci) = self.vlan {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&tci.to_be_bytes());
+        }
+        f.extend_from_slice(&self.ethertype);
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(body);
+        let len = f.len() as isize + isize::from(self.trim);
+        f.resize(len.clamp(0, 1514) as usize, 0);
+        f
+    }
+}
+
+/// A Homa packet in `env`, its checksum over the envelope's addresses (so
+/// a forged source passes the check, as a liar's packet would).
+fn homa_frame(env: &Envelope, homa: &Repr<'_>) -> Vec<u8> {
+    let mut body = vec![0u8; homa.buffer_len()];
+    let mut p = Packet::new_unchecked(&mut body[..]);
     homa.emit(&mut p);
-    p.fill_checksum(&IpAddr::V4(PEER), &IpAddr::V4(ME));
+    p.fill_checksum(&IpAddr::V4(env.src), &IpAddr::V4(env.dst));
+    env.frame(&body)
+}
+
+/// An ARP packet from `mac`/`ip`, a request or reply aimed at us.
+fn arp_frame(input: &mut Input<'_>) -> Vec<u8> {
+    let (sha, spa) = (input.mac(), input.addr());
+    let op = input.u8();
+    let repr = ArpRepr::EthernetIpv4 {
+        operation: if op & 1 == 0 {
+            ArpOperation::Request
+        } else {
+            ArpOperation::Reply
+        },
+        source_hardware_addr: sha,
+        source_protocol_addr: spa,
+        target_hardware_addr: if op & 2 == 0 { MY_MAC } else { input.mac() },
+        target_protocol_addr: if op & 4 == 0 { ME } else { input.addr() },
+    };
+    let mut f = vec![0u8; 14 + repr.buffer_len()];
+    let dst = if op & 8 == 0 {
+        EthernetAddress::BROADCAST
+    } else {
+        MY_MAC
+    };
+    f[0..6].copy_from_slice(&dst.0);
+    // The frame's source may differ from the ARP sender.
+    let src = if op & 16 == 0 { sha } else { input.mac() };
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    repr.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
     f
 }
 
+/// An ICMP destination unreachable quoting a frame we sent (its IPv4 header
+/// and the start of its payload), from whoever the envelope says.
+fn icmp_frame(input: &mut Input<'_>, sent: &VecDeque<Vec<u8>>) -> Option<Vec<u8>> {
+    let pick = usize::from(input.u8());
+    let quoted = sent.get(pick % sent.len().max(1))?;
+    // Only IPv4 frames are worth quoting.
+    if quoted.len() < 34 || quoted[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let code = match input.u8() {
+        0..=127 => 3,
+        128..=191 => 1,
+        b => b % 16,
+    };
+    let keep = match input.u8() {
+        0..=191 => 28,
+        b => usize::from(b) * 8,
+    };
+    let ip = &quoted[14..];
+    let mut body = vec![3, code, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&ip[..keep.min(ip.len())]);
+    let sum = homa_stack::wire::checksum::data(&body);
+    body[2..4].copy_from_slice(&sum.to_be_bytes());
+    let env = Envelope::from_peer(IpProtocol::Icmp).mutate(input);
+    Some(env.frame(&body))
+}
+
 fuzz_target!(|data: &[u8]| {
+    let payload = payload();
     let mut rpcs: Vec<RpcSlot> = (0..RPCS).map(|_| RpcSlot::EMPTY).collect();
-    let mut peers = vec![PeerSlot::EMPTY; 2];
+    let mut peers = vec![PeerSlot::EMPTY; PEERS];
     let mut socks = vec![SocketSlot::EMPTY; 2];
-    let mut pool = vec![0u8; 256 * 1024];
+    let mut pool = POOL_MEM.lock().unwrap_or_else(|e| e.into_inner());
+    pool.clear();
+    pool.resize(POOL, 0);
     let mut config = Config::new(ME, MY_MAC);
     config.homa_checksum_rx = data.first().is_some_and(|b| b & 1 == 1);
     let mut ep = Endpoint::new(
@@ -135,12 +399,16 @@ fuzz_target!(|data: &[u8]| {
     )
     .unwrap();
     let capacity = ep.pool_capacity_bytes();
+    let timeout_ticks = ep.config().timeout_ticks;
     let mut now = Instant::from_millis(1);
+    // Addresses that may hold a peer entry: ours by `add_neighbor`, each
+    // request's destination, and the peer of any RPC seen after a frame.
+    let mut had_rpc: HashSet<Ipv4Addr> = HashSet::new();
+    had_rpc.insert(PEER);
     ep.add_neighbor(now, PEER, PEER_MAC).unwrap();
     let server = ep.bind(500).unwrap();
     let client = ep.socket().unwrap();
     let client_port = ep.client_port(client).unwrap();
-    let payload = vec![0x5au8; 70_000];
     let mut live: Vec<RpcHandle> = Vec::new();
     for len in [1usize, 1500, 45_000] {
         live.push(ep.send_request(client, PEER, 500, &payload[..len]).unwrap());
@@ -148,25 +416,33 @@ fuzz_target!(|data: &[u8]| {
     let mut dev = Dev::default();
     let mut input = Input(data);
     let mut steps = 0;
-    while let Some(op) = input.u8() {
+    while !input.0.is_empty() {
+        let op = input.u8();
         steps += 1;
         if steps > 2_000 {
             break;
         }
-        match op % 6 {
+        match op % 9 {
             0 => {
                 let len = usize::from(input.u16()) % 1515;
                 dev.rx.push_back(input.bytes(len).to_vec());
             }
-            1 => {
-                // A well-formed Homa packet with fuzzed fields, aimed at live RPCs.
+            1 | 2 => {
+                // A well-formed Homa packet with fuzzed fields, aimed at
+                // live RPCs; op 2 also forges its Ethernet and IP headers.
+                let env = Envelope::from_peer(IpProtocol::Homa);
+                let env = if op % 9 == 2 {
+                    env.mutate(&mut input)
+                } else {
+                    env
+                };
                 let ids: Vec<u64> = live.iter().map(|h| h.id()).collect();
-                let pick = input.u8().unwrap_or(0);
+                let pick = input.u8();
                 let sender_id = match ids.get(usize::from(pick) % (ids.len() + 2)) {
                     Some(id) => id ^ 1,
                     None => u64::from(input.u32()),
                 };
-                let (sport, dport) = match input.u8().unwrap_or(0) % 4 {
+                let (sport, dport) = match input.u8() % 4 {
                     0 => (500, client_port),
                     1 => (client_port, 500),
                     2 => (input.u16(), 500),
@@ -174,7 +450,7 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let body_len = usize::from(input_len(&mut input));
                 let body = input.bytes(body_len).to_vec();
-                let kind = match input.u8().unwrap_or(0) % 9 {
+                let kind = match input.u8() % 9 {
                     0 => Kind::Data {
                         header: DataHeader {
                             message_length: input.u32() % 1_100_000,
@@ -191,12 +467,12 @@ fuzz_target!(|data: &[u8]| {
                     },
                     1 => Kind::Grant {
                         offset: input.u32(),
-                        priority: input.u8().unwrap_or(0),
+                        priority: input.u8(),
                     },
                     2 => Kind::Resend {
                         offset: input.u32(),
                         length: input.u32(),
-                        priority: input.u8().unwrap_or(0),
+                        priority: input.u8(),
                     },
                     3 => Kind::RpcUnknown,
                     4 => Kind::Busy,
@@ -217,25 +493,37 @@ fuzz_target!(|data: &[u8]| {
                         Kind::Ack { acks }
                     }
                 };
-                dev.rx.push_back(frame(&Repr {
-                    sport,
-                    dport,
-                    sender_id,
-                    kind,
-                }));
+                dev.rx.push_back(homa_frame(
+                    &env,
+                    &Repr {
+                        sport,
+                        dport,
+                        sender_id,
+                        kind,
+                    },
+                ));
             }
-            2 => {
-                let len = usize::from(input.u16()) % payload.len();
-                if let Ok(h) = ep.send_request(client, PEER, 500, &payload[..len.max(1)]) {
+            3 => {
+                let dest = match input.u8() {
+                    0..=191 => PEER,
+                    _ => input.addr(),
+                };
+                let len = input.message_len();
+                // Even a failed request may leave its peer's entry.
+                had_rpc.insert(dest);
+                if let Ok(h) = ep.send_request(client, dest, 500, &payload[..len]) {
                     live.push(h);
                 }
             }
-            3 => {
-                let reply_len = usize::from(input.u16()) % 3000;
+            4 => {
+                let reply_len = input.message_len();
                 while let Some(ev) = ep.recv(server) {
                     if let Event::Request { rpc, len, .. } = ev {
                         assert_eq!(ep.message(rpc).map(|m| m.len()), Some(len));
-                        let _ = ep.reply(rpc, &payload[..reply_len.max(1)]);
+                        if ep.reply(rpc, &payload[..reply_len]).is_err() {
+                            // A server that cannot answer lets the RPC go.
+                            let _ = ep.abort(rpc);
+                        }
                     }
                 }
                 while let Some(ev) = ep.recv(client) {
@@ -251,27 +539,38 @@ fuzz_target!(|data: &[u8]| {
                     live.retain(|h| *h != rpc);
                 }
             }
-            4 => now += Duration::from_micros(u64::from(input.u16()) * 10),
-            _ => {
+            5 => now += Duration::from_micros(u64::from(input.u16()) * 10),
+            6 => {
                 if let Some(h) = live.pop() {
                     let _ = ep.abort(h);
                 }
             }
+            7 => dev.rx.push_back(arp_frame(&mut input)),
+            _ => {
+                if let Some(f) = icmp_frame(&mut input, &dev.sent.last) {
+                    dev.rx.push_back(f);
+                }
+            }
         }
-        ep.poll(now, &mut dev);
-        assert!(ep.rpcs_in_use() <= RPCS);
-        assert!(ep.peers_in_use() <= 2);
-        assert!(ep.pool_free_bytes() <= capacity);
-        let stats = ep.stats();
-        assert_eq!(stats.rx_frames, dev.delivered);
-        assert!(stats.rx.total() <= stats.rx_frames);
-        assert_eq!(stats.tx_frames, dev.sent);
+        // One frame per poll, then a look at who holds RPCs.
+        loop {
+            dev.may_receive = true;
+            ep.poll(now, &mut dev);
+            had_rpc.extend(ep.rpc_info().map(|r| r.peer));
+            check(&ep, &dev, capacity);
+            if dev.rx.is_empty() {
+                break;
+            }
+        }
         assert!(ep.poll_at().is_some() || ep.rpcs_in_use() == 0);
     }
-    // Run the clock out: every RPC ends (completes, times out or is freed)
-    // and nothing is left in the tables or the pool.
-    for _ in 0..1000 {
+    // Run the clock out with no input: every RPC ends (completes, times out
+    // or is freed). Each RPC in the table can wait for its grants behind
+    // the others and then for `timeout_ticks`; the rest is margin.
+    let ticks = (RPCS as u32 + 2) * (timeout_ticks + 10);
+    for _ in 0..ticks {
         now += Duration::from_millis(1);
+        dev.may_receive = true;
         ep.poll(now, &mut dev);
         while let Some(ev) = ep.recv(client) {
             if let Event::Response { rpc, .. } | Event::Failed { rpc, .. } = ev {
@@ -281,20 +580,50 @@ fuzz_target!(|data: &[u8]| {
         while let Some(Event::Request { rpc, .. }) = ep.recv(server) {
             let _ = ep.abort(rpc);
         }
+        check(&ep, &dev, capacity);
+        if ep.rpcs_in_use() == 0 && ep.poll_at().is_none() {
+            break;
+        }
     }
-    // Server RPCs waiting for an ACK give up after timeout_ticks of silence.
-    for _ in 0..120 {
-        now += Duration::from_millis(1);
-        ep.poll(now, &mut dev);
+    if std::env::var_os("EP_DEBUG").is_some() {
+        eprintln!("{}", ep.stats());
     }
     let left: Vec<_> = ep.rpc_info().collect();
     assert!(left.is_empty(), "state leaked: {left:?}");
     assert_eq!(ep.pool_free_bytes(), capacity, "pool leaked");
+    // Peers: only addresses that had an RPC hold an entry, and with no RPC
+    // left none is pinned: a table's worth of new peers still fits.
+    assert!(
+        ep.peers_in_use() <= had_rpc.len(),
+        "{} peers held, only {} addresses had RPCs: {had_rpc:?}",
+        ep.peers_in_use(),
+        had_rpc.len()
+    );
+    for i in 0..PEERS {
+        let dest = Ipv4Addr::new(10, 9, 0, i as u8);
+        match ep.send_request(client, dest, 500, &payload[..1]) {
+            Ok(h) => ep.abort(h).unwrap(),
+            Err(SendError::PeerTableFull) => panic!("peer table pinned with no RPC left"),
+            Err(e) => panic!("a request to a new peer failed: {e}"),
+        }
+    }
+    assert_eq!(ep.rpcs_in_use(), 0);
 });
+
+/// Bounds that hold after every poll.
+fn check(ep: &Endpoint<'_>, dev: &Dev, capacity: usize) {
+    assert!(ep.rpcs_in_use() <= RPCS);
+    assert!(ep.peers_in_use() <= PEERS);
+    assert!(ep.pool_free_bytes() <= capacity);
+    let stats = ep.stats();
+    assert_eq!(stats.rx_frames, dev.delivered);
+    assert!(stats.rx.total() <= stats.rx_frames);
+    assert_eq!(stats.tx_frames, dev.sent.count);
+}
 
 /// A short payload length (mostly small, sometimes a full packet).
 fn input_len(input: &mut Input<'_>) -> u16 {
-    match input.u8().unwrap_or(0) {
+    match input.u8() {
         b @ 0..=200 => u16::from(b),
         _ => 1424,
     }
