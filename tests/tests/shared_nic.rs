@@ -408,14 +408,6 @@ fn the_same_through_an_embassy_driver_on_one_host() {
 
 /// An Ethernet frame from a third host to `dst` of `payload_len` bytes
 /// written by `fill`.
-fn frame_to_b(
-    dst: [u8; 6],
-    ethertype: EthernetProtocol,
-    payload_len: usize,
-    fill: impl FnOnce(&mut [u8]),
-) -> Vec<u8> {
-    frame_from([2, 0, 0, 0, 0, 9], dst, ethertype, payload_len, fill)
-}
 
 fn frame_from(
     src: [u8; 6],

@@ -6,11 +6,12 @@
 use core::fmt;
 
 use super::rpc::client_id;
-use super::rpc::{MsgOut, Rpc, State};
+use super::rpc::{MsgOut, ReadyTag, Rpc, State};
 use super::Endpoint;
 use super::{BindError, RpcError, SendError};
 use crate::config::Config;
 use crate::stats::Stats;
+use crate::storage::List;
 use crate::storage::{MessageRef, MessageWriter};
 use crate::time::Instant;
 use crate::wire::homa::MAX_MESSAGE_LENGTH;
@@ -42,6 +43,8 @@ pub(crate) struct Socket {
     pub(crate) client_port: u16,
     /// Bound port on which the socket accepts requests.
     pub(crate) server_port: Option<u16>,
+    /// Its RPCs with something for the application, in order.
+    pub(crate) ready: List<ReadyTag>,
 }
 
 /// A socket: an index into the socket table.
@@ -147,15 +150,15 @@ impl<'a> Endpoint<'a> {
 
     /// Live RPCs (client and server).
     pub fn rpcs_in_use(&self) -> usize {
-        self.rpcs.iter().filter(|s| s.rpc.is_some()).count()
+        self.live.len()
     }
 
     /// One record per live RPC, like Linux's `HOMAIOCINFO`: for debugging
     /// and monitoring.
     pub fn rpc_info(&self) -> impl Iterator<Item = RpcInfo> + '_ {
-        self.rpcs
-            .iter()
-            .filter_map(|s| s.rpc.as_ref())
+        self.live
+            .iter(&self.rpcs[..])
+            .filter_map(|i| self.rpcs[usize::from(i)].rpc.as_ref())
             .map(|r| RpcInfo {
                 id: r.id,
                 peer: r.peer_addr,
@@ -212,6 +215,7 @@ impl<'a> Endpoint<'a> {
         self.sockets[slot].sock = Some(Socket {
             client_port: port,
             server_port: None,
+            ready: List::with_id(slot as u16),
         });
         Ok(SocketHandle(slot as u16))
     }
@@ -247,15 +251,23 @@ impl<'a> Endpoint<'a> {
     /// Closes a socket, dropping all its RPCs without telling peers (like
     /// Linux `close`: servers will time out NEED_ACKs, clients get RPC_UNKNOWN).
     pub fn close(&mut self, socket: SocketHandle) {
-        let Some(slot) = self.sockets.get_mut(usize::from(socket.0)) else {
+        if self
+            .sockets
+            .get(usize::from(socket.0))
+            .is_none_or(|s| s.sock.is_none())
+        {
             return;
-        };
-        slot.sock = None;
-        for i in 0..self.rpcs.len() {
+        }
+        // Its RPCs go first (out of its ready queue), then the socket.
+        let mut cursor = self.live.front();
+        while let Some(i) = cursor {
+            cursor = self.live.next_of(&self.rpcs[..], i);
+            let i = usize::from(i);
             if matches!(&self.rpcs[i].rpc, Some(r) if r.socket == socket.0) {
                 self.free_rpc(i);
             }
         }
+        self.sockets[usize::from(socket.0)].sock = None;
     }
 
     /// An automatic port no socket uses; `None` when all 32768 are taken.
@@ -314,11 +326,7 @@ impl<'a> Endpoint<'a> {
         if port == 0 || dest.is_broadcast() || dest.is_multicast() || dest.is_unspecified() {
             return Err(SendError::InvalidDestination);
         }
-        let slot = self
-            .rpcs
-            .iter()
-            .position(|s| s.rpc.is_none())
-            .ok_or(SendError::TableFull)?;
+        let slot = self.free_slot().ok_or(SendError::TableFull)?;
         let now = self.now;
         let peer = self.peer_index(dest, now).ok_or(SendError::PeerTableFull)?;
         let out = self.new_msgout(peer, len, fill)?;
@@ -393,26 +401,17 @@ impl<'a> Endpoint<'a> {
     /// The next event for `socket`: a request to serve, a response, or a
     /// failed RPC, oldest first.
     pub fn recv(&mut self, socket: SocketHandle) -> Option<Event> {
-        if !self.maybe_ready {
-            return None;
-        }
-        let mut best: Option<(u64, usize)> = None;
-        let mut others = false;
-        for (i, s) in self.rpcs.iter().enumerate() {
-            let Some(r) = &s.rpc else { continue };
-            if r.reported || !matches!(r.state, State::ServerReady | State::ClientDone) {
-                continue;
+        // The socket's ready queue, in the order its RPCs became ready.
+        let i = loop {
+            let sock = self.sockets.get_mut(usize::from(socket.0))?.sock.as_mut()?;
+            let i = usize::from(sock.ready.pop_front(&mut self.rpcs[..])?);
+            let ready = self.rpcs[i].rpc.as_ref().is_some_and(|r| {
+                !r.reported && matches!(r.state, State::ServerReady | State::ClientDone)
+            });
+            if ready {
+                break i;
             }
-            if r.socket != socket.0 {
-                others = true;
-            } else if best.is_none_or(|(b, _)| r.birth < b) {
-                best = Some((r.birth, i));
-            }
-        }
-        if best.is_none() && !others {
-            self.maybe_ready = false;
-        }
-        let (_, i) = best?;
+        };
         let r = self.rpcs[i].rpc.as_mut()?;
         r.reported = true;
         let rpc = RpcHandle {

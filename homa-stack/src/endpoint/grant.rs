@@ -285,7 +285,7 @@ impl<'a> super::Endpoint<'a> {
                 m.granted = d.granted;
                 m.grant_priority = d.priority;
                 m.grant_pending = true;
-                self.rpc_ctrl_due = true;
+                self.control_due(usize::from(d.key));
             }
         }
     }

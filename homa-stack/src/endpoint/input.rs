@@ -157,18 +157,14 @@ impl<'a> Endpoint<'a> {
     /// Client ids name their slot; server RPCs are searched, starting with
     /// the one found last.
     pub(super) fn find_rpc(&self, addr: Ipv4Addr, id: u64) -> Option<usize> {
-        let is = |slot: usize| matches!(self.rpcs.get(slot), Some(s) if matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr));
+        let is =
+            |s: &super::RpcSlot| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr);
         if id & 1 == 0 {
             let slot = super::rpc::client_slot(id);
-            return is(slot).then_some(slot);
+            return self.rpcs.get(slot).filter(|s| is(s)).map(|_| slot);
         }
-        let hint = self.last_server_slot.get();
-        if is(hint) {
-            return Some(hint);
-        }
-        let slot = (0..self.rpcs.len()).find(|&i| is(i))?;
-        self.last_server_slot.set(slot);
-        Some(slot)
+        let h = self.hash.rpc_v4(addr, id);
+        self.servers.find(&self.rpcs[..], h, is).map(usize::from)
     }
 
     /// A packet that passed every check came for the RPC in `slot` from
@@ -317,7 +313,7 @@ impl<'a> Endpoint<'a> {
         socket: u16,
         h: &DataHeader,
     ) -> Option<usize> {
-        let Some(slot) = self.rpcs.iter().position(|s| s.rpc.is_none()) else {
+        let Some(slot) = self.free_slot() else {
             return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
         };
         let peer = self.peer_index(from.addr, now)?;
@@ -350,17 +346,16 @@ impl<'a> Endpoint<'a> {
     }
 
     fn message_complete(&mut self, slot: usize) {
-        self.maybe_ready = true;
         let Some(r) = self.rpc_mut(slot) else { return };
-        r.reported = false;
         match r.state {
             State::ClientIncoming => {
                 r.state = State::ClientDone;
                 self.stats.client_completed += 1;
             }
             State::ServerIncoming => r.state = State::ServerReady,
-            _ => {}
+            _ => return,
         }
+        self.mark_ready(slot);
     }
 
     /// A sender echoing an old cutoff version gets our CUTOFFS, at most once

@@ -34,7 +34,7 @@ use managed::ManagedSlice;
 use crate::config::Config;
 use crate::phy::Device;
 use crate::stats::Stats;
-use crate::storage::Pool;
+use crate::storage::{Index, KeyedHash, List, Pool};
 use crate::time::{Duration, Instant};
 
 pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PORT};
@@ -57,8 +57,18 @@ pub struct Endpoint<'a> {
     /// Sequence number of the next client RPC; its id is built from it and
     /// the RPC's slot (see `client_id`).
     next_seq: u64,
-    /// Slot of the server RPC found last: packets come in bursts per RPC.
-    last_server_slot: core::cell::Cell<usize>,
+    /// RPC slots with no RPC, and slots with one, in the order they were
+    /// taken (links in the slots).
+    free: List<rpc::TableTag>,
+    live: List<rpc::TableTag>,
+    /// RPCs with a GRANT, RESEND or NEED_ACK due.
+    ctrl_due: List<rpc::CtrlTag>,
+    /// Of `ctrl_due`, those skipped at the last egress for an unresolved
+    /// peer: they wait for ARP, not for a poll.
+    ctrl_blocked: usize,
+    /// Server RPCs by (peer address, id), keyed by a secret hash.
+    servers: Index<rpc::ServerTag>,
+    hash: KeyedHash,
     /// Next automatic port to try.
     next_port: u16,
     /// Arrival counter for RPC births.
@@ -77,16 +87,8 @@ pub struct Endpoint<'a> {
     icmp_budget: u32,
     /// DATA is waiting and the pacer holds it until this instant.
     throttled_until: Option<Instant>,
-    /// Some RPC may have a GRANT, RESEND or NEED_ACK due (cleared by a scan
-    /// that finds none left), so egress need not scan every slot each poll.
-    rpc_ctrl_due: bool,
-    /// Some RPC may hold a result the application has not been told of.
-    maybe_ready: bool,
     /// Some incoming message may be waiting for pool space.
     waiting_for_buffers: bool,
-    /// Where the next scan for per-RPC control packets starts, so that when
-    /// the device or the budget runs out, no RPC is always last.
-    ctrl_cursor: usize,
     /// What the device said it can do, at the last poll.
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
@@ -123,6 +125,16 @@ impl<'a> Endpoint<'a> {
         let max_payload = (config.mtu - 20 - crate::wire::homa::DATA_HEADER_LEN) as u32;
         let link_mbps = config.link_mbps;
         let first_seq = 1 + (config.random_seed & 0xffff_ffff);
+        let hash = KeyedHash::new(config.random_seed);
+        let mut rpcs = rpcs;
+        for s in rpcs.iter_mut() {
+            *s = RpcSlot::EMPTY;
+        }
+        let servers = Index::new(&mut rpcs[..]);
+        let mut free = List::with_id(0);
+        for i in 0..rpcs.len() {
+            free.push_back(&mut rpcs[..], i as u16);
+        }
         let mut ep = Endpoint {
             pacer: pacer::Pacer::new(link_mbps),
             config,
@@ -133,7 +145,12 @@ impl<'a> Endpoint<'a> {
             ctrl: Deque::new(),
             stats: Stats::default(),
             next_seq: first_seq,
-            last_server_slot: core::cell::Cell::new(0),
+            free,
+            live: List::with_id(1),
+            ctrl_due: List::new(),
+            ctrl_blocked: 0,
+            servers,
+            hash,
             next_port: MIN_CLIENT_PORT,
             births: 0,
             next_tick: Instant::ZERO,
@@ -144,16 +161,10 @@ impl<'a> Endpoint<'a> {
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
             throttled_until: None,
-            rpc_ctrl_due: false,
-            maybe_ready: false,
             waiting_for_buffers: false,
-            ctrl_cursor: 0,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
         };
-        for s in ep.rpcs.iter_mut() {
-            s.rpc = None;
-        }
         for s in ep.peers.iter_mut() {
             s.peer = None;
         }
@@ -242,13 +253,17 @@ impl<'a> Endpoint<'a> {
     /// means at once; `None` means only when a frame arrives or the
     /// application calls in.
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.ctrl.is_empty() || self.grants_dirty || self.rpc_ctrl_due {
+        if !self.ctrl.is_empty() || self.grants_dirty || self.ctrl_due.len() > self.ctrl_blocked {
             return Some(Instant::ZERO);
         }
         let mut at: Option<Instant> = None;
         let mut earliest = |t: Instant| at = Some(at.map_or(t, |a: Instant| a.min(t)));
         let mut any_rpc = false;
-        for r in self.rpcs.iter().filter_map(|s| s.rpc.as_ref()) {
+        for r in self
+            .live
+            .iter(&self.rpcs[..])
+            .filter_map(|i| self.rpcs[usize::from(i)].rpc.as_ref())
+        {
             any_rpc = true;
             if let Some(out) = &r.out {
                 if !out.resend.is_empty() {

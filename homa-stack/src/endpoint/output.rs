@@ -189,31 +189,34 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    /// Sends the GRANTs, RESENDs and NEED_ACKs that RPCs have due, starting
-    /// the scan where the last one stopped. Returns false when the device or
-    /// the budget ran out.
+    /// Sends the GRANTs, RESENDs and NEED_ACKs that RPCs have due, in the
+    /// order they fell due (the control-due list: no scan of the table).
+    /// An RPC leaves the list when all it had due went out; one whose peer
+    /// is still being resolved stays, and is counted in `ctrl_blocked` so
+    /// `poll_at` does not spin on it. Returns false when the device or the
+    /// budget ran out.
     fn emit_rpc_control<D: Device + ?Sized>(
         &mut self,
         now: Instant,
         device: &mut D,
         budget: &mut usize,
     ) -> bool {
-        if !self.rpc_ctrl_due {
-            return true;
-        }
-        let mut unsent = false;
-        let n = self.rpcs.len();
-        for k in 0..n {
-            let slot = (self.ctrl_cursor + k) % n;
+        let mut blocked = 0;
+        let mut cursor = self.ctrl_due.front();
+        while let Some(i) = cursor {
+            cursor = self.ctrl_due.next_of(&self.rpcs[..], i);
+            let slot = usize::from(i);
             let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+                self.ctrl_due.remove(&mut self.rpcs[..], i);
                 continue;
             };
             let grant = r.inp.as_ref().is_some_and(|m| m.grant_pending);
             if !(grant || r.resend_due || r.need_ack_due) {
+                self.ctrl_due.remove(&mut self.rpcs[..], i);
                 continue;
             }
             let Some(mac) = self.link_addr_of(r.peer_addr) else {
-                unsent = true;
+                blocked += 1;
                 continue;
             };
             let resend_due = r.resend_due;
@@ -222,31 +225,27 @@ impl<'a> Endpoint<'a> {
                 if !due {
                     continue;
                 }
-                if *budget == 0 {
-                    self.ctrl_cursor = slot;
-                    return false;
-                }
-                let sent = match kind {
-                    0 => device
-                        .transmit(now)
-                        .map(|tx| self.emit_grant(now, tx, mac, slot))
-                        .is_some(),
-                    1 => self.emit_resends(now, device, mac, slot, budget),
-                    _ => device
-                        .transmit(now)
-                        .map(|tx| self.emit_need_ack(now, tx, mac, slot))
-                        .is_some(),
-                };
+                let sent = *budget > 0
+                    && match kind {
+                        0 => device
+                            .transmit(now)
+                            .map(|tx| self.emit_grant(now, tx, mac, slot))
+                            .is_some(),
+                        1 => self.emit_resends(now, device, mac, slot, budget),
+                        _ => device
+                            .transmit(now)
+                            .map(|tx| self.emit_need_ack(now, tx, mac, slot))
+                            .is_some(),
+                    };
                 if !sent {
-                    self.ctrl_cursor = slot;
+                    self.ctrl_blocked = blocked;
                     return false;
                 }
                 *budget = budget.saturating_sub(1);
             }
+            self.ctrl_due.remove(&mut self.rpcs[..], i);
         }
-        self.ctrl_cursor = (self.ctrl_cursor + 1) % n;
-        // Everything due went out, but for peers still being resolved.
-        self.rpc_ctrl_due = unsent;
+        self.ctrl_blocked = blocked;
         true
     }
 

@@ -67,7 +67,7 @@ impl<'a> Endpoint<'a> {
     pub(super) fn request_retrans(&mut self, slot: usize) {
         if let Some(r) = self.rpcs[slot].rpc.as_mut() {
             r.resend_due = true;
-            self.rpc_ctrl_due = true;
+            self.control_due(slot);
         }
     }
 

@@ -3,20 +3,81 @@
 //! message (reassembly, granted, bytes remaining).
 
 use crate::storage::resend::{PacketGrid, ResendSet};
-use crate::storage::{Holes, MessageBuf};
+use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MessageBuf};
 use crate::wire::Ipv4Addr;
 
 use super::{RpcError, RpcHandle};
 
-/// One entry of the caller-supplied RPC table.
+/// One entry of the caller-supplied RPC table: the RPC, and the links that
+/// put it in the endpoint's queues and index without a walk over the table
+/// (the queues themselves keep only a small header in the endpoint).
 #[derive(Debug)]
 pub struct RpcSlot {
     pub(crate) rpc: Option<Rpc>,
+    /// In the free list or the live list.
+    table: ListLink,
+    /// In its socket's ready queue.
+    ready: ListLink,
+    /// In the list of RPCs with a GRANT, RESEND or NEED_ACK due.
+    ctrl: ListLink,
+    /// In the index of server RPCs by (peer address, id).
+    index: IndexLink,
 }
 
 impl RpcSlot {
     /// An empty slot, for building tables: `[RpcSlot::EMPTY; 64]`.
-    pub const EMPTY: RpcSlot = RpcSlot { rpc: None };
+    pub const EMPTY: RpcSlot = RpcSlot {
+        rpc: None,
+        table: ListLink::EMPTY,
+        ready: ListLink::EMPTY,
+        ctrl: ListLink::EMPTY,
+        index: IndexLink::EMPTY,
+    };
+}
+
+/// Marker of the free and live lists of RPC slots.
+pub(crate) struct TableTag;
+/// Marker of the sockets' ready queues.
+pub(crate) struct ReadyTag;
+/// Marker of the list of RPCs with control packets due.
+pub(crate) struct CtrlTag;
+/// Marker of the server-RPC index.
+pub(crate) struct ServerTag;
+
+impl ListNode<TableTag> for RpcSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.table
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.table
+    }
+}
+
+impl ListNode<ReadyTag> for RpcSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.ready
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.ready
+    }
+}
+
+impl ListNode<CtrlTag> for RpcSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.ctrl
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.ctrl
+    }
+}
+
+impl IndexNode<ServerTag> for RpcSlot {
+    fn index_link(&self) -> &IndexLink {
+        &self.index
+    }
+    fn index_link_mut(&mut self) -> &mut IndexLink {
+        &mut self.index
+    }
 }
 
 impl Default for RpcSlot {
@@ -246,7 +307,37 @@ impl<'a> super::Endpoint<'a> {
             p.rpcs = p.rpcs.saturating_add(1);
             p.last_used = self.now;
         }
+        let i = slot as u16;
+        self.free.remove(&mut self.rpcs[..], i);
+        self.live.push_back(&mut self.rpcs[..], i);
+        if rpc.id & 1 == 1 {
+            let h = self.hash.rpc_v4(rpc.peer_addr, rpc.id);
+            self.servers.insert(&mut self.rpcs[..], i, h);
+        }
         self.rpcs[slot].rpc = Some(rpc);
+    }
+
+    /// A free RPC slot, if any (the free list's front: no search).
+    pub(super) fn free_slot(&self) -> Option<usize> {
+        self.free.front().map(usize::from)
+    }
+
+    /// The RPC in `slot` has something for the application: queue it on
+    /// its socket (once).
+    pub(super) fn mark_ready(&mut self, slot: usize) {
+        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+            return;
+        };
+        r.reported = false;
+        let socket = usize::from(r.socket);
+        if let Some(s) = self.sockets.get_mut(socket).and_then(|s| s.sock.as_mut()) {
+            s.ready.push_back(&mut self.rpcs[..], slot as u16);
+        }
+    }
+
+    /// The RPC in `slot` has a GRANT, RESEND or NEED_ACK due.
+    pub(super) fn control_due(&mut self, slot: usize) {
+        self.ctrl_due.push_back(&mut self.rpcs[..], slot as u16);
     }
 
     /// Ends an unfinished client RPC with `error`: its pages go back to the
@@ -260,7 +351,6 @@ impl<'a> super::Endpoint<'a> {
         }
         r.state = State::ClientDone;
         r.error = Some(error);
-        r.reported = false;
         let out = r.out.take();
         let inp = r.inp.take();
         if let Some(out) = out {
@@ -270,9 +360,9 @@ impl<'a> super::Endpoint<'a> {
             self.pool.free(b);
         }
         self.pool_freed = true;
-        self.maybe_ready = true;
         self.grants_dirty = true;
         self.stats.client_failed += 1;
+        self.mark_ready(slot);
     }
 
     /// Frees an RPC slot and its pool pages.
@@ -280,6 +370,21 @@ impl<'a> super::Endpoint<'a> {
         let Some(r) = self.rpcs[slot].rpc.take() else {
             return;
         };
+        let i = slot as u16;
+        self.live.remove(&mut self.rpcs[..], i);
+        self.free.push_back(&mut self.rpcs[..], i);
+        self.ctrl_due.remove(&mut self.rpcs[..], i);
+        if let Some(s) = self
+            .sockets
+            .get_mut(usize::from(r.socket))
+            .and_then(|s| s.sock.as_mut())
+        {
+            s.ready.remove(&mut self.rpcs[..], i);
+        }
+        if r.id & 1 == 1 {
+            let h = self.hash.rpc_v4(r.peer_addr, r.id);
+            self.servers.remove(&mut self.rpcs[..], i, h);
+        }
 
         if let Some(p) = self.peers[usize::from(r.peer)].peer.as_mut() {
             p.rpcs = p.rpcs.saturating_sub(1);

@@ -40,7 +40,19 @@ impl<'a> Endpoint<'a> {
         self.icmp_budget = ICMP_PER_TICK;
         let now = self.now;
         let tick = self.config.tick;
-        for slot in 0..self.rpcs.len() {
+        // One pass over the live RPCs, not the table; the cursor moves on
+        // before an RPC may be freed.
+        let mut cursor = self.live.front();
+        // A control packet falls due while the RPC is borrowed: queue it
+        // on the next turn.
+        let mut due: Option<usize> = None;
+        loop {
+            if let Some(slot) = due.take() {
+                self.control_due(slot);
+            }
+            let Some(i) = cursor else { break };
+            cursor = self.live.next_of(&self.rpcs[..], i);
+            let slot = usize::from(i);
             let Some(r) = self.rpcs[slot].rpc.as_mut() else {
                 continue;
             };
@@ -59,7 +71,7 @@ impl<'a> Endpoint<'a> {
                         r.done_ticks += 1;
                         if r.done_ticks >= self.config.request_ack_ticks {
                             r.need_ack_due = true;
-                            self.rpc_ctrl_due = true;
+                            due = Some(slot);
                         }
                     } else {
                         r.done_ticks = 0;
@@ -111,7 +123,7 @@ impl<'a> Endpoint<'a> {
                 if resend_time {
                     if let Some(m) = r.inp.as_mut() {
                         m.grant_pending = true;
-                        self.rpc_ctrl_due = true;
+                        due = Some(slot);
                     }
                 }
                 continue;
