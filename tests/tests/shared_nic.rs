@@ -406,9 +406,8 @@ fn the_same_through_an_embassy_driver_on_one_host() {
     rpcs_and_udp_echo_at_once(&mut share_board(), &mut b);
 }
 
-/// An Ethernet frame from a third host to `dst` of `payload_len` bytes
-/// written by `fill`.
-
+/// An Ethernet frame from `src` to `dst` of `payload_len` bytes written by
+/// `fill`.
 fn frame_from(
     src: [u8; 6],
     dst: [u8; 6],
