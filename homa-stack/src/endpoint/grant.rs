@@ -254,8 +254,9 @@ impl<'a> super::Endpoint<'a> {
 
     /// Incoming messages that have pool space and are not fully granted.
     pub(super) fn grant_candidates(&self) -> impl Iterator<Item = Candidate> + Clone + '_ {
-        self.rpcs.iter().enumerate().filter_map(|(i, s)| {
-            let r = s.rpc.as_ref()?;
+        // The live RPCs, not the table.
+        self.live.iter(&self.rpcs[..]).filter_map(|i| {
+            let r = self.rpcs[usize::from(i)].rpc.as_ref()?;
             if !matches!(r.state, State::ClientIncoming | State::ServerIncoming) {
                 return None;
             }
@@ -265,7 +266,7 @@ impl<'a> super::Endpoint<'a> {
                 return None;
             }
             Some(Candidate {
-                key: i as u16,
+                key: i,
                 peer: r.peer,
                 length: m.length,
                 received: m.received(),

@@ -300,10 +300,12 @@ impl<'a> Endpoint<'a> {
         }
         loop {
             let waiting = self
-                .rpcs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.rpc.as_ref().map(|r| (i, r)))
+                .live
+                .iter(&self.rpcs[..])
+                .filter_map(|i| {
+                    let i = usize::from(i);
+                    self.rpcs[i].rpc.as_ref().map(|r| (i, r))
+                })
                 .filter(|(_, r)| r.inp.as_ref().is_some_and(|m| m.buf.is_none()))
                 .min_by_key(|(_, r)| r.birth)
                 .map(|(i, r)| (i, r.inp.as_ref().map_or(0, |m| m.length)));

@@ -129,12 +129,16 @@ pub(super) struct DataPick {
 impl<'a> super::Endpoint<'a> {
     /// Chooses the next DATA packet: a pending retransmission first, else the
     /// message with the fewest bytes left (or, on a FIFO turn, the oldest),
-    /// if the NIC-queue estimate lets it go. Scans every RPC.
+    /// if the NIC-queue estimate lets it go. Scans the live RPCs (not the
+    /// table; an SRPT heap would make it O(log n)).
     pub(super) fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
         let mut srpt: Option<(u32, u64, usize)> = None;
         let mut oldest: Option<(u64, usize)> = None;
-        for (i, s) in self.rpcs.iter().enumerate() {
-            let Some(r) = s.rpc.as_ref() else { continue };
+        for i in self.live.iter(&self.rpcs[..]) {
+            let i = usize::from(i);
+            let Some(r) = self.rpcs[i].rpc.as_ref() else {
+                continue;
+            };
             let Some(out) = r.out.as_ref() else { continue };
             if !self.peer_resolved(r.peer) {
                 continue;

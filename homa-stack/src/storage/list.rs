@@ -373,6 +373,19 @@ pub struct Iter<'a, T, Tag> {
     _tag: PhantomData<fn() -> Tag>,
 }
 
+// Manual: a derive would ask `T: Clone` and `Tag: Clone`, which a walk
+// over shared slots does not need.
+impl<T, Tag> Clone for Iter<'_, T, Tag> {
+    fn clone(&self) -> Self {
+        Iter {
+            slots: self.slots,
+            next: self.next,
+            left: self.left,
+            _tag: PhantomData,
+        }
+    }
+}
+
 impl<T: ListNode<Tag>, Tag> Iterator for Iter<'_, T, Tag> {
     type Item = u16;
 
