@@ -10,7 +10,8 @@
 //! - [`wire`]: packet views (`Packet<T>`) and representations (`Repr`) for
 //!   Ethernet, ARP, IPv4, IPv6, ICMP and every Homa packet type.
 //! - [`time`]: `Instant` and `Duration` in nanoseconds (re-exported from homa-phy).
-//! - [`storage`]: the message pool over caller memory and the reassembly tracker.
+//! - [`storage`]: the message pool over caller memory, loss tracking both ways, and the
+//!   lists, heap and index the endpoint keeps in its slot tables.
 //! - [`config`]: every tunable of the Linux module with its default.
 //! - [`endpoint`]: sockets, RPCs, the grant scheduler, the pacer, timers and
 //!   the host layer (ARP, ICMP), driven by `poll(now, device)`.

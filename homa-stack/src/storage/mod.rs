@@ -1,4 +1,4 @@
-//! Caller-backed storage: the message pool and the reassembly trackers.
+//! Caller-backed storage: the message pool and the loss trackers.
 //!
 //! - [`pool`]: fixed-size pages carved from one caller buffer; every message
 //!   (outgoing until acknowledged, incoming as it arrives) lives in a chain
@@ -8,8 +8,6 @@
 //!   missing ranges kept in the message's own unfilled bytes.
 //! - [`resend`]: the sender's packet grid and the exact set of its packets
 //!   to retransmit (docs/protocol.md 4.7), a bitmap over packet indices.
-//! - [`reassembly`]: the same with a fixed list of gaps beside the message
-//!   (the endpoint's tracker until it moves to [`holes`]).
 //!
 //! And three structures over the endpoint's slot tables, so that it finds
 //! what it needs without walking a table (issue 12): each keeps a header of
@@ -26,7 +24,6 @@ pub mod holes;
 pub mod index;
 pub mod list;
 pub mod pool;
-pub mod reassembly;
 pub mod resend;
 
 pub use heap::{Heap, HeapLink, HeapNode, MAX_SMALLEST};
@@ -37,7 +34,6 @@ pub use pool::{
     buffer_len_for, pages_for, usable_bytes, Chunks, MessageBuf, MessageRef, MessageWriter, Pool,
     PoolError, MAX_MESSAGE_LEN, MIN_PAGE_SIZE,
 };
-pub use reassembly::{AddOutcome, Gap, Reassembly, DEFAULT_GAPS};
 pub use resend::{PacketGrid, ResendSet};
 
 /// "No slot": the sentinel slot index of [`List`], [`Heap`] and [`Index`]
