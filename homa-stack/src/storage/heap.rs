@@ -10,8 +10,8 @@
 //! them in a heap costs O(log n) per change and O(1) to read the minimum.
 //! The endpoint keeps no memory of its own beyond the tables, so the heap's
 //! array is spread over the slots: slot `k` stores heap element `k` (a slot
-//! index) in its [`HeapLink::entry`], and every slot stores where its own
-//! index sits in the heap ([`HeapLink::pos`], [`NONE`] when absent). A heap
+//! index) in its [`HeapLink`] (`entry`), and every slot stores where its own
+//! index sits in the heap (`pos`, [`NONE`] when absent). A heap
 //! of `len` elements uses the `entry` fields of slots `0..len`, which exist
 //! because the elements are `len` distinct slots. The [`Heap`] header is a
 //! single `u16`.
