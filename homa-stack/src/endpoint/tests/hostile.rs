@@ -143,6 +143,7 @@ fn run_server(
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn forged_requests_answered_with_100_kb_are_freed_after_the_timeout() {
     // Bug 1: 16 one-packet requests from spoofed addresses, each answered
     // with 100 kB that no client will ever grant. Every slot and page must
@@ -278,6 +279,7 @@ fn a_spoofed_frame_does_not_redirect_traffic() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn a_flipped_source_mac_on_a_checked_packet_does_not_redirect_traffic() {
     // A valid Homa packet for an existing RPC whose source MAC lost a bit
     // (the checksums do not cover it) puts the address in doubt; A asks ARP
@@ -409,6 +411,7 @@ fn forged_replays(
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn a_forged_incoming_claim_does_not_take_the_grant_headroom() {
     // Bug 4: DATA claiming a 1 MB message with 1 MB unscheduled, replayed
     // every 50 ms, must not stop a real 300 kB request being granted.
@@ -445,6 +448,7 @@ fn a_forged_incoming_claim_does_not_take_the_grant_headroom() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn a_replayed_first_packet_does_not_hold_the_pool() {
     // Bug 5: the first packet of a 1 MB message, replayed 40 times a
     // second, must not keep its RPC (and 1 MB of pool) alive: it times out,
@@ -488,6 +492,7 @@ fn a_replayed_first_packet_does_not_hold_the_pool() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn frames_never_exceed_the_device_mtu() {
     // Bug 6: a message queued before the first poll is cut for the device
     // (1,000-byte frames), not for Config::mtu (1,514-byte frames).
@@ -669,6 +674,7 @@ fn a_clock_a_day_ahead_for_one_poll_delays_nothing() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn a_clock_that_steps_back_does_not_stall_the_pacer() {
     let mut p = Pair::linked(8, 4 << 20);
     echo_rpc(&mut p, 200_000);
