@@ -189,9 +189,9 @@ fn forged_requests_answered_with_100_kb_are_freed_after_the_timeout() {
 
 #[test]
 fn a_fully_sent_response_waits_for_its_ack_not_a_fixed_limit() {
-    // A response that went out whole is kept while the client answers
-    // NEED_ACK (here: it never acks but keeps asking for nothing), and freed
-    // by the silence timeout once the client is gone.
+    // A response that went out whole is freed by its ACK; one whose client
+    // never acks is kept (asking with NEED_ACK) until the silence timeout,
+    // not freed early by a limit of its own.
     let mut ep = server(4, 1 << 20);
     let sock = ep.bind(500).unwrap();
     let mut dev = TestDevice::default();
@@ -228,6 +228,33 @@ fn a_fully_sent_response_waits_for_its_ack_not_a_fixed_limit() {
     );
     assert_eq!(ep.rpcs_in_use(), 0);
     assert_eq!(ep.stats().server_timeouts, 0);
+    // A second client gets its response and then says nothing.
+    let req = request_data(4, 40_001, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(50),
+        sock,
+        b"pong",
+    );
+    assert_eq!(ep.rpcs_in_use(), 1, "kept while NEED_ACK goes unanswered");
+    let asked = ep.stats().tx.need_ack;
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(60),
+        sock,
+        b"pong",
+    );
+    assert_eq!(ep.rpcs_in_use(), 0, "freed by the silence timeout");
+    assert_eq!(ep.stats().server_timeouts, 1);
+    assert!(
+        ep.stats().tx.need_ack > asked + 20,
+        "NEED_ACK every tick meanwhile"
+    );
 }
 
 #[test]
