@@ -177,7 +177,7 @@ impl<'a> Endpoint<'a> {
 
     /// Peers in the peer table.
     pub fn peers_in_use(&self) -> usize {
-        self.peers.iter().filter(|s| s.peer.is_some()).count()
+        self.peers.len() - self.peer_free.len()
     }
 
     /// Free bytes of the message pool (whole pages).
@@ -201,6 +201,7 @@ impl<'a> Endpoint<'a> {
         if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
             peer.link_addr = Some(link_addr);
         }
+        self.peer_resolved_now(p);
         Ok(())
     }
 
@@ -499,6 +500,7 @@ impl<'a> Endpoint<'a> {
             r.silent_ticks = 0;
             r.done_ticks = 0;
         }
+        self.refresh(slot);
         Ok(())
     }
 
@@ -507,7 +509,6 @@ impl<'a> Endpoint<'a> {
         if let Some(inp) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take()) {
             if let Some(b) = inp.buf {
                 self.pool.free(b);
-                self.pool_freed = true;
             }
         }
     }

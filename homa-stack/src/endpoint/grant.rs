@@ -17,7 +17,6 @@ use crate::config::Config;
 use crate::time::{Duration, Instant};
 use heapless::Vec;
 
-use super::rpc::State;
 use crate::phy::TxToken;
 use crate::wire::homa::{Kind, Repr};
 use crate::wire::EthernetAddress;
@@ -221,19 +220,18 @@ pub fn next_fifo(config: &Config, link_mbps: u32, now: Instant) -> Instant {
     }
 }
 
+/// Candidates the scheduler looks at: the best of the grant heap. The
+/// active set is chosen among these, so at most this many messages are
+/// considered for the per-peer spread (Linux also ranks a bounded list).
+const CONSIDERED: usize = 2 * MAX_ACTIVE;
+
 /// Applying the scheduler: the endpoint's grantable messages in, GRANTs out.
 impl<'a> super::Endpoint<'a> {
-    /// Runs the SRPT scheduler over every grantable message and marks the
-    /// ones whose grant grew.
+    /// Runs the SRPT scheduler over the best grant candidates and marks the
+    /// ones whose grant grew. O(log n) per grant; no walk over the RPCs.
     pub(super) fn schedule_grants(&mut self) {
         let active = active_set(self.grant_candidates(), self.config.max_overcommit);
-        let total: u32 = self
-            .rpcs
-            .iter()
-            .filter_map(|s| s.rpc.as_ref()?.inp.as_ref())
-            .filter(|m| m.buf.is_some() && m.scheduled)
-            .map(|m| m.outstanding())
-            .fold(0u32, |a, b| a.saturating_add(b));
+        let total = u32::try_from(self.incoming).unwrap_or(u32::MAX);
         for d in decide(&self.config, &active, total) {
             self.apply_grant(d);
             self.stats.grants_srpt += 1;
@@ -246,47 +244,51 @@ impl<'a> super::Endpoint<'a> {
             return;
         }
         let active = active_set(self.grant_candidates(), self.config.max_overcommit);
-        if let Some(d) = fifo_decision(&self.config, self.grant_candidates(), &active) {
+        // The oldest candidates: at most MAX_ACTIVE of them are active, so
+        // one more is enough to find the oldest that is not.
+        let mut oldest: Vec<u16, { MAX_ACTIVE + 1 }> = Vec::new();
+        self.grant_fifo
+            .smallest(&self.rpcs[..], MAX_ACTIVE + 1, &mut oldest);
+        let candidates = oldest.iter().filter_map(|&i| self.candidate(i));
+        if let Some(d) = fifo_decision(&self.config, candidates, &active) {
             self.apply_grant(d);
             self.stats.grants_fifo += 1;
         }
     }
 
-    /// Incoming messages that have pool space and are not fully granted.
+    /// The best-ranked grant candidates (fewest bytes to receive first).
     pub(super) fn grant_candidates(&self) -> impl Iterator<Item = Candidate> + Clone + '_ {
-        // The live RPCs, not the table.
-        self.live.iter(&self.rpcs[..]).filter_map(|i| {
-            let r = self.rpcs[usize::from(i)].rpc.as_ref()?;
-            if !matches!(r.state, State::ClientIncoming | State::ServerIncoming) {
-                return None;
-            }
-            let m = r.inp.as_ref()?;
-            m.buf.as_ref()?;
-            if m.granted >= m.length {
-                return None;
-            }
-            Some(Candidate {
-                key: i,
-                peer: r.peer,
-                length: m.length,
-                received: m.received(),
-                granted: m.granted,
-                birth: r.birth,
-            })
+        let mut best: Vec<u16, CONSIDERED> = Vec::new();
+        self.grant.smallest(&self.rpcs[..], CONSIDERED, &mut best);
+        best.into_iter().filter_map(|i| self.candidate(i))
+    }
+
+    /// The RPC in slot `i` as the scheduler sees it.
+    fn candidate(&self, i: u16) -> Option<Candidate> {
+        let r = self.rpcs.get(usize::from(i))?.rpc.as_ref()?;
+        let m = r.inp.as_ref()?;
+        Some(Candidate {
+            key: i,
+            peer: r.peer,
+            length: m.length,
+            received: m.received(),
+            granted: m.granted,
+            birth: r.birth,
         })
     }
 
     pub(super) fn apply_grant(&mut self, d: Decision) {
-        if let Some(m) = self.rpcs[usize::from(d.key)]
-            .rpc
-            .as_mut()
-            .and_then(|r| r.inp.as_mut())
-        {
+        let slot = usize::from(d.key);
+        if let Some(m) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
             if d.granted > m.granted {
                 m.granted = d.granted;
                 m.grant_priority = d.priority;
                 m.grant_pending = true;
-                self.control_due(usize::from(d.key));
+                self.control_due(slot);
+                // The scheduler's own grant is no reason to run it again.
+                let dirty = self.grants_dirty;
+                self.refresh(slot);
+                self.grants_dirty = dirty;
             }
         }
     }

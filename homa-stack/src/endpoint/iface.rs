@@ -134,6 +134,7 @@ impl<'a> Endpoint<'a> {
             p.resolved_by_arp(mac);
             self.stats.arp_learned += 1;
         }
+        self.peer_resolved_now(i);
     }
 
     fn process_ipv4<'f>(
@@ -400,12 +401,21 @@ impl<'a> Endpoint<'a> {
 
     /// Sends ARP requests for peers with work waiting and no link address,
     /// or whose link address is in doubt (at most once per `ARP_RETRY` each).
+    /// Walks only the resolve list (peers unresolved or in doubt), which a
+    /// peer leaves once resolved and not in doubt.
     pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
-        for i in 0..self.peers.len() {
-            let Some(p) = self.peers[i].peer.as_ref() else {
+        let mut cursor = self.resolving.front();
+        while let Some(i) = cursor {
+            cursor = self.resolving.next_of(&self.peers[..], i);
+            let Some(p) = self.peers[usize::from(i)].peer.as_ref() else {
+                self.resolving.remove(&mut self.peers[..], i);
                 continue;
             };
-            if (p.resolved() && !p.probe) || p.arp_sent.is_some_and(|t| now < t + ARP_RETRY) {
+            if p.resolved() && !p.probe {
+                self.resolving.remove(&mut self.peers[..], i);
+                continue;
+            }
+            if p.arp_sent.is_some_and(|t| now < t + ARP_RETRY) {
                 continue;
             }
             let addr = p.addr;
@@ -423,7 +433,7 @@ impl<'a> Endpoint<'a> {
             self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, addr);
             self.stats.arp_requests += 1;
             self.stats.tx_frames += 1;
-            if let Some(p) = self.peers[i].peer.as_mut() {
+            if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
                 p.arp_sent = Some(now);
                 // One probe per doubt; another silence raises it again.
                 p.probe = false;

@@ -150,6 +150,11 @@ impl<'a> Endpoint<'a> {
                 }
             }
         }
+        // A packet changes the RPC it names (others it can only free): one
+        // place brings the queues in step with it.
+        if let Some(i) = self.find_rpc(from.addr, from.local_id) {
+            self.refresh(i);
+        }
         None
     }
 
@@ -184,9 +189,17 @@ impl<'a> Endpoint<'a> {
             return;
         };
         let differs = p.link_addr.is_some_and(|known| known != mac);
+        let was_resolved = p.resolved();
         p.heard_from(mac, now);
+        let resolved = p.resolved();
         if differs {
             self.stats.link_addr_mismatches += 1;
+        }
+        if resolved && !was_resolved {
+            self.peer_resolved_now(pi);
+        }
+        if differs {
+            self.peer_doubted(pi);
         }
     }
 
@@ -231,7 +244,6 @@ impl<'a> Endpoint<'a> {
                 r.state = State::ClientIncoming;
                 if let Some(out) = r.out.take() {
                     self.pool.free(out.buf);
-                    self.pool_freed = true;
                 }
             }
             State::ClientIncoming | State::ServerIncoming => {}
@@ -242,8 +254,6 @@ impl<'a> Endpoint<'a> {
         }
         if r.inp.is_none() {
             r.inp = Some(MsgIn::new(h.message_length, h.incoming, unsched));
-            // A new message may need grants even if this packet is dropped below.
-            self.grants_dirty = true;
         }
         let Some(m) = r.inp.as_mut() else { return };
         if m.length != h.message_length {
@@ -251,25 +261,22 @@ impl<'a> Endpoint<'a> {
             return;
         }
         if m.buf.is_none() {
-            // Messages that wait for pool space get it first, oldest first:
-            // a newcomer (a forged replay, say) must not take what a waiting
-            // message is owed.
-            let queue = self.waiting_for_buffers;
-            let got = if queue {
-                None
-            } else {
+            // Messages that wait for pool space get it first, in the order
+            // they began to wait: a newcomer (a forged replay, say) must not
+            // take what a waiting message is owed.
+            let got = if self.waiters.is_empty() {
                 self.pool.alloc(m.length as usize).ok()
+            } else {
+                None
             };
             match got {
                 Some(b) => m.buf = Some(b),
                 None => {
-                    self.waiting_for_buffers = true;
+                    self.waiters.push_back(&mut self.rpcs[..], slot as u16);
                     // Linux drops the data and restarts the flow with
                     // RESEND(0, all) once space frees (give_waiting_buffers).
                     self.count_drop(Drop::NoBuffer);
-                    if queue {
-                        self.give_waiting_buffers();
-                    }
+                    self.give_waiting_buffers();
                     return;
                 }
             }
@@ -296,12 +303,7 @@ impl<'a> Endpoint<'a> {
         self.stats.rx_data_bytes += u64::from(len);
         // The sender may overshoot a grant to the end of a packet.
         m.granted = m.granted.max(m.asm.recv_end());
-        let complete = m.is_complete();
-        let grantable = m.granted < m.length;
-        if grantable || complete {
-            self.grants_dirty = true;
-        }
-        if complete {
+        if m.is_complete() {
             self.message_complete(slot);
         }
     }
@@ -334,8 +336,6 @@ impl<'a> Endpoint<'a> {
             self.config.unsched_bytes,
         ));
         self.insert_rpc(slot, rpc);
-        // A new message may need grants even if its first packet is dropped.
-        self.grants_dirty = true;
         net_trace!(
             "homa: new server rpc {} from {}:{}",
             from.local_id,

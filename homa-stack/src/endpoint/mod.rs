@@ -23,6 +23,7 @@ mod input;
 mod output;
 pub mod pacer;
 mod peer;
+mod queues;
 mod resend;
 mod resources;
 mod rpc;
@@ -34,7 +35,7 @@ use managed::ManagedSlice;
 use crate::config::Config;
 use crate::phy::Device;
 use crate::stats::Stats;
-use crate::storage::{Index, KeyedHash, List, Pool};
+use crate::storage::{Heap, Index, KeyedHash, List, Pool};
 use crate::time::{Duration, Instant};
 
 pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PORT};
@@ -61,11 +62,28 @@ pub struct Endpoint<'a> {
     /// taken (links in the slots).
     free: List<rpc::TableTag>,
     live: List<rpc::TableTag>,
+    /// Incoming messages waiting for pool space, in the order they began
+    /// to wait.
+    waiters: List<rpc::WaitTag>,
     /// RPCs with a GRANT, RESEND or NEED_ACK due.
     ctrl_due: List<rpc::CtrlTag>,
     /// Of `ctrl_due`, those skipped at the last egress for an unresolved
     /// peer: they wait for ARP, not for a poll.
     ctrl_blocked: usize,
+    /// RPCs with DATA to send, in SRPT order and by age (see `queues`).
+    send: Heap<queues::SendTag>,
+    send_fifo: Heap<queues::SendFifoTag>,
+    /// Incoming messages that may get grants, in SRPT order and by age.
+    grant: Heap<queues::GrantTag>,
+    grant_fifo: Heap<queues::GrantFifoTag>,
+    /// Granted-but-missing bytes of scheduled messages with pool space.
+    incoming: u64,
+    /// Peer slots with no peer, and peers no RPC refers to (eviction
+    /// order); peers by address; peers whose link address is to be asked.
+    peer_free: List<peer::PeerTableTag>,
+    peer_idle: List<peer::PeerTableTag>,
+    peer_addrs: Index<peer::PeerAddrTag>,
+    resolving: List<peer::ResolveTag>,
     /// Server RPCs by (peer address, id), keyed by a secret hash.
     servers: Index<rpc::ServerTag>,
     hash: KeyedHash,
@@ -75,10 +93,9 @@ pub struct Endpoint<'a> {
     births: u64,
     next_tick: Instant,
     next_fifo_grant: Instant,
-    /// Something changed that may change grants.
+    /// A grant candidate or the incoming total changed (set by `refresh`
+    /// only): the scheduler runs at the next egress.
     grants_dirty: bool,
-    /// Pool space was freed: messages waiting for buffers may get some.
-    pool_freed: bool,
     /// Payload bytes per DATA packet at the current MTU.
     max_payload: u32,
     /// Link rate the pacer uses.
@@ -87,8 +104,6 @@ pub struct Endpoint<'a> {
     icmp_budget: u32,
     /// DATA is waiting and the pacer holds it until this instant.
     throttled_until: Option<Instant>,
-    /// Some incoming message may be waiting for pool space.
-    waiting_for_buffers: bool,
     /// What the device said it can do, at the last poll.
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
@@ -135,6 +150,15 @@ impl<'a> Endpoint<'a> {
         for i in 0..rpcs.len() {
             free.push_back(&mut rpcs[..], i as u16);
         }
+        let mut peers = peers;
+        for s in peers.iter_mut() {
+            *s = PeerSlot::EMPTY;
+        }
+        let peer_addrs = Index::new(&mut peers[..]);
+        let mut peer_free = List::with_id(0);
+        for i in 0..peers.len() {
+            peer_free.push_back(&mut peers[..], i as u16);
+        }
         let mut ep = Endpoint {
             pacer: pacer::Pacer::new(link_mbps),
             config,
@@ -148,7 +172,17 @@ impl<'a> Endpoint<'a> {
             free,
             live: List::with_id(1),
             ctrl_due: List::new(),
+            waiters: List::new(),
             ctrl_blocked: 0,
+            send: Heap::new(),
+            send_fifo: Heap::new(),
+            grant: Heap::new(),
+            grant_fifo: Heap::new(),
+            incoming: 0,
+            peer_free,
+            peer_idle: List::with_id(1),
+            peer_addrs,
+            resolving: List::new(),
             servers,
             hash,
             next_port: MIN_CLIENT_PORT,
@@ -156,18 +190,13 @@ impl<'a> Endpoint<'a> {
             next_tick: Instant::ZERO,
             next_fifo_grant: Instant::ZERO,
             grants_dirty: false,
-            pool_freed: false,
             max_payload,
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
             throttled_until: None,
-            waiting_for_buffers: false,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
         };
-        for s in ep.peers.iter_mut() {
-            s.peer = None;
-        }
         for s in ep.sockets.iter_mut() {
             s.sock = None;
         }
@@ -201,11 +230,14 @@ impl<'a> Endpoint<'a> {
             };
         }
         self.ingress(now, device);
-        if self.pool_freed {
-            self.pool_freed = false;
-            self.give_waiting_buffers();
-        }
+        self.give_waiting_buffers();
         self.egress(now, device);
+        // Unit tests and fuzzing check the queues against the RPCs at every
+        // poll (a panic here is a bug for the fuzzer to find).
+        #[cfg(any(all(test, not(miri)), fuzzing))]
+        if let Err(e) = self.check_queues() {
+            panic!("queues out of step at {now}: {e}");
+        }
     }
 
     /// `now` went backwards: nothing may stay scheduled or stamped in the
@@ -253,31 +285,28 @@ impl<'a> Endpoint<'a> {
     /// means at once; `None` means only when a frame arrives or the
     /// application calls in.
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.ctrl.is_empty() || self.grants_dirty || self.ctrl_due.len() > self.ctrl_blocked {
+        // O(1): queue heads and counters only.
+        if !self.ctrl.is_empty()
+            || self.grants_dirty
+            || self.ctrl_due.len() > self.ctrl_blocked
+            || self.waiter_fits()
+        {
             return Some(Instant::ZERO);
         }
         let mut at: Option<Instant> = None;
         let mut earliest = |t: Instant| at = Some(at.map_or(t, |a: Instant| a.min(t)));
-        let mut any_rpc = false;
-        for r in self
-            .live
-            .iter(&self.rpcs[..])
-            .filter_map(|i| self.rpcs[usize::from(i)].rpc.as_ref())
-        {
-            any_rpc = true;
-            if let Some(out) = &r.out {
-                if !out.resend.is_empty() {
-                    return Some(Instant::ZERO);
-                }
-                if out.can_send_new() && self.peer_resolved(r.peer) {
-                    match self.throttled_until {
-                        Some(t) => earliest(t),
-                        None => return Some(Instant::ZERO),
-                    }
-                }
+        if let Some(top) = self.send.peek(&self.rpcs[..]) {
+            let resend = self.rpcs[usize::from(top)]
+                .rpc
+                .as_ref()
+                .and_then(|r| r.out.as_ref())
+                .is_some_and(|o| !o.resend.is_empty());
+            match self.throttled_until {
+                Some(t) if !resend => earliest(t),
+                _ => return Some(Instant::ZERO),
             }
         }
-        if any_rpc {
+        if !self.live.is_empty() {
             earliest(self.next_tick);
             if self.config.grant_fifo_fraction > 0 {
                 earliest(self.next_fifo_grant);
@@ -292,33 +321,31 @@ impl<'a> Endpoint<'a> {
         self.poll_at().map(|t| t - now)
     }
 
-    /// Gives pool pages to messages that were waiting for them, oldest first,
-    /// and asks their senders to start again (Linux sends RESEND(0, all)).
+    /// Gives pool pages to messages that were waiting for them, in the
+    /// order they began to wait, and asks their senders to start again
+    /// (Linux sends RESEND(0, all)). O(1) when the first cannot fit yet.
     fn give_waiting_buffers(&mut self) {
-        if !self.waiting_for_buffers {
-            return;
-        }
-        loop {
-            let waiting = self
-                .live
-                .iter(&self.rpcs[..])
-                .filter_map(|i| {
-                    let i = usize::from(i);
-                    self.rpcs[i].rpc.as_ref().map(|r| (i, r))
-                })
-                .filter(|(_, r)| r.inp.as_ref().is_some_and(|m| m.buf.is_none()))
-                .min_by_key(|(_, r)| r.birth)
-                .map(|(i, r)| (i, r.inp.as_ref().map_or(0, |m| m.length)));
-            let Some((i, len)) = waiting else {
-                self.waiting_for_buffers = false;
-                return;
+        while let Some(i) = self.waiters.front() {
+            let slot = usize::from(i);
+            let len = self.rpcs[slot]
+                .rpc
+                .as_ref()
+                .and_then(|r| r.inp.as_ref())
+                .filter(|m| m.buf.is_none())
+                .map(|m| m.length);
+            let Some(len) = len else {
+                // Not waiting any more (cannot happen: leaving the wait
+                // takes it off the list); drop it from the list.
+                self.waiters.pop_front(&mut self.rpcs[..]);
+                continue;
             };
             let Ok(buf) = self.pool.alloc(len as usize) else {
                 return;
             };
+            self.waiters.pop_front(&mut self.rpcs[..]);
             let prio = self.config.num_priorities.saturating_sub(2);
-            let Some(r) = self.rpcs[i].rpc.as_mut() else {
-                return;
+            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+                continue;
             };
             if let Some(m) = r.inp.as_mut() {
                 m.buf = Some(buf);
@@ -337,8 +364,21 @@ impl<'a> Endpoint<'a> {
                 },
             };
             self.push_ctrl(c);
-            self.grants_dirty = true;
+            self.refresh(slot);
         }
+    }
+
+    /// Whether the first waiting message would get its pages now.
+    fn waiter_fits(&self) -> bool {
+        let Some(i) = self.waiters.front() else {
+            return false;
+        };
+        let len = self.rpcs[usize::from(i)]
+            .rpc
+            .as_ref()
+            .and_then(|r| r.inp.as_ref())
+            .map_or(0, |m| m.length as usize);
+        crate::storage::pages_for(len, self.pool.page_size()) <= self.pool.free_pages()
     }
 }
 

@@ -38,8 +38,8 @@ impl<'a> Endpoint<'a> {
             budget -= 1;
         }
         if self.grants_dirty {
-            self.grants_dirty = false;
             self.schedule_grants();
+            self.grants_dirty = false;
         }
         if now >= self.next_fifo_grant {
             self.fifo_grant();
@@ -48,31 +48,23 @@ impl<'a> Endpoint<'a> {
         if !self.emit_rpc_control(now, device, &mut budget) {
             return;
         }
-        let mut prev: Option<DataPick> = None;
         while budget > 0 {
             let fifo_turn = self.pacer.fifo_turn(self.config.pacer_fifo_fraction);
-            let next = match &prev {
-                Some(p) if !fifo_turn => self.continue_pick(now, p),
-                _ => None,
-            };
-            let Some(pick) = next.or_else(|| self.pick_data(now, fifo_turn)) else {
+            let Some(pick) = self.pick_data(now, fifo_turn) else {
                 return;
             };
             let Some(tx) = device.transmit(now) else {
                 return;
             };
             self.emit_data(now, tx, &pick);
-            prev = Some(pick);
+            self.refresh(pick.slot);
             budget -= 1;
         }
     }
 
     fn link_addr_of(&self, addr: Ipv4Addr) -> Option<EthernetAddress> {
-        self.peers
-            .iter()
-            .filter_map(|p| p.peer.as_ref())
-            .find(|p| p.addr == addr)?
-            .link_addr
+        let pi = self.find_peer(addr)?;
+        self.peers[usize::from(pi)].peer.as_ref()?.link_addr
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {

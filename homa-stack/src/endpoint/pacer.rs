@@ -129,41 +129,24 @@ pub(super) struct DataPick {
 impl<'a> super::Endpoint<'a> {
     /// Chooses the next DATA packet: a pending retransmission first, else the
     /// message with the fewest bytes left (or, on a FIFO turn, the oldest),
-    /// if the NIC-queue estimate lets it go. Scans the live RPCs (not the
-    /// table; an SRPT heap would make it O(log n)).
+    /// if the NIC-queue estimate lets it go. Both are the tops of heaps
+    /// (`queues`): O(1) here, O(log n) when the pick's RPC is refreshed.
     pub(super) fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
-        let mut srpt: Option<(u32, u64, usize)> = None;
-        let mut oldest: Option<(u64, usize)> = None;
-        for i in self.live.iter(&self.rpcs[..]) {
-            let i = usize::from(i);
-            let Some(r) = self.rpcs[i].rpc.as_ref() else {
-                continue;
-            };
-            let Some(out) = r.out.as_ref() else { continue };
-            if !self.peer_resolved(r.peer) {
-                continue;
-            }
-            if !out.resend.is_empty() {
-                return self.resend_pick(i);
-            }
-            if !sending(r.state) || !out.can_send_new() {
-                continue;
-            }
-            let left = out.bytes_left();
-            if srpt.is_none_or(|(l, b, _)| (left, r.birth) < (l, b)) {
-                srpt = Some((left, r.birth, i));
-            }
-            if oldest.is_none_or(|(b, _)| r.birth < b) {
-                oldest = Some((r.birth, i));
-            }
+        let best = usize::from(self.send.peek(&self.rpcs[..])?);
+        if self.rpcs[best]
+            .rpc
+            .as_ref()
+            .and_then(|r| r.out.as_ref())
+            .is_some_and(|o| !o.resend.is_empty())
+        {
+            return self.resend_pick(best);
         }
-        let (_, _, best) = srpt?;
-        let mut order: heapless::Vec<usize, 2> = heapless::Vec::new();
-        if let Some((_, o)) = oldest.filter(|&(_, o)| fifo_turn && o != best) {
-            let _ = order.push(o);
-        }
-        let _ = order.push(best);
-        for slot in order {
+        let oldest = self
+            .send_fifo
+            .peek(&self.rpcs[..])
+            .map(usize::from)
+            .filter(|&o| fifo_turn && o != best);
+        for slot in oldest.into_iter().chain([best]) {
             if let Some(p) = self.new_data_pick(now, slot) {
                 return Some(p);
             }
@@ -171,19 +154,6 @@ impl<'a> super::Endpoint<'a> {
         self.stats.pacer_throttled += 1;
         self.throttled_until = Some(self.pacer.next_slot(self.config.max_nic_est_backlog));
         None
-    }
-
-    /// The packet after `prev` from the same RPC, when it is still the right
-    /// choice without a scan: its retransmission goes on, or it was the
-    /// shortest message and stays so while it sends (its bytes left only
-    /// shrink). `None` means scan again.
-    pub(super) fn continue_pick(&mut self, now: Instant, prev: &DataPick) -> Option<DataPick> {
-        let out = self.rpcs[prev.slot].rpc.as_ref()?.out.as_ref()?;
-        match (prev.retransmit, !out.resend.is_empty()) {
-            (true, true) => self.resend_pick(prev.slot),
-            (false, false) if out.can_send_new() => self.new_data_pick(now, prev.slot),
-            _ => None,
-        }
     }
 
     /// The next packet of `slot`'s pending retransmission.

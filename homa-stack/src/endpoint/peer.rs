@@ -14,6 +14,7 @@
 //! reachable to stale to probe.
 
 use crate::config::NUM_PRIORITIES;
+use crate::storage::{IndexLink, IndexNode, ListLink, ListNode};
 use crate::time::{Duration, Instant};
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, Ipv4Addr};
@@ -29,15 +30,62 @@ pub const ACK_BATCH: usize = MAX_ACKS + 1;
 /// How long a link address stays reachable after it was last confirmed.
 pub const REACHABLE: Duration = Duration::from_secs(30);
 
-/// One entry of the caller-supplied peer table.
+/// One entry of the caller-supplied peer table, with the links that find
+/// it by address and queue it without a walk over the table.
 #[derive(Debug, Clone)]
 pub struct PeerSlot {
     pub(crate) peer: Option<Peer>,
+    /// In the free list, or the idle list (a peer no RPC refers to, oldest
+    /// first: the eviction order).
+    table: ListLink,
+    /// In the list of peers whose link address is unknown or in doubt.
+    resolve: ListLink,
+    /// In the index by address.
+    by_addr: IndexLink,
 }
 
 impl PeerSlot {
     /// An empty slot, for building tables: `[PeerSlot::EMPTY; 16]`.
-    pub const EMPTY: PeerSlot = PeerSlot { peer: None };
+    pub const EMPTY: PeerSlot = PeerSlot {
+        peer: None,
+        table: ListLink::EMPTY,
+        resolve: ListLink::EMPTY,
+        by_addr: IndexLink::EMPTY,
+    };
+}
+
+/// Marker of the free and idle lists of peer slots.
+pub(crate) struct PeerTableTag;
+/// Marker of the list of peers to resolve.
+pub(crate) struct ResolveTag;
+/// Marker of the peer index by address.
+pub(crate) struct PeerAddrTag;
+
+impl ListNode<PeerTableTag> for PeerSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.table
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.table
+    }
+}
+
+impl ListNode<ResolveTag> for PeerSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.resolve
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.resolve
+    }
+}
+
+impl IndexNode<PeerAddrTag> for PeerSlot {
+    fn index_link(&self) -> &IndexLink {
+        &self.by_addr
+    }
+    fn index_link_mut(&mut self) -> &mut IndexLink {
+        &mut self.by_addr
+    }
 }
 
 impl Default for PeerSlot {
@@ -70,6 +118,8 @@ pub(crate) struct Peer {
     pub ack_flush_queued: bool,
     /// RPCs that refer to this peer: it is not evicted while any do.
     pub rpcs: u16,
+    /// Of those, RPCs with DATA waiting for the link address (`queues`).
+    pub parked: u16,
     /// Last time the peer was used, for least-recently-used eviction.
     pub last_used: Instant,
 }
@@ -92,6 +142,7 @@ impl Peer {
             acks: Vec::new(),
             ack_flush_queued: false,
             rpcs: 0,
+            parked: 0,
             last_used: now,
         }
     }
@@ -157,49 +208,89 @@ impl Peer {
 
 /// The peer table: finding, creating and evicting peers, and their acks.
 impl<'a> super::Endpoint<'a> {
-    /// The index of the peer at `addr`, if it is in the table.
+    /// The index of the peer at `addr`, if it is in the table (a lookup
+    /// in the index by address, not a walk).
     pub(super) fn find_peer(&self, addr: Ipv4Addr) -> Option<u16> {
-        self.peers
-            .iter()
-            .position(|p| matches!(&p.peer, Some(p) if p.addr == addr))
-            .map(|i| i as u16)
+        let h = self.hash.addr_v4(addr);
+        self.peer_addrs.find(&self.peers[..], h, |s| {
+            s.peer.as_ref().is_some_and(|p| p.addr == addr)
+        })
     }
 
     /// The index of the peer at `addr`, created if needed: only for an RPC
     /// about to exist (a request we send, or one that arrived), so strangers
-    /// that hold no RPC never take an entry. A full table evicts the least
-    /// recently used peer no RPC refers to; peers count their RPCs, so this
-    /// is one pass over the peer table.
+    /// that hold no RPC never take an entry. A full table evicts the peer
+    /// that has been idle (referred to by no RPC) longest: the idle list's
+    /// front, so no walk.
     pub(super) fn peer_index(&mut self, addr: Ipv4Addr, now: Instant) -> Option<u16> {
         if let Some(i) = self.find_peer(addr) {
             return Some(i);
         }
-        let free = self.peers.iter().position(|p| p.peer.is_none());
-        let slot = match free {
+        let i = match self.peer_free.pop_front(&mut self.peers[..]) {
             Some(i) => i,
-            None => {
-                let victim = self
-                    .peers
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, p)| p.peer.as_ref().map(|p| (i, p)))
-                    .filter(|(_, p)| p.rpcs == 0)
-                    .min_by_key(|(_, p)| p.last_used)
-                    .map(|(i, _)| i);
-                match victim {
-                    Some(i) => {
-                        self.stats.peers_evicted += 1;
-                        i
-                    }
-                    None => {
-                        self.count_drop(crate::stats::Drop::PeerTableFull);
-                        return None;
-                    }
+            None => match self.peer_idle.pop_front(&mut self.peers[..]) {
+                Some(i) => {
+                    self.forget_peer(i);
+                    self.stats.peers_evicted += 1;
+                    i
                 }
-            }
+                None => {
+                    self.count_drop(crate::stats::Drop::PeerTableFull);
+                    return None;
+                }
+            },
         };
+        let slot = usize::from(i);
         self.peers[slot].peer = Some(Peer::new(addr, now));
-        Some(slot as u16)
+        let h = self.hash.addr_v4(addr);
+        self.peer_addrs.insert(&mut self.peers[..], i, h);
+        self.peer_idle.push_back(&mut self.peers[..], i);
+        self.resolving.push_back(&mut self.peers[..], i);
+        Some(i)
+    }
+
+    /// Takes an evicted peer out of the index and the resolve list.
+    fn forget_peer(&mut self, i: u16) {
+        if let Some(addr) = self.peers[usize::from(i)].peer.as_ref().map(|p| p.addr) {
+            let h = self.hash.addr_v4(addr);
+            self.peer_addrs.remove(&mut self.peers[..], i, h);
+        }
+        self.resolving.remove(&mut self.peers[..], i);
+        self.peers[usize::from(i)].peer = None;
+    }
+
+    /// An RPC now refers to peer `pi`: it is not evictable.
+    pub(super) fn peer_taken(&mut self, pi: u16) {
+        let now = self.now;
+        if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+            p.rpcs = p.rpcs.saturating_add(1);
+            p.last_used = now;
+        }
+        self.peer_idle.remove(&mut self.peers[..], pi);
+    }
+
+    /// An RPC that referred to peer `pi` is gone: with the last one, the
+    /// peer joins the back of the eviction order.
+    pub(super) fn peer_released(&mut self, pi: u16) {
+        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+            return;
+        };
+        p.rpcs = p.rpcs.saturating_sub(1);
+        if p.rpcs == 0 {
+            self.peer_idle.push_back(&mut self.peers[..], pi);
+        }
+    }
+
+    /// Peer `pi`'s link address may have come into doubt: ARP is asked at
+    /// the next egress (the resolve list holds the peers to ask about).
+    pub(super) fn peer_doubted(&mut self, pi: u16) {
+        if self.peers[usize::from(pi)]
+            .peer
+            .as_ref()
+            .is_some_and(|p| p.probe || !p.resolved())
+        {
+            self.resolving.push_back(&mut self.peers[..], pi);
+        }
     }
 
     /// Queues the ack of a completed client RPC on its peer.

@@ -6,6 +6,7 @@ use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MessageBuf};
 use crate::wire::Ipv4Addr;
 
+use super::queues::QueueLinks;
 use super::{RpcError, RpcHandle};
 
 /// One entry of the caller-supplied RPC table: the RPC, and the links that
@@ -22,6 +23,10 @@ pub struct RpcSlot {
     ctrl: ListLink,
     /// In the index of server RPCs by (peer address, id).
     index: IndexLink,
+    /// In the list of incoming messages waiting for pool space.
+    wait: ListLink,
+    /// In the sender's and the grant scheduler's heaps.
+    pub(super) queues: QueueLinks,
 }
 
 impl RpcSlot {
@@ -32,6 +37,8 @@ impl RpcSlot {
         ready: ListLink::EMPTY,
         ctrl: ListLink::EMPTY,
         index: IndexLink::EMPTY,
+        wait: ListLink::EMPTY,
+        queues: QueueLinks::EMPTY,
     };
 }
 
@@ -41,6 +48,8 @@ pub(crate) struct TableTag;
 pub(crate) struct ReadyTag;
 /// Marker of the list of RPCs with control packets due.
 pub(crate) struct CtrlTag;
+/// Marker of the list of messages waiting for pool space.
+pub(crate) struct WaitTag;
 /// Marker of the server-RPC index.
 pub(crate) struct ServerTag;
 
@@ -68,6 +77,15 @@ impl ListNode<CtrlTag> for RpcSlot {
     }
     fn list_link_mut(&mut self) -> &mut ListLink {
         &mut self.ctrl
+    }
+}
+
+impl ListNode<WaitTag> for RpcSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.wait
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.wait
     }
 }
 
@@ -155,6 +173,10 @@ pub(crate) struct Rpc {
     pub reported: bool,
     /// Arrival order, for FIFO choices and fair reporting.
     pub birth: u64,
+    /// This RPC's share of the endpoint's incoming total (see `queues`).
+    pub counted: u32,
+    /// Has DATA to send but its peer is unresolved (see `queues`).
+    pub parked: bool,
 }
 
 impl Rpc {
@@ -187,6 +209,8 @@ impl Rpc {
             error: None,
             reported: false,
             birth,
+            counted: 0,
+            parked: false,
         }
     }
 }
@@ -303,10 +327,7 @@ impl<'a> super::Endpoint<'a> {
 
     /// Puts a new RPC in `slot`; its peer counts it.
     pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc) {
-        if let Some(p) = self.peers[usize::from(rpc.peer)].peer.as_mut() {
-            p.rpcs = p.rpcs.saturating_add(1);
-            p.last_used = self.now;
-        }
+        self.peer_taken(rpc.peer);
         let i = slot as u16;
         self.free.remove(&mut self.rpcs[..], i);
         self.live.push_back(&mut self.rpcs[..], i);
@@ -315,6 +336,7 @@ impl<'a> super::Endpoint<'a> {
             self.servers.insert(&mut self.rpcs[..], i, h);
         }
         self.rpcs[slot].rpc = Some(rpc);
+        self.refresh(slot);
     }
 
     /// A free RPC slot, if any (the free list's front: no search).
@@ -359,14 +381,15 @@ impl<'a> super::Endpoint<'a> {
         if let Some(b) = inp.and_then(|m| m.buf) {
             self.pool.free(b);
         }
-        self.pool_freed = true;
-        self.grants_dirty = true;
+        self.waiters.remove(&mut self.rpcs[..], slot as u16);
+        self.refresh(slot);
         self.stats.client_failed += 1;
         self.mark_ready(slot);
     }
 
     /// Frees an RPC slot and its pool pages.
     pub(super) fn free_rpc(&mut self, slot: usize) {
+        self.unqueue(slot);
         let Some(r) = self.rpcs[slot].rpc.take() else {
             return;
         };
@@ -374,6 +397,7 @@ impl<'a> super::Endpoint<'a> {
         self.live.remove(&mut self.rpcs[..], i);
         self.free.push_back(&mut self.rpcs[..], i);
         self.ctrl_due.remove(&mut self.rpcs[..], i);
+        self.waiters.remove(&mut self.rpcs[..], i);
         if let Some(s) = self
             .sockets
             .get_mut(usize::from(r.socket))
@@ -386,9 +410,7 @@ impl<'a> super::Endpoint<'a> {
             self.servers.remove(&mut self.rpcs[..], i, h);
         }
 
-        if let Some(p) = self.peers[usize::from(r.peer)].peer.as_mut() {
-            p.rpcs = p.rpcs.saturating_sub(1);
-        }
+        self.peer_released(r.peer);
         if let Some(out) = r.out {
             self.pool.free(out.buf);
         }
@@ -397,8 +419,6 @@ impl<'a> super::Endpoint<'a> {
                 self.pool.free(b);
             }
         }
-        self.pool_freed = true;
-        self.grants_dirty = true;
     }
 }
 

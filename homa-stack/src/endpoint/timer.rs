@@ -156,6 +156,7 @@ impl<'a> Endpoint<'a> {
                 if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
                     p.silent(since, now);
                 }
+                self.peer_doubted(peer);
                 if asks && resolved {
                     self.request_retrans(slot);
                 }

@@ -1,0 +1,336 @@
+//! The ordered queues an RPC sits in because of its state, kept in step with
+//! it in one place ([`Endpoint::refresh`]), so the pacer and the grant
+//! scheduler read their next choice off the top of a heap instead of
+//! walking the RPCs (docs/architecture.md, "Bounds").
+//!
+//! - `send`: RPCs with DATA to send, retransmissions first, then fewest
+//!   bytes left (SRPT), then oldest; `send_fifo` holds the same RPCs by age
+//!   for the pacer's FIFO share.
+//! - `grant`: incoming messages that have pool space and are not fully
+//!   granted, fewest bytes still to receive first, then oldest;
+//!   `grant_fifo` the same by age for FIFO grants.
+//! - `incoming`: the sum over scheduled messages with pool space of their
+//!   granted-but-missing bytes, which grants may not push past
+//!   `max_incoming`; each RPC remembers its share (`Rpc::counted`).
+//! - parking: an RPC with DATA to send to a peer whose link address is not
+//!   known yet is in neither send heap, and its peer counts it; when the
+//!   peer resolves, its parked RPCs are put back (one pass over the live
+//!   RPCs, once per peer resolution and only when some are parked).
+//!
+//! Every change of what decides these (an RPC's state, its messages'
+//! offsets, its resend set, its pool space) is followed by `refresh`; the
+//! tests check after every poll that the queues match a recomputation from
+//! the RPCs ([`Endpoint::check_queues`]).
+
+use super::pacer::sending;
+use super::rpc::{RpcSlot, State};
+use super::Endpoint;
+use crate::storage::{HeapLink, HeapNode};
+
+/// Marker of the sender's SRPT heap.
+pub(crate) struct SendTag;
+/// Marker of the sender's by-age heap.
+pub(crate) struct SendFifoTag;
+/// Marker of the receiver's grant-candidate heap.
+pub(crate) struct GrantTag;
+/// Marker of the receiver's by-age candidate heap.
+pub(crate) struct GrantFifoTag;
+
+/// The per-slot links of the four heaps.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct QueueLinks {
+    send: HeapLink,
+    send_fifo: HeapLink,
+    grant: HeapLink,
+    grant_fifo: HeapLink,
+}
+
+impl QueueLinks {
+    pub(crate) const EMPTY: QueueLinks = QueueLinks {
+        send: HeapLink::EMPTY,
+        send_fifo: HeapLink::EMPTY,
+        grant: HeapLink::EMPTY,
+        grant_fifo: HeapLink::EMPTY,
+    };
+}
+
+impl HeapNode<SendTag> for RpcSlot {
+    /// (no retransmission pending, bytes left to send once, birth).
+    type Key = (bool, u32, u64);
+    fn heap_link(&self) -> &HeapLink {
+        &self.queues.send
+    }
+    fn heap_link_mut(&mut self) -> &mut HeapLink {
+        &mut self.queues.send
+    }
+    fn heap_key(&self) -> (bool, u32, u64) {
+        match &self.rpc {
+            Some(r) => match &r.out {
+                Some(o) => (o.resend.is_empty(), o.bytes_left(), r.birth),
+                None => (true, u32::MAX, r.birth),
+            },
+            None => (true, u32::MAX, u64::MAX),
+        }
+    }
+}
+
+impl HeapNode<SendFifoTag> for RpcSlot {
+    type Key = u64;
+    fn heap_link(&self) -> &HeapLink {
+        &self.queues.send_fifo
+    }
+    fn heap_link_mut(&mut self) -> &mut HeapLink {
+        &mut self.queues.send_fifo
+    }
+    fn heap_key(&self) -> u64 {
+        self.rpc.as_ref().map_or(u64::MAX, |r| r.birth)
+    }
+}
+
+impl HeapNode<GrantTag> for RpcSlot {
+    /// (bytes still to receive, birth).
+    type Key = (u32, u64);
+    fn heap_link(&self) -> &HeapLink {
+        &self.queues.grant
+    }
+    fn heap_link_mut(&mut self) -> &mut HeapLink {
+        &mut self.queues.grant
+    }
+    fn heap_key(&self) -> (u32, u64) {
+        match &self.rpc {
+            Some(r) => (
+                r.inp.as_ref().map_or(u32::MAX, |m| m.length - m.received()),
+                r.birth,
+            ),
+            None => (u32::MAX, u64::MAX),
+        }
+    }
+}
+
+impl HeapNode<GrantFifoTag> for RpcSlot {
+    type Key = u64;
+    fn heap_link(&self) -> &HeapLink {
+        &self.queues.grant_fifo
+    }
+    fn heap_link_mut(&mut self) -> &mut HeapLink {
+        &mut self.queues.grant_fifo
+    }
+    fn heap_key(&self) -> u64 {
+        self.rpc.as_ref().map_or(u64::MAX, |r| r.birth)
+    }
+}
+
+/// Where an RPC belongs, computed from its state alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Placement {
+    /// Has DATA to send (retransmissions, or new bytes it may send).
+    wants_send: bool,
+    /// Its peer's link address is known.
+    resolved: bool,
+    /// A grant candidate.
+    grant: bool,
+    /// Its share of the incoming total.
+    counted: u32,
+}
+
+impl<'a> Endpoint<'a> {
+    fn placement(&self, slot: usize) -> Option<Placement> {
+        let r = self.rpcs.get(slot)?.rpc.as_ref()?;
+        let wants_send = r
+            .out
+            .as_ref()
+            .is_some_and(|o| !o.resend.is_empty() || (sending(r.state) && o.can_send_new()));
+        let inp = r.inp.as_ref().filter(|m| m.buf.is_some());
+        let grant = matches!(r.state, State::ClientIncoming | State::ServerIncoming)
+            && inp.is_some_and(|m| m.granted < m.length);
+        let counted = inp.filter(|m| m.scheduled).map_or(0, |m| m.outstanding());
+        Some(Placement {
+            wants_send,
+            resolved: self.peer_resolved(r.peer),
+            grant,
+            counted,
+        })
+    }
+
+    /// Brings the queues in step with the RPC in `slot` after a change to
+    /// it (a slot with no RPC leaves them all). O(log n).
+    pub(super) fn refresh(&mut self, slot: usize) {
+        let i = slot as u16;
+        let p = self.placement(slot).unwrap_or(Placement {
+            wants_send: false,
+            resolved: true,
+            grant: false,
+            counted: 0,
+        });
+        let rpcs = &mut self.rpcs[..];
+        if p.wants_send && p.resolved {
+            self.send.upsert(rpcs, i);
+            self.send_fifo.upsert(rpcs, i);
+        } else {
+            self.send.remove(rpcs, i);
+            self.send_fifo.remove(rpcs, i);
+        }
+        let was_candidate = self.grant.contains(rpcs, i);
+        if p.grant {
+            self.grant.upsert(rpcs, i);
+            self.grant_fifo.upsert(rpcs, i);
+        } else {
+            self.grant.remove(rpcs, i);
+            self.grant_fifo.remove(rpcs, i);
+        }
+        let park = p.wants_send && !p.resolved;
+        let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+            return;
+        };
+        let old = core::mem::replace(&mut r.counted, p.counted);
+        self.incoming = self.incoming - u64::from(old) + u64::from(p.counted);
+        // Any change to a candidate, or to the headroom, may change grants.
+        if was_candidate || p.grant || old != p.counted {
+            self.grants_dirty = true;
+        }
+        if park != r.parked {
+            r.parked = park;
+            let peer = usize::from(r.peer);
+            if let Some(peer) = self.peers.get_mut(peer).and_then(|s| s.peer.as_mut()) {
+                peer.parked = if park {
+                    peer.parked.saturating_add(1)
+                } else {
+                    peer.parked.saturating_sub(1)
+                };
+            }
+        }
+    }
+
+    /// Takes the RPC in `slot` out of every queue, before it is freed.
+    pub(super) fn unqueue(&mut self, slot: usize) {
+        let out = self.rpcs[slot].rpc.as_mut().and_then(|r| r.out.take());
+        let inp = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take());
+        self.refresh(slot);
+        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            r.out = out;
+            r.inp = inp;
+        }
+    }
+
+    /// The peer `pi` got its link address: its parked RPCs may send.
+    pub(super) fn peer_resolved_now(&mut self, pi: u16) {
+        let parked = self
+            .peers
+            .get(usize::from(pi))
+            .and_then(|s| s.peer.as_ref())
+            .map_or(0, |p| p.parked);
+        if parked == 0 {
+            return;
+        }
+        let mut cursor = self.live.front();
+        while let Some(i) = cursor {
+            cursor = self.live.next_of(&self.rpcs[..], i);
+            let slot = usize::from(i);
+            if self.rpcs[slot]
+                .rpc
+                .as_ref()
+                .is_some_and(|r| r.parked && r.peer == pi)
+            {
+                self.refresh(slot);
+            }
+        }
+    }
+
+    /// Checks every queue against a recomputation from the RPCs: that each
+    /// RPC is in the heaps its state asks for and no other, that the
+    /// incoming total and the parked counts add up, and that the heaps give
+    /// the minimum a scan finds. For tests and fuzzing, after a poll.
+    #[cfg(any(test, fuzzing))]
+    pub fn check_queues(&self) -> Result<(), &'static str> {
+        let rpcs = &self.rpcs[..];
+        let mut incoming = 0u64;
+        let (mut senders, mut candidates) = (0usize, 0usize);
+        let mut parked = [0u16; 4096];
+        let (mut best_send, mut best_grant) = (None, None);
+        for slot in 0..rpcs.len() {
+            let i = slot as u16;
+            let Some(p) = self.placement(slot) else {
+                if self.send.contains(rpcs, i) || self.grant.contains(rpcs, i) {
+                    return Err("an empty slot is queued");
+                }
+                continue;
+            };
+            let Some(r) = rpcs[slot].rpc.as_ref() else {
+                continue;
+            };
+            let sends = p.wants_send && p.resolved;
+            if self.send.contains(rpcs, i) != sends || self.send_fifo.contains(rpcs, i) != sends {
+                return Err("send heaps disagree with an RPC's state");
+            }
+            if self.grant.contains(rpcs, i) != p.grant
+                || self.grant_fifo.contains(rpcs, i) != p.grant
+            {
+                return Err("grant heaps disagree with an RPC's state");
+            }
+            if r.counted != p.counted {
+                return Err("an RPC's incoming share is stale");
+            }
+            if r.parked != (p.wants_send && !p.resolved) {
+                return Err("an RPC's parking is stale");
+            }
+            if r.parked {
+                if let Some(c) = parked.get_mut(usize::from(r.peer)) {
+                    *c += 1;
+                }
+            }
+            incoming += u64::from(p.counted);
+            senders += usize::from(sends);
+            candidates += usize::from(p.grant);
+            if sends {
+                let k = HeapNode::<SendTag>::heap_key(&rpcs[slot]);
+                if best_send.is_none_or(|b| k < b) {
+                    best_send = Some(k);
+                }
+            }
+            if p.grant {
+                let k = HeapNode::<GrantTag>::heap_key(&rpcs[slot]);
+                if best_grant.is_none_or(|b| k < b) {
+                    best_grant = Some(k);
+                }
+            }
+        }
+        if incoming != self.incoming {
+            return Err("the incoming total is stale");
+        }
+        if senders != self.send.len() || candidates != self.grant.len() {
+            return Err("a heap holds an RPC it should not");
+        }
+        let top_send = self
+            .send
+            .peek(rpcs)
+            .map(|i| HeapNode::<SendTag>::heap_key(&rpcs[usize::from(i)]));
+        let top_grant = self
+            .grant
+            .peek(rpcs)
+            .map(|i| HeapNode::<GrantTag>::heap_key(&rpcs[usize::from(i)]));
+        if top_send != best_send || top_grant != best_grant {
+            return Err("a heap's top is not the minimum");
+        }
+        let peers = &self.peers[..];
+        for (pi, s) in peers.iter().enumerate() {
+            let i = pi as u16;
+            if self.peer_free.contains(peers, i) != s.peer.is_none() {
+                return Err("the peer free list disagrees with the table");
+            }
+            let Some(p) = s.peer.as_ref() else { continue };
+            if parked.get(pi).is_some_and(|&n| p.parked != n) {
+                return Err("a peer's parked count is stale");
+            }
+            if self.peer_idle.contains(peers, i) != (p.rpcs == 0) {
+                return Err("the idle-peer list disagrees with the RPC counts");
+            }
+            if self.find_peer(p.addr) != Some(i) {
+                return Err("a peer is not found by its address");
+            }
+            if (p.probe || !p.resolved()) && !self.resolving.contains(peers, i) {
+                return Err("a peer to resolve is not in the resolve list");
+            }
+        }
+        Ok(())
+    }
+}
