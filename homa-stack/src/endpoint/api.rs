@@ -11,7 +11,7 @@ use super::Endpoint;
 use super::{BindError, RpcError, SendError};
 use crate::config::Config;
 use crate::stats::Stats;
-use crate::storage::List;
+use crate::storage::{IndexLink, IndexNode, List, ListLink, ListNode};
 use crate::storage::{MessageRef, MessageWriter};
 use crate::time::Instant;
 use crate::wire::homa::MAX_MESSAGE_LENGTH;
@@ -20,15 +20,60 @@ use crate::wire::{EthernetAddress, Ipv4Addr};
 /// The first automatic (client) port; server ports are below it.
 pub const MIN_CLIENT_PORT: u16 = 0x8000;
 
-/// One entry of the caller-supplied socket table.
+/// One entry of the caller-supplied socket table, with the links that find
+/// it by port (every packet names one) without a walk over the table.
 #[derive(Debug, Clone, Copy)]
 pub struct SocketSlot {
     pub(crate) sock: Option<Socket>,
+    /// In the free list of socket slots.
+    free: ListLink,
+    /// In the index by client port, and by server port.
+    by_client_port: IndexLink,
+    by_server_port: IndexLink,
 }
 
 impl SocketSlot {
     /// An empty slot, for building tables: `[SocketSlot::EMPTY; 4]`.
-    pub const EMPTY: SocketSlot = SocketSlot { sock: None };
+    pub const EMPTY: SocketSlot = SocketSlot {
+        sock: None,
+        free: ListLink::EMPTY,
+        by_client_port: IndexLink::EMPTY,
+        by_server_port: IndexLink::EMPTY,
+    };
+}
+
+/// Marker of the free list of socket slots.
+pub(crate) struct SocketFreeTag;
+/// Marker of the socket index by client port.
+pub(crate) struct ClientPortTag;
+/// Marker of the socket index by server port.
+pub(crate) struct ServerPortTag;
+
+impl ListNode<SocketFreeTag> for SocketSlot {
+    fn list_link(&self) -> &ListLink {
+        &self.free
+    }
+    fn list_link_mut(&mut self) -> &mut ListLink {
+        &mut self.free
+    }
+}
+
+impl IndexNode<ClientPortTag> for SocketSlot {
+    fn index_link(&self) -> &IndexLink {
+        &self.by_client_port
+    }
+    fn index_link_mut(&mut self) -> &mut IndexLink {
+        &mut self.by_client_port
+    }
+}
+
+impl IndexNode<ServerPortTag> for SocketSlot {
+    fn index_link(&self) -> &IndexLink {
+        &self.by_server_port
+    }
+    fn index_link_mut(&mut self) -> &mut IndexLink {
+        &mut self.by_server_port
+    }
 }
 
 impl Default for SocketSlot {
@@ -207,18 +252,17 @@ impl<'a> Endpoint<'a> {
 
     /// A client socket with an automatic port (0x8000 and up).
     pub fn socket(&mut self) -> Result<SocketHandle, BindError> {
-        let slot = self
-            .sockets
-            .iter()
-            .position(|s| s.sock.is_none())
-            .ok_or(BindError::TableFull)?;
+        let slot = self.socket_free.front().ok_or(BindError::TableFull)?;
         let port = self.free_client_port().ok_or(BindError::TableFull)?;
-        self.sockets[slot].sock = Some(Socket {
+        self.socket_free.pop_front(&mut self.sockets[..]);
+        self.sockets[usize::from(slot)].sock = Some(Socket {
             client_port: port,
             server_port: None,
-            ready: List::with_id(slot as u16),
+            ready: List::with_id(slot),
         });
-        Ok(SocketHandle(slot as u16))
+        let h = self.hash.port(port);
+        self.client_ports.insert(&mut self.sockets[..], slot, h);
+        Ok(SocketHandle(slot))
     }
 
     /// A socket that accepts requests on `port` (1..=0x7fff); it can also
@@ -227,18 +271,32 @@ impl<'a> Endpoint<'a> {
         if port == 0 || port >= MIN_CLIENT_PORT {
             return Err(BindError::InvalidPort);
         }
-        if self
-            .sockets
-            .iter()
-            .any(|s| matches!(s.sock, Some(k) if k.server_port == Some(port)))
-        {
+        if self.server_socket(port).is_some() {
             return Err(BindError::InUse);
         }
         let h = self.socket()?;
         if let Some(s) = self.sockets[usize::from(h.0)].sock.as_mut() {
             s.server_port = Some(port);
         }
+        let hash = self.hash.port(port);
+        self.server_ports.insert(&mut self.sockets[..], h.0, hash);
         Ok(h)
+    }
+
+    /// The socket serving `port`, found in the index by server port.
+    pub(super) fn server_socket(&self, port: u16) -> Option<u16> {
+        self.server_ports
+            .find(&self.sockets[..], self.hash.port(port), |s| {
+                s.sock.is_some_and(|k| k.server_port == Some(port))
+            })
+    }
+
+    /// The socket whose requests leave from `port`.
+    pub(super) fn client_socket(&self, port: u16) -> Option<u16> {
+        self.client_ports
+            .find(&self.sockets[..], self.hash.port(port), |s| {
+                s.sock.is_some_and(|k| k.client_port == port)
+            })
     }
 
     /// The socket's automatic (client) port.
@@ -268,7 +326,16 @@ impl<'a> Endpoint<'a> {
                 self.free_rpc(i);
             }
         }
-        self.sockets[usize::from(socket.0)].sock = None;
+        let i = socket.0;
+        if let Some(k) = self.sockets[usize::from(i)].sock.take() {
+            let h = self.hash.port(k.client_port);
+            self.client_ports.remove(&mut self.sockets[..], i, h);
+            if let Some(p) = k.server_port {
+                let h = self.hash.port(p);
+                self.server_ports.remove(&mut self.sockets[..], i, h);
+            }
+        }
+        self.socket_free.push_back(&mut self.sockets[..], i);
     }
 
     /// An automatic port no socket uses; `None` when all 32768 are taken.
@@ -280,11 +347,7 @@ impl<'a> Endpoint<'a> {
             } else {
                 p + 1
             };
-            if !self
-                .sockets
-                .iter()
-                .any(|s| matches!(s.sock, Some(k) if k.client_port == p))
-            {
+            if self.client_socket(p).is_none() {
                 return Some(p);
             }
         }

@@ -6,7 +6,6 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
-use super::api::Socket;
 use super::iface::Reply;
 use super::rpc::{MsgIn, Rpc, State};
 use super::{Ctrl, CtrlKind, Endpoint, RpcError};
@@ -80,14 +79,11 @@ impl<'a> Endpoint<'a> {
         let server_side = from.local_id & 1 == 1;
         // A packet for a port with no socket, or a request for a socket that
         // does not serve, gets ICMP port unreachable (docs/protocol.md 2.5).
-        let socket = self.sockets.iter().position(|s| match s.sock {
-            Some(Socket {
-                server_port: Some(p),
-                ..
-            }) if server_side => p == from.dport,
-            Some(Socket { client_port, .. }) if !server_side => client_port == from.dport,
-            _ => false,
-        });
+        let socket = if server_side {
+            self.server_socket(from.dport)
+        } else {
+            self.client_socket(from.dport)
+        };
         let Some(socket) = socket else {
             if self.icmp_budget == 0 || !mac.is_unicast() {
                 return self.drop_frame(Drop::UnknownPort, "no socket for port");
@@ -104,7 +100,7 @@ impl<'a> Endpoint<'a> {
         };
         match repr.kind {
             Kind::Data { header, payload } => {
-                self.data_pkt(now, from, socket as u16, &header, payload)
+                self.data_pkt(now, from, socket, &header, payload)
             }
             Kind::Grant { offset, priority } => self.grant_pkt(from, offset, priority),
             Kind::Resend {
@@ -502,7 +498,11 @@ impl<'a> Endpoint<'a> {
             Unreachable::Port => (RpcError::PortUnreachable, Some(peer_port)),
             Unreachable::Host => (RpcError::PeerUnreachable, None),
         };
-        for slot in 0..self.rpcs.len() {
+        // One pass over the live RPCs (an ICMP error may concern many).
+        let mut cursor = self.live.front();
+        while let Some(i) = cursor {
+            cursor = self.live.next_of(&self.rpcs[..], i);
+            let slot = usize::from(i);
             let Some(r) = self.rpcs[slot].rpc.as_ref() else {
                 continue;
             };

@@ -78,6 +78,10 @@ pub struct Endpoint<'a> {
     grant_fifo: Heap<queues::GrantFifoTag>,
     /// Granted-but-missing bytes of scheduled messages with pool space.
     incoming: u64,
+    /// Socket slots with no socket; sockets by client and server port.
+    socket_free: List<api::SocketFreeTag>,
+    client_ports: Index<api::ClientPortTag>,
+    server_ports: Index<api::ServerPortTag>,
     /// Peer slots with no peer, and peers no RPC refers to (eviction
     /// order); peers by address; peers whose link address is to be asked.
     peer_free: List<peer::PeerTableTag>,
@@ -150,6 +154,16 @@ impl<'a> Endpoint<'a> {
         for i in 0..rpcs.len() {
             free.push_back(&mut rpcs[..], i as u16);
         }
+        let mut sockets = sockets;
+        for s in sockets.iter_mut() {
+            *s = SocketSlot::EMPTY;
+        }
+        let client_ports = Index::new(&mut sockets[..]);
+        let server_ports = Index::new(&mut sockets[..]);
+        let mut socket_free = List::new();
+        for i in 0..sockets.len() {
+            socket_free.push_back(&mut sockets[..], i as u16);
+        }
         let mut peers = peers;
         for s in peers.iter_mut() {
             *s = PeerSlot::EMPTY;
@@ -159,7 +173,7 @@ impl<'a> Endpoint<'a> {
         for i in 0..peers.len() {
             peer_free.push_back(&mut peers[..], i as u16);
         }
-        let mut ep = Endpoint {
+        let ep = Endpoint {
             pacer: pacer::Pacer::new(link_mbps),
             config,
             rpcs,
@@ -179,6 +193,9 @@ impl<'a> Endpoint<'a> {
             grant: Heap::new(),
             grant_fifo: Heap::new(),
             incoming: 0,
+            socket_free,
+            client_ports,
+            server_ports,
             peer_free,
             peer_idle: List::with_id(1),
             peer_addrs,
@@ -197,9 +214,6 @@ impl<'a> Endpoint<'a> {
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
         };
-        for s in ep.sockets.iter_mut() {
-            s.sock = None;
-        }
         Ok(ep)
     }
 

@@ -311,6 +311,20 @@ impl<'a> Endpoint<'a> {
         if top_send != best_send || top_grant != best_grant {
             return Err("a heap's top is not the minimum");
         }
+        let sockets = &self.sockets[..];
+        for (si, s) in sockets.iter().enumerate() {
+            let i = si as u16;
+            if self.socket_free.contains(sockets, i) != s.sock.is_none() {
+                return Err("the socket free list disagrees with the table");
+            }
+            let Some(k) = s.sock else { continue };
+            if self.client_socket(k.client_port) != Some(i)
+                || k.server_port
+                    .is_some_and(|p| self.server_socket(p) != Some(i))
+            {
+                return Err("a socket is not found by its port");
+            }
+        }
         let peers = &self.peers[..];
         for (pi, s) in peers.iter().enumerate() {
             let i = pi as u16;
