@@ -240,7 +240,7 @@ impl<'a> super::Endpoint<'a> {
 
     /// Gives the oldest waiting message its FIFO share.
     pub(super) fn fifo_grant(&mut self) {
-        if fifo_interval(&self.config, self.link_mbps).is_none() {
+        if self.grant.is_empty() || fifo_interval(&self.config, self.link_mbps).is_none() {
             return;
         }
         let active = active_set(self.grant_candidates(), self.config.max_overcommit);

@@ -98,10 +98,10 @@ impl<'a> Endpoint<'a> {
                 data: quote,
             });
         };
-        match repr.kind {
-            Kind::Data { header, payload } => {
-                self.data_pkt(now, from, socket, &header, payload)
-            }
+        // The RPC the packet named, when it exists: it is the one packet
+        // handlers change (others they can only free).
+        let named = match repr.kind {
+            Kind::Data { header, payload } => self.data_pkt(now, from, socket, &header, payload),
             Kind::Grant { offset, priority } => self.grant_pkt(from, offset, priority),
             Kind::Resend {
                 offset,
@@ -110,7 +110,8 @@ impl<'a> Endpoint<'a> {
             } => self.resend_pkt(from, offset, length, priority),
             Kind::RpcUnknown => self.rpc_unknown_pkt(from),
             Kind::Busy => {
-                if let Some(i) = self.find_rpc(from.addr, from.local_id) {
+                let i = self.find_rpc(from.addr, from.local_id);
+                if let Some(i) = i {
                     self.heard(i, from.mac);
                     if let Some(r) = self.rpc_mut(i) {
                         r.silent_ticks = 0;
@@ -118,6 +119,7 @@ impl<'a> Endpoint<'a> {
                 } else {
                     self.count_drop(Drop::UnknownRpc);
                 }
+                i
             }
             Kind::Cutoffs {
                 unsched_cutoffs,
@@ -133,9 +135,16 @@ impl<'a> Endpoint<'a> {
                     }
                     None => self.count_drop(Drop::UnknownPeer),
                 }
+                None
             }
-            Kind::Freeze => self.count_drop(Drop::NotHandled),
-            Kind::NeedAck => self.need_ack_pkt(from),
+            Kind::Freeze => {
+                self.count_drop(Drop::NotHandled);
+                None
+            }
+            Kind::NeedAck => {
+                self.need_ack_pkt(from);
+                None
+            }
             Kind::Ack { acks } => {
                 let mut freed = self.ack_rpc(from.addr, from.local_id, from.dport);
                 for a in acks.iter() {
@@ -144,11 +153,11 @@ impl<'a> Endpoint<'a> {
                 if !freed {
                     self.count_drop(Drop::UnknownRpc);
                 }
+                None
             }
-        }
-        // A packet changes the RPC it names (others it can only free): one
-        // place brings the queues in step with it.
-        if let Some(i) = self.find_rpc(from.addr, from.local_id) {
+        };
+        // One place brings the queues in step with what the packet changed.
+        if let Some(i) = named {
             self.refresh(i);
         }
         None
@@ -205,7 +214,15 @@ impl<'a> Endpoint<'a> {
         self.rpcs.get_mut(slot)?.rpc.as_mut()
     }
 
-    fn data_pkt(&mut self, now: Instant, from: From, socket: u16, h: &DataHeader, payload: &[u8]) {
+    /// A DATA packet: returns the RPC it named (found or created).
+    fn data_pkt(
+        &mut self,
+        now: Instant,
+        from: From,
+        socket: u16,
+        h: &DataHeader,
+        payload: &[u8],
+    ) -> Option<usize> {
         if let Some(ack) = h.ack {
             self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
         }
@@ -214,19 +231,29 @@ impl<'a> Endpoint<'a> {
             || h.message_length as usize > self.pool.capacity_bytes()
         {
             self.count_drop(Drop::BadRange);
-            return;
+            return None;
         }
         let slot = match self.find_rpc(from.addr, from.local_id) {
             Some(i) => i,
-            None if from.local_id & 1 == 1 => match self.new_server_rpc(now, from, socket, h) {
-                Some(i) => i,
-                None => return,
-            },
+            None if from.local_id & 1 == 1 => self.new_server_rpc(now, from, socket, h)?,
             None => {
                 self.count_drop(Drop::UnknownRpc);
-                return;
+                return None;
             }
         };
+        self.store_data(now, slot, from, h, payload);
+        Some(slot)
+    }
+
+    /// DATA for the RPC in `slot`: its message begins, or gets bytes.
+    fn store_data(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        from: From,
+        h: &DataHeader,
+        payload: &[u8],
+    ) {
         self.heard(slot, from.mac);
         self.check_cutoff_version(now, slot, from, h.cutoff_version);
         let unsched = self.config.unsched_bytes;
@@ -374,13 +401,14 @@ impl<'a> Endpoint<'a> {
         self.push_ctrl(from.answer(CtrlKind::Cutoffs));
     }
 
-    fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) {
+    fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
-            return self.count_drop(Drop::UnknownRpc);
+            self.count_drop(Drop::UnknownRpc);
+            return None;
         };
         self.heard(i, from.mac);
         let top = self.config.highest_priority();
-        let Some(r) = self.rpc_mut(i) else { return };
+        let r = self.rpc_mut(i)?;
         r.silent_ticks = 0;
         let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
         match r.out.as_mut() {
@@ -390,11 +418,13 @@ impl<'a> Endpoint<'a> {
             }
             _ => self.count_drop(Drop::WrongState),
         }
+        Some(i)
     }
 
-    fn rpc_unknown_pkt(&mut self, from: From) {
+    fn rpc_unknown_pkt(&mut self, from: From) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
-            return self.count_drop(Drop::UnknownRpc);
+            self.count_drop(Drop::UnknownRpc);
+            return None;
         };
         let num_priorities = self.config.num_priorities;
         let r = self.rpcs[i].rpc.as_ref();
@@ -422,6 +452,7 @@ impl<'a> Endpoint<'a> {
                 self.count_drop(Drop::WrongState);
             }
         }
+        Some(i)
     }
 
     fn need_ack_pkt(&mut self, from: From) {

@@ -48,7 +48,8 @@ impl<'a> Endpoint<'a> {
         if !self.emit_rpc_control(now, device, &mut budget) {
             return;
         }
-        while budget > 0 {
+        // A FIFO turn is counted only when there is something to pick.
+        while budget > 0 && !self.send.is_empty() {
             let fifo_turn = self.pacer.fifo_turn(self.config.pacer_fifo_fraction);
             let Some(pick) = self.pick_data(now, fifo_turn) else {
                 return;

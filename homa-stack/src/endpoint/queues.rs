@@ -131,6 +131,16 @@ struct Placement {
     grant: bool,
     /// Its share of the incoming total.
     counted: u32,
+    /// Its keys in the SRPT heaps (see the `HeapNode` impls).
+    keys: HeapKeys,
+}
+
+/// The changing parts of an RPC's keys in the send and grant heaps, as they
+/// were at its last `refresh`: an unchanged key needs no sift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct HeapKeys {
+    send: (bool, u32),
+    grant: u32,
 }
 
 impl<'a> Endpoint<'a> {
@@ -144,11 +154,19 @@ impl<'a> Endpoint<'a> {
         let grant = matches!(r.state, State::ClientIncoming | State::ServerIncoming)
             && inp.is_some_and(|m| m.granted < m.length);
         let counted = inp.filter(|m| m.scheduled).map_or(0, |m| m.outstanding());
+        let keys = HeapKeys {
+            send: r
+                .out
+                .as_ref()
+                .map_or((true, u32::MAX), |o| (o.resend.is_empty(), o.bytes_left())),
+            grant: r.inp.as_ref().map_or(u32::MAX, |m| m.length - m.received()),
+        };
         Some(Placement {
             wants_send,
             resolved: self.peer_resolved(r.peer),
             grant,
             counted,
+            keys,
         })
     }
 
@@ -161,20 +179,29 @@ impl<'a> Endpoint<'a> {
             resolved: true,
             grant: false,
             counted: 0,
+            keys: HeapKeys::default(),
         });
+        let old_keys = self.rpcs[slot].rpc.as_ref().map(|r| r.keys);
         let rpcs = &mut self.rpcs[..];
+        // The by-age heaps' keys (births) never change: insert or remove only.
         if p.wants_send && p.resolved {
-            self.send.upsert(rpcs, i);
-            self.send_fifo.upsert(rpcs, i);
-        } else {
-            self.send.remove(rpcs, i);
+            if self.send.insert(rpcs, i) {
+                self.send_fifo.insert(rpcs, i);
+            } else if old_keys.is_none_or(|k| k.send != p.keys.send) {
+                self.send.update(rpcs, i);
+            }
+        } else if self.send.remove(rpcs, i) {
             self.send_fifo.remove(rpcs, i);
         }
         let was_candidate = self.grant.contains(rpcs, i);
         if p.grant {
-            self.grant.upsert(rpcs, i);
-            self.grant_fifo.upsert(rpcs, i);
-        } else {
+            if !was_candidate {
+                self.grant.insert(rpcs, i);
+                self.grant_fifo.insert(rpcs, i);
+            } else if old_keys.is_none_or(|k| k.grant != p.keys.grant) {
+                self.grant.update(rpcs, i);
+            }
+        } else if was_candidate {
             self.grant.remove(rpcs, i);
             self.grant_fifo.remove(rpcs, i);
         }
@@ -182,6 +209,7 @@ impl<'a> Endpoint<'a> {
         let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
+        r.keys = p.keys;
         let old = core::mem::replace(&mut r.counted, p.counted);
         self.incoming = self.incoming - u64::from(old) + u64::from(p.counted);
         // Any change to a candidate, or to the headroom, may change grants.
@@ -203,12 +231,28 @@ impl<'a> Endpoint<'a> {
 
     /// Takes the RPC in `slot` out of every queue, before it is freed.
     pub(super) fn unqueue(&mut self, slot: usize) {
-        let out = self.rpcs[slot].rpc.as_mut().and_then(|r| r.out.take());
-        let inp = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take());
-        self.refresh(slot);
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
-            r.out = out;
-            r.inp = inp;
+        let i = slot as u16;
+        let rpcs = &mut self.rpcs[..];
+        if self.send.remove(rpcs, i) {
+            self.send_fifo.remove(rpcs, i);
+        }
+        if self.grant.remove(rpcs, i) {
+            self.grant_fifo.remove(rpcs, i);
+            self.grants_dirty = true;
+        }
+        let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+            return;
+        };
+        let counted = core::mem::take(&mut r.counted);
+        if counted != 0 {
+            self.incoming -= u64::from(counted);
+            self.grants_dirty = true;
+        }
+        if core::mem::take(&mut r.parked) {
+            let peer = usize::from(r.peer);
+            if let Some(p) = self.peers.get_mut(peer).and_then(|s| s.peer.as_mut()) {
+                p.parked = p.parked.saturating_sub(1);
+            }
         }
     }
 
@@ -266,6 +310,9 @@ impl<'a> Endpoint<'a> {
                 || self.grant_fifo.contains(rpcs, i) != p.grant
             {
                 return Err("grant heaps disagree with an RPC's state");
+            }
+            if (sends || p.grant) && r.keys != p.keys {
+                return Err("an RPC's heap keys changed without a refresh");
             }
             if r.counted != p.counted {
                 return Err("an RPC's incoming share is stale");

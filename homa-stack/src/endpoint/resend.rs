@@ -13,14 +13,20 @@ use crate::wire::homa::{self, Kind, Repr, RESEND_ALL};
 use crate::wire::EthernetAddress;
 
 impl<'a> Endpoint<'a> {
-    pub(super) fn resend_pkt(&mut self, from: From, offset: u32, length: u32, priority: u8) {
+    pub(super) fn resend_pkt(
+        &mut self,
+        from: From,
+        offset: u32,
+        length: u32,
+        priority: u8,
+    ) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
             self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
-            return;
+            return None;
         };
         self.heard(i, from.mac);
         let top = self.config.highest_priority();
-        let Some(r) = self.rpc_mut(i) else { return };
+        let r = self.rpc_mut(i)?;
         let out = match r.out.as_mut() {
             // A server still receiving or computing owes its response: BUSY
             // keeps the client from timing out (docs/protocol.md 4.7).
@@ -38,7 +44,7 @@ impl<'a> Endpoint<'a> {
                     r.silent_ticks = 0;
                 }
                 self.push_ctrl(from.answer(CtrlKind::Busy));
-                return;
+                return Some(i);
             }
         };
         // The receiver is alive and waiting for us: not silence.
@@ -56,9 +62,10 @@ impl<'a> Endpoint<'a> {
         }
         if offset >= tx_end {
             self.push_ctrl(from.answer(CtrlKind::Busy));
-            return;
+            return Some(i);
         }
         out.request_resend(offset, end, priority.min(top));
+        Some(i)
     }
 
     /// Asks for everything an incoming message misses: the next egress

@@ -177,6 +177,8 @@ pub(crate) struct Rpc {
     pub counted: u32,
     /// Has DATA to send but its peer is unresolved (see `queues`).
     pub parked: bool,
+    /// Its heap keys at the last refresh (see `queues`).
+    pub keys: super::queues::HeapKeys,
 }
 
 impl Rpc {
@@ -211,6 +213,7 @@ impl Rpc {
             birth,
             counted: 0,
             parked: false,
+            keys: super::queues::HeapKeys::default(),
         }
     }
 }

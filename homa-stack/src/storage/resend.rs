@@ -46,6 +46,7 @@ use core::fmt;
 pub const RESEND_BITS: usize = 1024;
 
 const WORDS: usize = RESEND_BITS / 64;
+const _: () = assert!(WORDS <= 16, "ResendSet::nonzero has a bit per word");
 
 /// No packet index (a grid has at most `u32::MAX` packets, indices below).
 const NONE: u32 = u32::MAX;
@@ -180,6 +181,8 @@ impl PacketGrid {
 pub struct ResendSet {
     /// Bit `g` covers packets `g * per_bit .. (g + 1) * per_bit`.
     bits: [u64; WORDS],
+    /// Bit `w` set: `bits[w]` is not zero (so `is_empty` reads one word).
+    nonzero: u16,
     grid: PacketGrid,
     per_bit: u32,
     /// Packets that intersect the highest `sent` given to `add`: no packet
@@ -208,6 +211,7 @@ impl ResendSet {
         let per_bit = grid.packet_count().div_ceil(RESEND_BITS as u32);
         ResendSet {
             bits: [0; WORDS],
+            nonzero: 0,
             grid,
             per_bit: if per_bit == 0 { 1 } else { per_bit },
             sent_packets: 0,
@@ -234,7 +238,7 @@ impl ResendSet {
 
     /// No packet is marked.
     pub fn is_empty(&self) -> bool {
-        self.bits.iter().all(|&w| w == 0)
+        self.nonzero == 0
     }
 
     /// Marks every packet intersecting `[start, min(end, sent))`, where
@@ -283,6 +287,7 @@ impl ResendSet {
             // Bits a..=b of this word.
             let mask = (u64::MAX >> (63 - (b - a))) << a;
             *word |= mask;
+            self.nonzero |= 1 << w;
         }
     }
 
@@ -293,8 +298,12 @@ impl ResendSet {
     }
 
     fn clear_bit(&mut self, group: u32) {
-        if let Some(w) = self.bits.get_mut((group / 64) as usize) {
+        let i = (group / 64) as usize;
+        if let Some(w) = self.bits.get_mut(i) {
             *w &= !(1 << (group % 64));
+            if *w == 0 {
+                self.nonzero &= !(1 << i);
+            }
         }
     }
 
