@@ -538,3 +538,116 @@ fn a_call_to_a_port_nobody_serves_fails_and_is_released() {
     );
     assert_eq!(cs.with(|ep| ep.rpcs_in_use()), 0);
 }
+
+// ---- over an embassy-net driver -------------------------------------------
+
+/// One direction of an in-memory link between two embassy drivers, with
+/// the receiving driver's waker.
+#[derive(Default)]
+struct Lane {
+    frames: std::collections::VecDeque<Vec<u8>>,
+    waker: Option<Waker>,
+}
+
+/// An embassy-net driver on one end of two lanes: it registers the
+/// context's waker when it has no frame, and wakes the other end's when it
+/// sends one.
+struct ChanDriver {
+    rx: Rc<RefCell<Lane>>,
+    tx: Rc<RefCell<Lane>>,
+}
+
+struct ChanRx(Vec<u8>);
+struct ChanTx(Rc<RefCell<Lane>>);
+
+impl embassy_net_driver::RxToken for ChanRx {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(mut self, f: F) -> R {
+        f(&mut self.0)
+    }
+}
+
+impl embassy_net_driver::TxToken for ChanTx {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut frame = vec![0; len];
+        let r = f(&mut frame);
+        let mut lane = self.0.borrow_mut();
+        lane.frames.push_back(frame);
+        if let Some(w) = lane.waker.take() {
+            w.wake();
+        }
+        r
+    }
+}
+
+impl embassy_net_driver::Driver for ChanDriver {
+    type RxToken<'a> = ChanRx;
+    type TxToken<'a> = ChanTx;
+
+    fn receive(&mut self, cx: &mut Context) -> Option<(ChanRx, ChanTx)> {
+        let mut rx = self.rx.borrow_mut();
+        match rx.frames.pop_front() {
+            Some(f) => Some((ChanRx(f), ChanTx(self.tx.clone()))),
+            None => {
+                rx.waker = Some(cx.waker().clone());
+                None
+            }
+        }
+    }
+
+    fn transmit(&mut self, _cx: &mut Context) -> Option<ChanTx> {
+        Some(ChanTx(self.tx.clone()))
+    }
+
+    fn link_state(&mut self, _cx: &mut Context) -> embassy_net_driver::LinkState {
+        embassy_net_driver::LinkState::Up
+    }
+
+    fn capabilities(&self) -> embassy_net_driver::Capabilities {
+        let mut caps = embassy_net_driver::Capabilities::default();
+        caps.max_transmission_unit = 1514;
+        caps
+    }
+
+    fn hardware_address(&self) -> embassy_net_driver::HardwareAddress {
+        embassy_net_driver::HardwareAddress::Ethernet([2, 0, 0, 0, 0, 9])
+    }
+}
+
+#[test]
+fn runners_over_embassy_drivers_are_woken_by_the_drivers() {
+    use homa_stack::asynch::EmbassyDriver;
+    let time = Rc::new(Time::default());
+    let (cs, ss) = stacks(8, 1 << 20);
+    let (ab, ba) = (Rc::default(), Rc::default());
+    let client_nic = ChanDriver {
+        rx: Rc::clone(&ba),
+        tx: Rc::clone(&ab),
+    };
+    let server_nic = ChanDriver { rx: ab, tx: ba };
+    let mut ra = Runner::new(&cs, EmbassyDriver(client_nic), SimClock::new(&time));
+    let mut rb = Runner::new(&ss, EmbassyDriver(server_nic), SimClock::new(&time));
+    let answered = Rc::new(Cell::new(0));
+    let tasks: Vec<Task<'_>> = vec![
+        Box::pin(async move {
+            ra.run().await;
+        }),
+        Box::pin(async move {
+            rb.run().await;
+        }),
+        Box::pin(serve(&ss, answered.clone())),
+    ];
+    let main = async {
+        let mut client = cs.client().unwrap();
+        for len in [1, 1425, 100_000] {
+            let ok = client
+                .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
+                    matches(m, !(len as u32), len)
+                })
+                .await
+                .unwrap();
+            assert!(ok);
+        }
+    };
+    run(&time, main, tasks);
+    assert_eq!(answered.get(), 3);
+}

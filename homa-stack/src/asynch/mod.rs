@@ -18,7 +18,7 @@
 //! waker to wake at an instant) and an [`Interface`] (the device for one
 //! poll, given the runner's task context so it can register the waker for
 //! "a frame arrived"). embassy-net drivers are an [`Interface`] through
-//! [`EmbassyDriver`] (feature `embassy`); [`Wire`] is an in-memory pair of
+//! `EmbassyDriver` (feature `embassy`); [`Wire`] is an in-memory pair of
 //! devices with wakers for tests and demos.
 //!
 //! The state is in `RefCell`s, so a `Stack` is for one executor (one
