@@ -15,6 +15,8 @@
 //! - [`config`]: every tunable of the Linux module with its default.
 //! - [`endpoint`]: sockets, RPCs, the grant scheduler, the pacer, timers and
 //!   the host layer (ARP, ICMP), driven by `poll(now, device)`.
+//! - `asynch` (feature `async`): async request/reply for any executor, over
+//!   a shared endpoint and a runner task, like embassy-net's `Stack`.
 //! - [`stats`]: counters of every packet type, drop reason, grant and retransmission.
 //!
 //! # Example
@@ -96,6 +98,8 @@ compile_error!("features `log` and `defmt` are mutually exclusive");
 #[macro_use]
 mod macros;
 
+#[cfg(feature = "async")]
+pub mod asynch;
 pub mod config;
 pub mod endpoint;
 pub mod stats;

@@ -26,10 +26,11 @@ use cortex_m_semihosting::{debug, hprintln};
 use panic_semihosting as _;
 use static_cell::{ConstStaticCell, StaticCell};
 
+use homa_firmware::check::{fill, matches, reply_seed, request_seed};
 use homa_firmware::Clock;
 use homa_phy::{forward, Device, Instant, Loopback, RxToken, Split, TxToken};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
-use homa_stack::storage::{buffer_len_for, pages_for, MessageRef, MessageWriter, MAX_MESSAGE_LEN};
+use homa_stack::storage::{buffer_len_for, pages_for, MAX_MESSAGE_LEN};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 
@@ -90,48 +91,6 @@ const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const CLIENT_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const SERVER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
 const PORT: u16 = 99;
-
-/// Byte `i` of the test message `seed`: cheap, and different for every
-/// offset within a page and every message.
-fn pattern(seed: u32, i: usize) -> u8 {
-    let x = (i as u32).wrapping_add(seed.wrapping_mul(0x9e37_79b9));
-    (x ^ (x >> 8) ^ (x >> 16).wrapping_mul(31)) as u8
-}
-
-/// Writes pattern `seed` into a message being built in place in the pool.
-fn fill(seed: u32, w: &mut MessageWriter<'_, '_>) {
-    w.for_each_chunk(|at, piece| {
-        for (j, b) in piece.iter_mut().enumerate() {
-            *b = pattern(seed, at + j);
-        }
-    });
-}
-
-/// Whether a received message is exactly `len` bytes of pattern `seed`,
-/// read in place from the pool's pages.
-fn matches(msg: MessageRef<'_>, seed: u32, len: usize) -> bool {
-    if msg.len() != len {
-        return false;
-    }
-    let mut off = 0;
-    for chunk in msg.chunks() {
-        for (j, &b) in chunk.iter().enumerate() {
-            if b != pattern(seed, off + j) {
-                return false;
-            }
-        }
-        off += chunk.len();
-    }
-    off == len
-}
-
-/// Seeds of a request and of its reply (different, so an echo would fail).
-fn request_seed(len: usize) -> u32 {
-    len as u32
-}
-fn reply_seed(len: usize) -> u32 {
-    !(len as u32)
-}
 
 /// The two endpoints, their devices and the clock.
 struct Pair {
