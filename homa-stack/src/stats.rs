@@ -100,6 +100,9 @@ pub enum Drop {
     NotHandled,
     /// A frame we would send is larger than the device's MTU.
     FrameTooBig,
+    /// An ICMP error beyond the per-tick budget of those acted on (each
+    /// makes a pass over the live RPCs, so a flood must not buy one each).
+    RateLimited,
 }
 
 impl fmt::Display for Drop {
@@ -123,6 +126,7 @@ impl fmt::Display for Drop {
             Drop::UnknownPeer => "unknown peer",
             Drop::NotHandled => "packet type not handled",
             Drop::FrameTooBig => "frame larger than the device MTU",
+            Drop::RateLimited => "over the per-tick budget",
         })
     }
 }
@@ -167,6 +171,8 @@ pub struct Drops {
     pub not_handled: u64,
     /// [`Drop::FrameTooBig`].
     pub frame_too_big: u64,
+    /// [`Drop::RateLimited`].
+    pub rate_limited: u64,
 }
 
 impl Drops {
@@ -191,6 +197,7 @@ impl Drops {
             Drop::UnknownPeer => &mut self.unknown_peer,
             Drop::NotHandled => &mut self.not_handled,
             Drop::FrameTooBig => &mut self.frame_too_big,
+            Drop::RateLimited => &mut self.rate_limited,
         };
         *c = c.wrapping_add(1);
     }
@@ -214,6 +221,7 @@ impl Drops {
             + self.unknown_peer
             + self.not_handled
             + self.frame_too_big
+            + self.rate_limited
     }
 }
 

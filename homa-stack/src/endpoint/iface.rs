@@ -212,6 +212,10 @@ impl<'a> Endpoint<'a> {
                     Icmpv4DstUnreachable::PortUnreachable => Unreachable::Port,
                     _ => Unreachable::Host,
                 };
+                if self.icmp_in_budget == 0 {
+                    return self.drop_frame(Drop::RateLimited, "ICMP error over the tick's budget");
+                }
+                self.icmp_in_budget -= 1;
                 self.unreachable_pkt(header.dst_addr, sport, dport, what);
                 None
             }

@@ -106,6 +106,9 @@ pub struct Endpoint<'a> {
     link_mbps: u32,
     /// ICMP errors we may still send in this tick (bounds work under floods).
     icmp_budget: u32,
+    /// ICMP errors we may still act on in this tick (each is a pass over
+    /// the live RPCs).
+    icmp_in_budget: u32,
     /// DATA is waiting and the pacer holds it until this instant.
     throttled_until: Option<Instant>,
     /// What the device said it can do, at the last poll.
@@ -114,7 +117,7 @@ pub struct Endpoint<'a> {
     now: Instant,
 }
 
-/// ICMP errors sent per tick at most.
+/// ICMP errors sent, and received ICMP errors acted on, per tick at most.
 pub(super) const ICMP_PER_TICK: u32 = 32;
 
 impl<'a> Endpoint<'a> {
@@ -210,6 +213,7 @@ impl<'a> Endpoint<'a> {
             max_payload,
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
+            icmp_in_budget: ICMP_PER_TICK,
             throttled_until: None,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,

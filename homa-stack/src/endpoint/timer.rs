@@ -38,6 +38,7 @@ enum Verdict {
 impl<'a> Endpoint<'a> {
     pub(super) fn tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
+        self.icmp_in_budget = ICMP_PER_TICK;
         let now = self.now;
         let tick = self.config.tick;
         // One pass over the live RPCs, not the table; the cursor moves on
