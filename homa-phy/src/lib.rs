@@ -166,6 +166,7 @@ pub mod share;
 pub mod sim;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod tap;
+pub mod testing;
 pub mod time;
 pub mod tracer;
 
