@@ -18,8 +18,7 @@ use homa_stack::wire::{
     Icmpv6Repr, IpProtocol, Ipv4Addr, Ipv4Repr, Ipv6Addr, VlanTag,
 };
 
-#[path = "../frames.rs"]
-mod frames;
+use homa_testkit::frames;
 
 const A_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const B_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);

@@ -4,7 +4,7 @@
 //! | | needs |
 //! |---|---|
 //! | [`SplitMix64`]: the seeded generator (also behind the fault injector and the fabric) | |
-//! | [`pattern_byte`], [`fill_pattern`]: deterministic message payloads | |
+//! | [`pattern_byte`], [`fill_pattern`], [`pattern_word`]: deterministic message payloads | |
 //! | [`Host`]: what a [`Pair`] drives (homa-stack's `Endpoint` implements it) | |
 //! | [`pattern`], [`pattern_matches`]: the same as a `Vec`, and its check | `std` |
 //! | [`TestDevice`]: frames in queues, as a test inspects and injects them | `std` |
@@ -18,7 +18,7 @@
 mod pattern;
 mod rng;
 
-pub use pattern::{fill_pattern, pattern_byte};
+pub use pattern::{fill_pattern, fill_pattern_at, pattern_byte, pattern_word};
 pub use rng::SplitMix64;
 
 #[cfg(feature = "std")]

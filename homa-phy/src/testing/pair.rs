@@ -96,6 +96,8 @@ pub struct Pair<A, B, DA = TestDevice, DB = TestDevice> {
     pub filter: Filter,
     /// Rewrites a frame (to_b, bytes) before delivery.
     pub rewrite: Rewrite,
+    /// Decides, after the rewrite, whether a delivered frame arrives twice.
+    pub duplicate: Filter,
     /// Frames put on the wire.
     pub sent: usize,
     /// Every frame put on the wire: (time, to_b, bytes, priority), while
@@ -132,6 +134,7 @@ impl<A: Host, B: Host, DA: Wired, DB: Wired> Pair<A, B, DA, DB> {
             busy: [Instant::ZERO; 2],
             filter: Box::new(|_, _, _| true),
             rewrite: Box::new(|_, _| {}),
+            duplicate: Box::new(|_, _, _| false),
             sent: 0,
             log: Vec::new(),
             logging: true,
@@ -185,6 +188,11 @@ impl<A: Host, B: Host, DA: Wired, DB: Wired> Pair<A, B, DA, DB> {
                     let busy = &mut self.busy[usize::from(to_b)];
                     *busy = (*busy).max(now) + Duration::from_nanos(bits * 1000 / mbps);
                     at = *busy;
+                }
+                if (self.duplicate)(i, to_b, &f) {
+                    let mut copy = dev.pool.take(0, 0);
+                    copy.extend_from_slice(&f);
+                    self.flight.push_back((at + self.delay, to_b, copy));
                 }
                 self.flight.push_back((at + self.delay, to_b, f));
             }
@@ -279,16 +287,25 @@ mod tests {
         assert_eq!(p.now - t0, Duration::from_micros(3));
         assert_eq!(p.log.len(), 1);
         assert!(p.log[0].1, "A sent it towards B");
-        // A lost frame, then a vanished B.
+        // A lost frame, a duplicated one, then a vanished B.
         p.filter = Box::new(|i, _, _| i != 1);
+        p.duplicate = Box::new(|i, _, _| i == 2);
         p.da.rx.push_back(vec![1; 60]);
         p.run_until(Duration::from_millis(1), |_| false);
         assert_eq!((p.sent, p.db.rx.len()), (2, 1), "the second frame was lost");
-        p.b_gone = true;
         p.da.rx.push_back(vec![2; 60]);
         p.run_until(Duration::from_millis(1), |_| false);
-        assert_eq!((p.sent, p.db.rx.len(), p.flight.len()), (3, 1, 0));
-        assert_eq!(p.a.seen, 3);
+        assert_eq!(
+            (p.sent, p.db.rx.len()),
+            (3, 3),
+            "the third frame arrived twice"
+        );
+        assert_eq!(p.db.rx[1], p.db.rx[2]);
+        p.b_gone = true;
+        p.da.rx.push_back(vec![3; 60]);
+        p.run_until(Duration::from_millis(1), |_| false);
+        assert_eq!((p.sent, p.db.rx.len(), p.flight.len()), (4, 3, 0));
+        assert_eq!(p.a.seen, 4);
     }
 
     #[test]

@@ -1,17 +1,38 @@
 //! Deterministic message payloads: byte `i` of message `seed` depends on
 //! both, so a response checked against its request catches bytes from
-//! another message and bytes at the wrong offset.
+//! another message and bytes at the wrong offset. homa-perf's requests
+//! carry it on the wire, after their header.
+
+/// Word `k` (bytes `8k..8k + 8`, little-endian) of message `seed`'s
+/// pattern. Whole words let a fill or a check run eight bytes at a time.
+pub fn pattern_word(seed: u64, k: usize) -> u64 {
+    let mut z = seed.wrapping_add((k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z ^ (z >> 29)
+}
 
 /// Byte `i` of message `seed`'s pattern.
 pub fn pattern_byte(seed: u64, i: usize) -> u8 {
-    let x = (i as u64).wrapping_add(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    (x ^ (x >> 7) ^ (x >> 17)).wrapping_mul(31) as u8
+    pattern_word(seed, i / 8).to_le_bytes()[i % 8]
 }
 
 /// Fills `buf` with the start of message `seed`'s pattern.
 pub fn fill_pattern(seed: u64, buf: &mut [u8]) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(seed, i);
+    fill_pattern_at(seed, 0, buf);
+}
+
+/// Fills `buf` with bytes `offset..offset + buf.len()` of message `seed`'s
+/// pattern.
+pub fn fill_pattern_at(seed: u64, offset: usize, buf: &mut [u8]) {
+    let head = ((8 - offset % 8) % 8).min(buf.len());
+    let (first, rest) = buf.split_at_mut(head);
+    for (j, b) in first.iter_mut().enumerate() {
+        *b = pattern_byte(seed, offset + j);
+    }
+    let k0 = (offset + head) / 8;
+    for (k, chunk) in rest.chunks_mut(8).enumerate() {
+        let w = pattern_word(seed, k0 + k).to_le_bytes();
+        chunk.copy_from_slice(&w[..chunk.len()]);
     }
 }
 
@@ -38,9 +59,7 @@ pub fn pattern_matches(
     bytes.chunks(BLOCK).enumerate().all(|(k, chunk)| {
         let start = offset + k * BLOCK;
         let want = &mut scratch[..chunk.len()];
-        for (i, b) in want.iter_mut().enumerate() {
-            *b = pattern_byte(seed, start + i);
-        }
+        fill_pattern_at(seed, start, want);
         want == chunk
     })
 }
@@ -58,6 +77,13 @@ mod tests {
         let mut buf = [0u8; 16];
         fill_pattern(1, &mut buf);
         assert_eq!(buf[..], a[..16]);
+        // Any offset, aligned or not, continues the same pattern.
+        for offset in [0, 1, 7, 8, 13] {
+            let mut part = [0u8; 21];
+            fill_pattern_at(1, offset, &mut part);
+            assert_eq!(part[..], a[offset..offset + 21], "offset {offset}");
+            assert_eq!(part[0], pattern_byte(1, offset));
+        }
     }
 
     #[test]
