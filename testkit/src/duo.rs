@@ -8,7 +8,7 @@ use std::io::Write;
 use homa_phy::fault::{FaultConfig, FaultInjector};
 use homa_phy::testing::{Pair, TestDevice, Wired};
 use homa_phy::{Duration, PcapMode, PcapWriter};
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+use homa_stack::endpoint::{PeerSlot, RpcSlot, SetupError, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint};
 
@@ -43,18 +43,24 @@ pub struct Storage {
 }
 
 impl Storage {
-    /// Room for `rpcs` RPCs and a pool of `pool_bytes`.
+    /// Room for `rpcs` RPCs, 4 peers, 4 sockets and a pool of `pool_bytes`.
     pub fn new(rpcs: usize, pool_bytes: usize) -> Storage {
+        Storage::with_peers(rpcs, 4, pool_bytes)
+    }
+
+    /// Room for `rpcs` RPCs, `peers` peers, 4 sockets and a pool of
+    /// `pool_bytes`.
+    pub fn with_peers(rpcs: usize, peers: usize, pool_bytes: usize) -> Storage {
         Storage {
             rpcs: (0..rpcs).map(|_| RpcSlot::EMPTY).collect(),
-            peers: vec![PeerSlot::EMPTY; 4],
+            peers: vec![PeerSlot::EMPTY; peers],
             sockets: vec![SocketSlot::EMPTY; 4],
             pool: vec![0; pool_bytes],
         }
     }
 
-    /// An endpoint over this memory.
-    pub fn endpoint(&mut self, config: Config) -> Endpoint<'_> {
+    /// An endpoint over this memory, with 4 KiB pool pages, or why not.
+    pub fn try_endpoint(&mut self, config: Config) -> Result<Endpoint<'_>, SetupError> {
         Endpoint::new(
             config,
             &mut self.rpcs[..],
@@ -63,7 +69,11 @@ impl Storage {
             &mut self.pool[..],
             4096,
         )
-        .expect("valid configuration")
+    }
+
+    /// An endpoint over this memory, with 4 KiB pool pages.
+    pub fn endpoint(&mut self, config: Config) -> Endpoint<'_> {
+        self.try_endpoint(config).expect("valid configuration")
     }
 }
 

@@ -12,6 +12,7 @@ use std::task::{Context, Waker};
 use homa_phy::embassy::DriverAdapter;
 use homa_phy::share::driver::SharedDriver;
 use homa_phy::share::{Share, ShareStats};
+use homa_phy::testing::pattern;
 use homa_phy::{
     BoxedLoopback, ChecksumCapabilities, Device, Instant, Loopback, RxToken as _, Split,
     TxToken as _,
@@ -94,10 +95,6 @@ struct Stacks {
     sockets: SocketSet<'static>,
     udp: smoltcp::iface::SocketHandle,
     homa_socket: SocketHandle,
-}
-
-fn pattern(len: usize, seed: usize) -> Vec<u8> {
-    (0..len).map(|i| (i * 7 + seed * 13) as u8).collect()
 }
 
 impl Stacks {
@@ -325,7 +322,7 @@ fn rpcs_and_udp_echo_at_once(a: &mut dyn Board, b: &mut dyn Board) {
         .iter()
         .enumerate()
         .map(|(i, &len)| {
-            let req = pattern(len, i);
+            let req = pattern(len, i as u64);
             let h = sa
                 .homa
                 .send_request(sa.homa_socket, B_IP, HOMA_PORT, &req)
@@ -333,7 +330,9 @@ fn rpcs_and_udp_echo_at_once(a: &mut dyn Board, b: &mut dyn Board) {
             (h, req)
         })
         .collect();
-    let mut datagrams: Vec<Vec<u8>> = (0..DATAGRAMS).map(|i| pattern(64 + 100 * i, i)).collect();
+    let mut datagrams: Vec<Vec<u8>> = (0..DATAGRAMS)
+        .map(|i| pattern(64 + 100 * i, i as u64))
+        .collect();
     for d in &datagrams {
         sa.udp()
             .send_slice(d, (IpAddress::Ipv4(B_IP), ECHO_PORT))

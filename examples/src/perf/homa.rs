@@ -12,10 +12,10 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::stats::Drops;
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+use homa_testkit::duo::Storage;
 use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
@@ -48,35 +48,9 @@ impl Clock {
     }
 }
 
-/// Caller-owned memory of an endpoint.
-struct Memory {
-    rpcs: Vec<RpcSlot>,
-    peers: Vec<PeerSlot>,
-    sockets: Vec<SocketSlot>,
-    pool: Vec<u8>,
-}
-
-impl Memory {
-    fn new(o: &HomaOpts) -> Memory {
-        Memory {
-            rpcs: (0..o.max_rpcs).map(|_| RpcSlot::EMPTY).collect(),
-            peers: vec![PeerSlot::EMPTY; 64],
-            sockets: vec![SocketSlot::EMPTY; 4],
-            pool: vec![0; o.pool_mb << 20],
-        }
-    }
-
-    fn endpoint(&mut self, config: Config) -> Result<Endpoint<'_>, String> {
-        Endpoint::new(
-            config,
-            &mut self.rpcs[..],
-            &mut self.peers[..],
-            &mut self.sockets[..],
-            &mut self.pool[..],
-            4096,
-        )
-        .map_err(|e| e.to_string())
-    }
+/// Caller-owned memory of an endpoint: 64 peers.
+fn memory(o: &HomaOpts) -> Storage {
+    Storage::with_peers(o.max_rpcs, 64, o.pool_mb << 20)
 }
 
 /// The device, opened, plus what the endpoint needs to know about it.
@@ -309,8 +283,10 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         .mac
         .or(dev_mac)
         .unwrap_or_else(|| netcfg::mac_for(ip));
-    let mut mem = Memory::new(&o.homa);
-    let ep = mem.endpoint(config(ip, mac, &o.homa, 0x5e57))?;
+    let mut mem = memory(&o.homa);
+    let ep = mem
+        .try_endpoint(config(ip, mac, &o.homa, 0x5e57))
+        .map_err(|e| e.to_string())?;
     let (report, dev) = with_device(&mut opened, &o.homa.pcap, Server { o, ep, ip, mac })?;
     let (mut report, stack) = report?;
     report.extra = json!({ "stack": stack, "device": dev });
@@ -517,8 +493,10 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         .mac
         .or(dev_mac)
         .unwrap_or_else(|| netcfg::mac_for(ip));
-    let mut mem = Memory::new(&o.homa);
-    let ep = mem.endpoint(config(ip, mac, &o.homa, o.seed))?;
+    let mut mem = memory(&o.homa);
+    let ep = mem
+        .try_endpoint(config(ip, mac, &o.homa, o.seed))
+        .map_err(|e| e.to_string())?;
     let (report, dev) = with_device(&mut opened, &o.homa.pcap, Client { o, ep })?;
     let (mut report, stack) = report?;
     report.extra = json!({ "stack": stack, "device": dev });
