@@ -9,10 +9,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use homa_stack::wire::homa::{self, Kind};
-use homa_stack::wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Packet,
-    Ipv4Repr,
-};
+use homa_stack::wire::{EtherType, EthernetAddress, IpProtocol, Ipv4Addr};
+use homa_testkit::frames;
 
 const DUMP: &str = env!("CARGO_BIN_EXE_homa-dump");
 
@@ -334,27 +332,9 @@ fn busy_frame() -> Vec<u8> {
         sender_id: 9,
         kind: Kind::Busy,
     };
-    let mut homa = vec![0; repr.buffer_len()];
-    repr.emit(&mut homa::Packet::new_unchecked(&mut homa[..]));
-    let ip = Ipv4Repr {
-        src_addr: Ipv4Addr::new(10, 0, 0, 2),
-        dst_addr: Ipv4Addr::new(10, 0, 0, 1),
-        next_header: IpProtocol::Homa,
-        payload_len: homa.len(),
-        hop_limit: 64,
-        tos: 0x60,
-    };
-    let mut frame = vec![0; 14 + 20 + homa.len()];
-    let eth = EthernetRepr {
-        src_addr: B_MAC,
-        dst_addr: A_MAC,
-        vlan: None,
-        ethertype: EtherType::Ipv4,
-    };
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
-    ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[14..]), true);
-    frame[34..].copy_from_slice(&homa);
-    frame
+    let (b, a) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 1));
+    let ip = frames::ipv4(b, a, IpProtocol::Homa, 0x60, &frames::homa(&repr));
+    frames::ethernet(B_MAC, A_MAC, None, EtherType::Ipv4, &ip)
 }
 
 const BUSY_TEXT: &str = "BUSY        10.0.0.2:500 > 10.0.0.1:32768 id 9 prio 3";

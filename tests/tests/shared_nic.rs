@@ -12,7 +12,7 @@ use std::task::{Context, Waker};
 use homa_phy::embassy::DriverAdapter;
 use homa_phy::share::driver::SharedDriver;
 use homa_phy::share::{Share, ShareStats};
-use homa_phy::testing::pattern;
+use homa_phy::testing::{frames, pattern};
 use homa_phy::{
     BoxedLoopback, ChecksumCapabilities, Device, Instant, Loopback, RxToken as _, Split,
     TxToken as _,
@@ -23,8 +23,8 @@ use smoltcp::iface::{Interface, SocketSet};
 use smoltcp::socket::udp;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpProtocol,
-    Ipv4Address, Ipv4Packet, Ipv4Repr,
+    HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpProtocol, Ipv4Address,
+    Ipv4Packet,
 };
 
 const A_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
@@ -405,26 +405,6 @@ fn the_same_through_an_embassy_driver_on_one_host() {
     rpcs_and_udp_echo_at_once(&mut share_board(), &mut b);
 }
 
-/// An Ethernet frame from `src` to `dst` of `payload_len` bytes written by
-/// `fill`.
-fn frame_from(
-    src: [u8; 6],
-    dst: [u8; 6],
-    ethertype: EthernetProtocol,
-    payload_len: usize,
-    fill: impl FnOnce(&mut [u8]),
-) -> Vec<u8> {
-    let eth = EthernetRepr {
-        src_addr: EthernetAddress(src),
-        dst_addr: EthernetAddress(dst),
-        ethertype,
-    };
-    let mut frame = vec![0; 14 + payload_len];
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
-    fill(&mut frame[14..]);
-    frame
-}
-
 /// An echo request from `src` to B, with valid checksums.
 fn ping_to_b(src: Ipv4Address, src_mac: [u8; 6]) -> Vec<u8> {
     let icmp = Icmpv4Repr::EchoRequest {
@@ -432,24 +412,17 @@ fn ping_to_b(src: Ipv4Address, src_mac: [u8; 6]) -> Vec<u8> {
         seq_no: 2,
         data: b"ping",
     };
-    let ip = Ipv4Repr {
-        src_addr: src,
-        dst_addr: B_IP,
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-    };
+    let mut body = vec![0; icmp.buffer_len()];
     let caps = smoltcp::phy::ChecksumCapabilities::default();
-    frame_from(
-        src_mac,
-        B_MAC,
-        EthernetProtocol::Ipv4,
-        20 + icmp.buffer_len(),
-        |p| {
-            ip.emit(&mut Ipv4Packet::new_unchecked(&mut *p), &caps);
-            icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut p[20..]), &caps);
-        },
-    )
+    icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), &caps);
+    let ip = frames::ipv4(src, B_IP, frames::ICMP, 0, &body);
+    frames::ethernet(src_mac, B_MAC, None, frames::IPV4, &ip)
+}
+
+/// Who has B's address, asked by (`mac`, `ip`), broadcast from `from`.
+fn arp_for_b(from: [u8; 6], mac: [u8; 6], ip: Ipv4Address) -> Vec<u8> {
+    let arp = frames::arp(1, mac, ip, [0; 6], B_IP);
+    frames::ethernet(from, frames::BROADCAST, None, frames::ARP, &arp)
 }
 
 /// A third host asks for B's address and pings it: one answer each, from
@@ -457,22 +430,9 @@ fn ping_to_b(src: Ipv4Address, src_mac: [u8; 6]) -> Vec<u8> {
 fn arp_and_ping_answered_once(b: &mut dyn Board) {
     let mut sb = Stacks::new(B_IP, B_MAC, ECHO_PORT, true);
     let c_ip = Ipv4Address::new(10, 0, 0, 9);
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress([2, 0, 0, 0, 0, 9]),
-        source_protocol_addr: c_ip,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
-    let request = frame_from(
-        A_MAC,
-        [0xff; 6],
-        EthernetProtocol::Arp,
-        arp.buffer_len(),
-        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
-    );
+    let request = arp_for_b(A_MAC, [2, 0, 0, 0, 0, 9], c_ip);
     let ping = ping_to_b(c_ip, [2, 0, 0, 0, 0, 9]);
     let caps = smoltcp::phy::ChecksumCapabilities::default();
     assert!(b.deliver(&request) && b.deliver(&ping));
@@ -539,22 +499,9 @@ fn a_passive_endpoint_answers_no_arp_or_ping_but_learns_from_arp() {
     sb.homa
         .send_request(client, A_IP, HOMA_PORT, b"hello")
         .unwrap();
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress(A_MAC),
-        source_protocol_addr: A_IP,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
-    let request = frame_from(
-        A_MAC,
-        [0xff; 6],
-        EthernetProtocol::Arp,
-        arp.buffer_len(),
-        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
-    );
+    let request = arp_for_b(A_MAC, A_MAC, A_IP);
     let mut nic = nic();
     for frame in [request, ping_to_b(A_IP, A_MAC)] {
         nic.rx_mut()
@@ -592,22 +539,9 @@ fn an_active_endpoint_answers_arp_and_ping() {
     let socks = Vec::leak(vec![SocketSlot::EMPTY; 2]);
     let pool = Vec::leak(vec![0u8; 1 << 16]);
     let mut homa = Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap();
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress(A_MAC),
-        source_protocol_addr: A_IP,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
-    let request = frame_from(
-        A_MAC,
-        [0xff; 6],
-        EthernetProtocol::Arp,
-        arp.buffer_len(),
-        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
-    );
+    let request = arp_for_b(A_MAC, A_MAC, A_IP);
     let mut nic = nic();
     for frame in [request, ping_to_b(A_IP, A_MAC)] {
         nic.rx_mut()

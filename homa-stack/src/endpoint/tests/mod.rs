@@ -3,7 +3,7 @@
 //! (`homa_phy::testing`), shared with every other crate's tests.
 
 use super::*;
-pub(crate) use crate::phy::testing::{frames, pattern, TestDevice};
+pub(crate) use crate::phy::testing::{frames, pattern, pattern_byte, TestDevice};
 use crate::wire::homa;
 use crate::wire::{EthernetAddress, Ipv4Addr};
 use std::vec::Vec;
@@ -592,7 +592,7 @@ fn messages_are_built_and_read_in_place() {
     let server = p.b.bind(500).unwrap();
     let client = p.a.socket().unwrap();
     let len = 300_001;
-    let byte = |i: usize| (i as u8).wrapping_mul(7).wrapping_add(3);
+    let byte = |i: usize| pattern_byte(3, i);
     let mut pieces = 0;
     let h =
         p.a.send_request_with(client, B_IP, 500, len, |w| {
