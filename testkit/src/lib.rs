@@ -13,3 +13,5 @@
 pub mod duo;
 pub mod frames;
 pub mod soak;
+
+pub use duo::Storage;

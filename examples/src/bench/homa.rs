@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SocketHandle};
-use homa_testkit::duo::Storage;
+use homa_testkit::Storage;
 
 use super::cpu::measured;
 use super::ring::{Clock, Pair, LINK_MBPS};

@@ -15,7 +15,7 @@ use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapIn
 use homa_stack::stats::Drops;
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
-use homa_testkit::duo::Storage;
+use homa_testkit::Storage;
 use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
