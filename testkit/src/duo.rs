@@ -75,6 +75,12 @@ impl Storage {
     pub fn endpoint(&mut self, config: Config) -> Endpoint<'_> {
         self.try_endpoint(config).expect("valid configuration")
     }
+
+    /// An endpoint over this memory, leaked, for a test or a program that
+    /// keeps it to the end.
+    pub fn leak(self, config: Config) -> Endpoint<'static> {
+        Box::leak(Box::new(self)).endpoint(config)
+    }
 }
 
 /// The configuration of one end; `seed` makes runs repeatable. Homa

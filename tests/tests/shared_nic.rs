@@ -17,8 +17,8 @@ use homa_phy::{
     BoxedLoopback, ChecksumCapabilities, Device, Instant, Loopback, RxToken as _, Split,
     TxToken as _,
 };
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::{Config, Endpoint, Event, SocketHandle};
+use homa_testkit::Storage;
 use smoltcp::iface::{Interface, SocketSet};
 use smoltcp::socket::udp;
 use smoltcp::wire::{
@@ -102,11 +102,7 @@ impl Stacks {
         let mut config = Config::new(ip, homa_stack::wire::EthernetAddress(mac));
         config.passive_host = true;
         config.random_seed = u64::from(mac[5]);
-        let rpcs = Vec::leak((0..16).map(|_| RpcSlot::EMPTY).collect());
-        let peers = Vec::leak(vec![PeerSlot::EMPTY; 4]);
-        let socks = Vec::leak(vec![SocketSlot::EMPTY; 4]);
-        let pool = Vec::leak(vec![0u8; 1 << 20]);
-        let mut homa = Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap();
+        let mut homa = Storage::new(16, 1 << 20).leak(config);
         let homa_socket = if homa_server {
             homa.bind(HOMA_PORT).unwrap()
         } else {
@@ -534,11 +530,7 @@ fn a_passive_endpoint_answers_no_arp_or_ping_but_learns_from_arp() {
 fn an_active_endpoint_answers_arp_and_ping() {
     let mut config = Config::new(B_IP, homa_stack::wire::EthernetAddress(B_MAC));
     config.passive_host = false;
-    let rpcs = Vec::leak((0..2).map(|_| RpcSlot::EMPTY).collect());
-    let peers = Vec::leak(vec![PeerSlot::EMPTY; 2]);
-    let socks = Vec::leak(vec![SocketSlot::EMPTY; 2]);
-    let pool = Vec::leak(vec![0u8; 1 << 16]);
-    let mut homa = Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap();
+    let mut homa = Storage::with_peers(2, 2, 1 << 16).leak(config);
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
     let request = arp_for_b(A_MAC, A_MAC, A_IP);

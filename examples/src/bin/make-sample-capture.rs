@@ -20,8 +20,8 @@ use homa_phy::testing::{Pair, TestDevice};
 use homa_phy::Duration;
 use homa_stack::wire::homa::{self, DataHeader, Kind};
 use homa_stack::wire::{EtherType, EthernetAddress, Icmpv4Repr, IpAddr, IpProtocol, Ipv4Addr};
-use homa_stack::{Config, Endpoint, Event, PeerSlot, RpcSlot, SocketHandle, SocketSlot};
-use homa_testkit::frames;
+use homa_stack::{Config, Endpoint, Event, SocketHandle};
+use homa_testkit::{frames, Storage};
 
 /// An untagged IPv4 frame.
 fn ethernet(src: EthernetAddress, dst: EthernetAddress, payload: &[u8]) -> Vec<u8> {
@@ -37,12 +37,7 @@ const SERVER_PORT: u16 = 500;
 const DELAY: Duration = Duration::from_micros(2);
 
 fn endpoint(ip: Ipv4Addr, mac: EthernetAddress) -> Endpoint<'static> {
-    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..8).map(|_| RpcSlot::EMPTY).collect());
-    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 4]);
-    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
-    let pool: &'static mut [u8] = Vec::leak(vec![0u8; 1 << 20]);
-    Endpoint::new(Config::new(ip, mac), rpcs, peers, socks, pool, 4096)
-        .expect("endpoint configuration")
+    Storage::new(8, 1 << 20).leak(Config::new(ip, mac))
 }
 
 /// Two endpoints, the wire between them (2 us one way), and the virtual

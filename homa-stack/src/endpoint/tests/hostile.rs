@@ -83,11 +83,7 @@ fn arp_frame(
 
 /// A lone server endpoint with room for `rpcs` RPCs and 16 peers.
 fn server(rpcs: usize, pool: usize) -> Endpoint<'static> {
-    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect());
-    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 16]);
-    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
-    let pool: &'static mut [u8] = Vec::leak(vec![0u8; pool]);
-    Endpoint::new(Config::new(B_IP, B_MAC), rpcs, peers, socks, pool, 4096).unwrap()
+    endpoint_with_peers(Config::new(B_IP, B_MAC), rpcs, 16, pool)
 }
 
 /// Polls `ep` every 100 us for `d`, answering every request with `reply`.

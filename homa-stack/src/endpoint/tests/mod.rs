@@ -23,8 +23,18 @@ pub(crate) fn endpoint(
 }
 
 pub(crate) fn endpoint_with(config: Config, rpcs: usize, pool: usize) -> Endpoint<'static> {
+    endpoint_with_peers(config, rpcs, 8, pool)
+}
+
+/// An endpoint over leaked tables (`'static`), `peers` peers and 4 sockets.
+pub(crate) fn endpoint_with_peers(
+    config: Config,
+    rpcs: usize,
+    peers: usize,
+    pool: usize,
+) -> Endpoint<'static> {
     let rpcs: &'static mut [RpcSlot] = Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect());
-    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 8]);
+    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; peers]);
     let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
     let pool: &'static mut [u8] = Vec::leak(vec![0u8; pool]);
     Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap()
