@@ -9,10 +9,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use homa_stack::wire::homa::{self, Kind};
-use homa_stack::wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Packet,
-    Ipv4Repr,
-};
+use homa_stack::wire::{EtherType, EthernetAddress, IpProtocol, Ipv4Addr};
+use homa_testkit::frames;
 
 const DUMP: &str = env!("CARGO_BIN_EXE_homa-dump");
 
@@ -334,27 +332,9 @@ fn busy_frame() -> Vec<u8> {
         sender_id: 9,
         kind: Kind::Busy,
     };
-    let mut homa = vec![0; repr.buffer_len()];
-    repr.emit(&mut homa::Packet::new_unchecked(&mut homa[..]));
-    let ip = Ipv4Repr {
-        src_addr: Ipv4Addr::new(10, 0, 0, 2),
-        dst_addr: Ipv4Addr::new(10, 0, 0, 1),
-        next_header: IpProtocol::Homa,
-        payload_len: homa.len(),
-        hop_limit: 64,
-        tos: 0x60,
-    };
-    let mut frame = vec![0; 14 + 20 + homa.len()];
-    let eth = EthernetRepr {
-        src_addr: B_MAC,
-        dst_addr: A_MAC,
-        vlan: None,
-        ethertype: EtherType::Ipv4,
-    };
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
-    ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[14..]), true);
-    frame[34..].copy_from_slice(&homa);
-    frame
+    let (b, a) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 1));
+    let ip = frames::ipv4(b, a, IpProtocol::Homa, 0x60, &frames::homa(&repr));
+    frames::ethernet(B_MAC, A_MAC, None, EtherType::Ipv4, &ip)
 }
 
 const BUSY_TEXT: &str = "BUSY        10.0.0.2:500 > 10.0.0.1:32768 id 9 prio 3";
@@ -842,7 +822,7 @@ fn the_loss_capture_is_what_the_loopback_program_writes() {
 #[test]
 fn rpc_view_of_known_rpcs_with_losses() {
     // Six echo RPCs (response = request), every one verified by loopback,
-    // through 8% loss: one DATA packet was retransmitted.
+    // through 8% loss: two DATA packets were retransmitted.
     let rpcs = json(&["--rpcs", &data("loss.pcap")]);
     assert_eq!(rpcs.len(), 6);
     let mut retx = 0;
@@ -863,11 +843,11 @@ fn rpc_view_of_known_rpcs_with_losses() {
         resends += r["resends"].as_u64().unwrap();
     }
     assert!(retx > 0 && resends > 0, "the capture shows no recovery");
-    // The RPC that lost its request: one RESEND, the request sent once more.
-    let lossy = rpcs.iter().find(|r| r["resends"] == 1).unwrap();
+    // The RPC that lost its request: three RESENDs, the request sent twice more.
+    let lossy = rpcs.iter().find(|r| r["resends"] == 3).unwrap();
     let len = lossy["request_length"].as_u64().unwrap();
-    assert_eq!(lossy["request_packets"], 2);
-    assert_eq!(lossy["retransmitted_bytes"].as_u64().unwrap(), len);
+    assert_eq!(lossy["request_packets"], 3);
+    assert_eq!(lossy["retransmitted_bytes"].as_u64().unwrap(), 2 * len);
     let text = lines(&["--rpcs", &data("loss.pcap")]);
     assert_eq!(text.len(), 6);
     assert!(
@@ -875,8 +855,8 @@ fn rpc_view_of_known_rpcs_with_losses() {
         "{text:?}"
     );
     assert!(text.contains(
-        &"rpc 655364 10.0.0.1:32768 > 10.0.0.2:500 start 0.000005916 dur 4998.6 us \
-          req 756 B: 2 DATA 1512 B resp 756 B: 1 DATA 756 B retx 756 B grants 0 resends 1 \
+        &"rpc 655364 10.0.0.1:32768 > 10.0.0.2:500 start 0.000004745 dur 14200.8 us \
+          req 756 B: 3 DATA 2268 B resp 756 B: 1 DATA 756 B retx 1512 B grants 0 resends 3 \
           busy 0 completed acked"
             .to_string()
     ));

@@ -1,6 +1,8 @@
 //! homa-perf end to end: kernel TCP over loopback (always), homa-stack over
 //! two TAP devices in a network namespace, and a one-second testbed run
-//! (both only as root with /dev/net/tun; otherwise they print SKIP and why).
+//! (both need root with /dev/net/tun and `ip`: `#[ignore = "needs root"]`,
+//! run by `sudo cargo test -p homa-examples --test homa_perf -- --ignored`
+//! and by CI).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -11,19 +13,18 @@ use serde_json::Value;
 
 const EXE: &str = env!("CARGO_BIN_EXE_homa-perf");
 
-/// Why the privileged tests cannot run here, if they cannot.
-fn no_privileges() -> Option<String> {
+/// Fails, saying why, where the privileged tests cannot run.
+fn assert_privileges() {
     // SAFETY: plain syscall without arguments.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun does not exist".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("the ip command is missing".into());
-    }
-    None
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+    assert!(
+        std::path::Path::new("/dev/net/tun").exists(),
+        "this test needs /dev/net/tun"
+    );
+    assert!(
+        Command::new("ip").arg("-V").output().is_ok(),
+        "this test needs the ip command"
+    );
 }
 
 /// A server child: its stderr is watched for the ready line.
@@ -127,11 +128,9 @@ impl Drop for Netns {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn homa_client_and_server_over_tap_in_a_namespace() {
-    if let Some(why) = no_privileges() {
-        println!("SKIP homa_client_and_server_over_tap_in_a_namespace: {why}");
-        return;
-    }
+    assert_privileges();
     let ns = Netns(format!("hpt{}", std::process::id()));
     assert!(Command::new("ip")
         .args(["netns", "add", &ns.0])
@@ -197,11 +196,9 @@ fn homa_client_and_server_over_tap_in_a_namespace() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
-    if let Some(why) = no_privileges() {
-        println!("SKIP a_short_testbed_run_compares_both_protocols_and_cleans_up: {why}");
-        return;
-    }
+    assert_privileges();
     let child = Command::new(EXE)
         .args([
             "testbed",

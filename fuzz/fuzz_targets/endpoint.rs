@@ -26,18 +26,16 @@
 
 #![no_main]
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 
-use homa_phy::{Device, DeviceCapabilities, Duration, Instant, PacketMeta, RxToken, TxToken};
+use homa_phy::testing::{frames, pattern, TestDevice};
+use homa_phy::{Duration, Instant};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
-use homa_stack::wire::homa::{Ack, DataHeader, Kind, Packet, Repr};
-use homa_stack::wire::{
-    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, IpAddr, IpProtocol, Ipv4Addr, Ipv4Packet,
-    Ipv4Repr,
-};
+use homa_stack::wire::homa::{Ack, DataHeader, Kind, Repr};
+use homa_stack::wire::{EthernetAddress, IpProtocol, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 
 const ME: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -57,76 +55,30 @@ const SENT_KEPT: usize = 8;
 /// Bytes of every message sent (one allocation for all inputs).
 fn payload() -> &'static [u8] {
     static P: OnceLock<Vec<u8>> = OnceLock::new();
-    P.get_or_init(|| {
-        (0..MAX_MESSAGE)
-            .map(|i| (i as u8).wrapping_mul(7) ^ 0x5a)
-            .collect()
-    })
+    P.get_or_init(|| pattern(MAX_MESSAGE, 0x5a))
 }
 
 /// The pool's memory, kept from one input to the next and zeroed for each:
 /// mapping 2.5 MB afresh costs more page faults than most inputs cost.
 static POOL_MEM: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 
-/// Frames in, frames counted (and the last few kept) out. It hands out one
-/// frame per poll, so the harness sees the RPC table after each frame.
-#[derive(Default)]
-struct Dev {
-    rx: VecDeque<Vec<u8>>,
-    /// One frame may be received before the next `allow`.
-    may_receive: bool,
-    delivered: u64,
-    sent: Sent,
-}
-
-#[derive(Default)]
-struct Sent {
-    count: u64,
-    last: VecDeque<Vec<u8>>,
-}
-
-struct Rx(Vec<u8>);
-struct Tx<'a>(&'a mut Sent);
-
-impl RxToken for Rx {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(&self.0)
+/// The device: frames in, frames counted out, and only the last
+/// `SENT_KEPT` frames sent kept (for ICMP errors that quote them). It hands
+/// out one frame per poll (`rx_budget`), so the harness sees the RPC table
+/// after each frame.
+fn device() -> TestDevice {
+    TestDevice {
+        rx_budget: Some(0),
+        ..TestDevice::default()
     }
 }
 
-impl TxToken for Tx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        self.0.count += 1;
-        let mut buf = vec![0u8; len];
-        let r = f(&mut buf);
-        if self.0.last.len() == SENT_KEPT {
-            self.0.last.pop_front();
-        }
-        self.0.last.push_back(buf);
-        r
-    }
-    fn set_meta(&mut self, meta: PacketMeta) {
-        assert!(meta.priority <= 7);
-    }
-}
-
-impl Device for Dev {
-    type RxToken<'a> = Rx;
-    type TxToken<'a> = Tx<'a>;
-    fn receive(&mut self, _: Instant) -> Option<(Rx, Tx<'_>)> {
-        if !self.may_receive {
-            return None;
-        }
-        let f = self.rx.pop_front()?;
-        self.may_receive = false;
-        self.delivered += 1;
-        Some((Rx(f), Tx(&mut self.sent)))
-    }
-    fn transmit(&mut self, _: Instant) -> Option<Tx<'_>> {
-        Some(Tx(&mut self.sent))
-    }
-    fn capabilities(&self) -> DeviceCapabilities {
-        DeviceCapabilities::default()
+/// Drops all but the last `SENT_KEPT` frames sent, checking each frame's
+/// priority on the way.
+fn trim_sent(dev: &mut TestDevice) {
+    assert!(dev.tx.iter().all(|(_, meta)| meta.priority <= 7));
+    while dev.tx.len() > SENT_KEPT {
+        dev.tx.pop_front();
     }
 }
 
@@ -283,29 +235,13 @@ impl Envelope {
 
     /// The frame: Ethernet, IPv4 (checksum filled before any poke), `body`.
     fn frame(&self, body: &[u8]) -> Vec<u8> {
-        let mut ip = [0u8; 20];
-        Ipv4Repr {
-            src_addr: self.src,
-            dst_addr: self.dst,
-            next_header: IpProtocol::from(self.protocol),
-            payload_len: body.len(),
-            hop_limit: 64,
-            tos: 0,
-        }
-        .emit(&mut Ipv4Packet::new_unchecked(&mut ip[..]), true);
+        let mut ip = frames::ipv4_header(self.src, self.dst, self.protocol, 0, body.len()).to_vec();
         for &(at, v) in &self.ip_pokes {
             ip[at] = v;
         }
-        let mut f = Vec::with_capacity(18 + 20 + body.len());
-        f.extend_from_slice(&self.dst_mac.0);
-        f.extend_from_slice(&self.src_mac.0);
-        if let Some(tci) = self.vlan {
-            f.extend_from_slice(&[0x81, 0x00]);
-            f.extend_from_slice(&tci.to_be_bytes());
-        }
-        f.extend_from_slice(&self.ethertype);
-        f.extend_from_slice(&ip);
-        f.extend_from_slice(body);
+        ip.extend_from_slice(body);
+        let ethertype = u16::from_be_bytes(self.ethertype);
+        let mut f = frames::ethernet(self.src_mac.0, self.dst_mac.0, self.vlan, ethertype, &ip);
         let len = f.len() as isize + isize::from(self.trim);
         f.resize(len.clamp(0, 1514) as usize, 0);
         f
@@ -315,48 +251,36 @@ impl Envelope {
 /// A Homa packet in `env`, its checksum over the envelope's addresses (so
 /// a forged source passes the check, as a liar's packet would).
 fn homa_frame(env: &Envelope, homa: &Repr<'_>) -> Vec<u8> {
-    let mut body = vec![0u8; homa.buffer_len()];
-    let mut p = Packet::new_unchecked(&mut body[..]);
-    homa.emit(&mut p);
-    p.fill_checksum(&IpAddr::V4(env.src), &IpAddr::V4(env.dst));
-    env.frame(&body)
+    env.frame(&homa_testkit::frames::homa_checksummed(
+        homa,
+        env.src.into(),
+        env.dst.into(),
+    ))
 }
 
 /// An ARP packet from `mac`/`ip`, a request or reply aimed at us.
 fn arp_frame(input: &mut Input<'_>) -> Vec<u8> {
     let (sha, spa) = (input.mac(), input.addr());
     let op = input.u8();
-    let repr = ArpRepr::EthernetIpv4 {
-        operation: if op & 1 == 0 {
-            ArpOperation::Request
-        } else {
-            ArpOperation::Reply
-        },
-        source_hardware_addr: sha,
-        source_protocol_addr: spa,
-        target_hardware_addr: if op & 2 == 0 { MY_MAC } else { input.mac() },
-        target_protocol_addr: if op & 4 == 0 { ME } else { input.addr() },
-    };
-    let mut f = vec![0u8; 14 + repr.buffer_len()];
+    let operation = if op & 1 == 0 { 1 } else { 2 };
+    let tha = if op & 2 == 0 { MY_MAC } else { input.mac() };
+    let tpa = if op & 4 == 0 { ME } else { input.addr() };
+    let arp = frames::arp(operation, sha.0, spa, tha.0, tpa);
     let dst = if op & 8 == 0 {
         EthernetAddress::BROADCAST
     } else {
         MY_MAC
     };
-    f[0..6].copy_from_slice(&dst.0);
     // The frame's source may differ from the ARP sender.
     let src = if op & 16 == 0 { sha } else { input.mac() };
-    f[6..12].copy_from_slice(&src.0);
-    f[12..14].copy_from_slice(&[0x08, 0x06]);
-    repr.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
-    f
+    frames::ethernet(src.0, dst.0, None, frames::ARP, &arp)
 }
 
 /// An ICMP destination unreachable quoting a frame we sent (its IPv4 header
 /// and the start of its payload), from whoever the envelope says.
-fn icmp_frame(input: &mut Input<'_>, sent: &VecDeque<Vec<u8>>) -> Option<Vec<u8>> {
+fn icmp_frame(input: &mut Input<'_>, dev: &TestDevice) -> Option<Vec<u8>> {
     let pick = usize::from(input.u8());
-    let quoted = sent.get(pick % sent.len().max(1))?;
+    let (quoted, _) = dev.tx.get(pick % dev.tx.len().max(1))?;
     // Only IPv4 frames are worth quoting.
     if quoted.len() < 34 || quoted[12..14] != [0x08, 0x00] {
         return None;
@@ -373,7 +297,7 @@ fn icmp_frame(input: &mut Input<'_>, sent: &VecDeque<Vec<u8>>) -> Option<Vec<u8>
     let ip = &quoted[14..];
     let mut body = vec![3, code, 0, 0, 0, 0, 0, 0];
     body.extend_from_slice(&ip[..keep.min(ip.len())]);
-    let sum = homa_stack::wire::checksum::data(&body);
+    let sum = frames::checksum(&body);
     body[2..4].copy_from_slice(&sum.to_be_bytes());
     let env = Envelope::from_peer(IpProtocol::Icmp).mutate(input);
     Some(env.frame(&body))
@@ -383,7 +307,7 @@ fuzz_target!(|data: &[u8]| {
     let payload = payload();
     let mut rpcs: Vec<RpcSlot> = (0..RPCS).map(|_| RpcSlot::EMPTY).collect();
     let mut peers = vec![PeerSlot::EMPTY; PEERS];
-    let mut socks = vec![SocketSlot::EMPTY; 2];
+    let mut socks = [SocketSlot::EMPTY; 2];
     let mut pool = POOL_MEM.lock().unwrap_or_else(|e| e.into_inner());
     pool.clear();
     pool.resize(POOL, 0);
@@ -413,7 +337,7 @@ fuzz_target!(|data: &[u8]| {
     for len in [1usize, 1500, 45_000] {
         live.push(ep.send_request(client, PEER, 500, &payload[..len]).unwrap());
     }
-    let mut dev = Dev::default();
+    let mut dev = device();
     let mut input = Input(data);
     let mut steps = 0;
     while !input.0.is_empty() {
@@ -547,15 +471,16 @@ fuzz_target!(|data: &[u8]| {
             }
             7 => dev.rx.push_back(arp_frame(&mut input)),
             _ => {
-                if let Some(f) = icmp_frame(&mut input, &dev.sent.last) {
+                if let Some(f) = icmp_frame(&mut input, &dev) {
                     dev.rx.push_back(f);
                 }
             }
         }
         // One frame per poll, then a look at who holds RPCs.
         loop {
-            dev.may_receive = true;
+            dev.rx_budget = Some(1);
             ep.poll(now, &mut dev);
+            trim_sent(&mut dev);
             had_rpc.extend(ep.rpc_info().map(|r| r.peer));
             check(&ep, &dev, capacity);
             if dev.rx.is_empty() {
@@ -570,8 +495,9 @@ fuzz_target!(|data: &[u8]| {
     let ticks = (RPCS as u32 + 2) * (timeout_ticks + 10);
     for _ in 0..ticks {
         now += Duration::from_millis(1);
-        dev.may_receive = true;
+        dev.rx_budget = Some(1);
         ep.poll(now, &mut dev);
+        trim_sent(&mut dev);
         while let Some(ev) = ep.recv(client) {
             if let Event::Response { rpc, .. } | Event::Failed { rpc, .. } = ev {
                 ep.release(rpc).unwrap();
@@ -611,14 +537,14 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// Bounds that hold after every poll.
-fn check(ep: &Endpoint<'_>, dev: &Dev, capacity: usize) {
+fn check(ep: &Endpoint<'_>, dev: &TestDevice, capacity: usize) {
     assert!(ep.rpcs_in_use() <= RPCS);
     assert!(ep.peers_in_use() <= PEERS);
     assert!(ep.pool_free_bytes() <= capacity);
     let stats = ep.stats();
-    assert_eq!(stats.rx_frames, dev.delivered);
+    assert_eq!(stats.rx_frames, dev.received);
     assert!(stats.rx.total() <= stats.rx_frames);
-    assert_eq!(stats.tx_frames, dev.sent.count);
+    assert_eq!(stats.tx_frames, dev.transmitted);
 }
 
 /// A short payload length (mostly small, sometimes a full packet).

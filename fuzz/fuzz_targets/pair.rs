@@ -18,83 +18,26 @@
 
 #![no_main]
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Mutex;
 
 use libfuzzer_sys::fuzz_target;
 
-use homa_phy::{
-    ChecksumCapabilities, Device, Duration, Instant, Loopback, RxToken, Split, TxToken,
-};
+use homa_phy::testing::{pattern, Pair, SplitMix64};
+use homa_phy::{Duration, Instant};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle};
 
-type Ring = Loopback<128>;
-type Side = Split<Ring, Ring>;
-
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-fn side() -> Box<Side> {
-    let mut s = Box::new(Split::new(Ring::new(), Ring::new()));
-    s.tx_mut()
-        .set_checksum_capabilities(ChecksumCapabilities::default());
-    s
-}
 
 fn config(ip: Ipv4Addr, last: u8) -> Config {
     let mut c = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, last]));
     c.homa_checksum_rx = true;
     c.homa_checksum_tx = true;
     c
-}
-
-fn payload(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(seed | 1).wrapping_add(seed))
-        .collect()
-}
-
-/// Moves frames from `from` to `to`, letting the input decide each frame's
-/// fate. Returns the number of frames that left `from`.
-fn carry(from: &mut Ring, to: &mut Ring, input: &mut Faults<'_>, now: Instant) -> usize {
-    let mut n = 0;
-    while let Some((rx, _)) = from.receive(now) {
-        n += 1;
-        let mut frame = rx.consume(|f| f.to_vec());
-        let fate = input.take();
-        let copies = match fate {
-            0..=199 => 1,
-            200..=219 => 0,
-            220..=239 => {
-                let at = usize::from(input.take()) << 8 | usize::from(input.take());
-                let x = input.take() | 1;
-                // Ethernet (14) and IPv4 (20) headers are left alone.
-                if frame.len() > 34 {
-                    let i = 34 + at % (frame.len() - 34);
-                    frame[i] ^= x;
-                }
-                1
-            }
-            240..=249 => 2,
-            _ => {
-                let keep = usize::from(input.take()) << 8 | usize::from(input.take());
-                frame.truncate(keep % (frame.len() + 1));
-                1
-            }
-        };
-        if std::env::var_os("PAIR_DEBUG").is_some() {
-            eprintln!(
-                "fate {fate} copies {copies}: {}",
-                homa_stack::wire::PrettyFrame(&frame)
-            );
-        }
-        for _ in 0..copies {
-            let Some(tx) = to.transmit(now) else { break };
-            tx.consume(frame.len(), |b| b.copy_from_slice(&frame));
-        }
-    }
-    n
 }
 
 /// The next byte of the input's prefix (the request sizes); 0 once it runs
@@ -109,25 +52,48 @@ fn take(input: &mut &[u8]) -> u8 {
     }
 }
 
+/// What the input decided for the frame on the wire.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    Pass,
+    Lose,
+    /// XOR `x` into the byte `at` (modulo the length) past the Ethernet (14)
+    /// and IPv4 (20) headers, which are left alone.
+    Flip {
+        at: usize,
+        x: u8,
+    },
+    Twice,
+    /// Keep this many bytes (modulo the length + 1).
+    Cut(usize),
+}
+
 /// The fault schedule: the rest of the input, read once in order, then
 /// sampled at random (seeded by the input) for as long as the run lasts, so
 /// faults never stop and keep the input's mix of fates. Reading it in a
 /// loop instead would phase-lock with the protocol's retransmissions (the
 /// same packet destroyed every time it is resent, for ever); a lossy link
 /// loses packets at random. An empty schedule lets every frame pass.
-struct Faults<'a> {
-    bytes: &'a [u8],
+struct Faults {
+    bytes: Vec<u8>,
     at: usize,
-    rng: u64,
+    rng: SplitMix64,
+    /// The fate of the frame being carried.
+    fate: Fate,
 }
 
-impl<'a> Faults<'a> {
-    fn new(bytes: &'a [u8]) -> Faults<'a> {
+impl Faults {
+    fn new(bytes: &[u8]) -> Faults {
         // FNV-1a of the schedule seeds the sampling.
-        let rng = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        let seed = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
-        Faults { bytes, at: 0, rng }
+        Faults {
+            bytes: bytes.to_vec(),
+            at: 0,
+            rng: SplitMix64::new(seed),
+            fate: Fate::Pass,
+        }
     }
 
     fn take(&mut self) -> u8 {
@@ -138,14 +104,52 @@ impl<'a> Faults<'a> {
             self.at += 1;
             return b;
         }
-        // splitmix64
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        self.bytes[(z % self.bytes.len() as u64) as usize]
+        self.bytes[(self.rng.next_u64() % self.bytes.len() as u64) as usize]
     }
+
+    /// Draws the next frame's fate.
+    fn draw(&mut self) -> Fate {
+        match self.take() {
+            0..=199 => Fate::Pass,
+            200..=219 => Fate::Lose,
+            220..=239 => {
+                let at = usize::from(self.take()) << 8 | usize::from(self.take());
+                Fate::Flip {
+                    at,
+                    x: self.take() | 1,
+                }
+            }
+            240..=249 => Fate::Twice,
+            _ => Fate::Cut(usize::from(self.take()) << 8 | usize::from(self.take())),
+        }
+    }
+}
+
+/// Lets the input decide each frame's fate on `p`'s wire.
+fn wire_faults(p: &mut Pair<Endpoint<'_>, Endpoint<'_>>, faults: Faults) {
+    let faults = Rc::new(RefCell::new(faults));
+    let f = faults.clone();
+    p.filter = Box::new(move |_, _, _| {
+        let mut f = f.borrow_mut();
+        f.fate = f.draw();
+        !matches!(f.fate, Fate::Lose)
+    });
+    let f = faults.clone();
+    p.rewrite = Box::new(move |_, frame| {
+        let fate = f.borrow().fate;
+        match fate {
+            Fate::Flip { at, x } if frame.len() > 34 => {
+                let i = 34 + at % (frame.len() - 34);
+                frame[i] ^= x;
+            }
+            Fate::Cut(keep) => frame.truncate(keep % (frame.len() + 1)),
+            _ => {}
+        }
+        if std::env::var_os("PAIR_DEBUG").is_some() {
+            eprintln!("{fate:?}: {}", homa_stack::wire::PrettyFrame(&frame[..]));
+        }
+    });
+    p.duplicate = Box::new(move |_, _, _| matches!(faults.borrow().fate, Fate::Twice));
 }
 
 /// Both pools' memory, kept from one input to the next and zeroed for each
@@ -166,7 +170,7 @@ fuzz_target!(|data: &[u8]| {
         m.clear();
         m.resize(1 << 20, 0);
     }
-    let mut a = Endpoint::new(
+    let a = Endpoint::new(
         config(A, 1),
         &mut ra[..],
         &mut pa[..],
@@ -175,7 +179,7 @@ fuzz_target!(|data: &[u8]| {
         2048,
     )
     .unwrap();
-    let mut b = Endpoint::new(
+    let b = Endpoint::new(
         config(B, 2),
         &mut rb[..],
         &mut pb[..],
@@ -184,25 +188,25 @@ fuzz_target!(|data: &[u8]| {
         2048,
     )
     .unwrap();
-    let (mut da, mut db) = (side(), side());
-    let server = b.bind(500).unwrap();
-    let client = a.socket().unwrap();
+    let mut p = Pair::new(a, b);
+    p.logging = false;
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
 
     // Up to four requests whose sizes come from the input.
     let mut sent: Vec<(RpcHandle, Vec<u8>)> = Vec::new();
     for i in 0..(take(&mut input) % 5) {
         let len = (usize::from(take(&mut input)) << 8 | usize::from(take(&mut input))) * 3 + 1;
-        let data = payload(i, len.min(200_000));
-        if let Ok(h) = a.send_request(client, B, 500, &data) {
+        let data = pattern(len.min(200_000), u64::from(i));
+        if let Ok(h) = p.a.send_request(client, B, 500, &data) {
             sent.push((h, data));
         }
     }
-    let mut faults = Faults::new(input);
-    let mut now = Instant::from_millis(1);
+    wire_faults(&mut p, Faults::new(input));
     let mut done = 0;
     // When every RPC had ended: from then on the clock runs out.
     let mut ended: Option<Instant> = None;
-    let config = b.config();
+    let config = p.b.config();
     let linger =
         Duration::from_nanos(config.tick.total_nanos() * (u64::from(config.timeout_ticks) + 20));
     // The step limit is for the RPCs; the clock running out after them is
@@ -211,19 +215,16 @@ fuzz_target!(|data: &[u8]| {
         if ended.is_none() && step >= 200_000 {
             break;
         }
-        a.poll(now, &mut *da);
-        let m1 = carry(da.tx_mut(), db.rx_mut(), &mut faults, now);
-        b.poll(now, &mut *db);
-        let m2 = carry(db.tx_mut(), da.rx_mut(), &mut faults, now);
-        while let Some(Event::Request { rpc, len, .. }) = b.recv(server) {
+        p.step();
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
             let mut buf = vec![0u8; len];
-            b.message(rpc).unwrap().copy_to(&mut buf);
-            if b.reply(rpc, &buf).is_err() {
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            if p.b.reply(rpc, &buf).is_err() {
                 // A server that cannot answer lets the RPC go.
-                let _ = b.abort(rpc);
+                let _ = p.b.abort(rpc);
             }
         }
-        while let Some(ev) = a.recv(client) {
+        while let Some(ev) = p.a.recv(client) {
             match ev {
                 Event::Response { rpc, len } => {
                     let (_, want) = sent
@@ -232,50 +233,47 @@ fuzz_target!(|data: &[u8]| {
                         .expect("a response to a request we sent");
                     assert_eq!(len, want.len());
                     let mut got = vec![0u8; len];
-                    a.message(rpc).unwrap().copy_to(&mut got);
+                    p.a.message(rpc).unwrap().copy_to(&mut got);
                     let first = got.iter().zip(want).position(|(x, y)| x != y);
                     assert!(
                         first.is_none(),
                         "response bytes differ from the request at {first:?}"
                     );
-                    a.release(rpc).unwrap();
+                    p.a.release(rpc).unwrap();
                     done += 1;
                 }
                 Event::Failed { rpc, .. } => {
-                    a.release(rpc).unwrap();
+                    p.a.release(rpc).unwrap();
                     done += 1;
                 }
                 Event::Request { .. } => unreachable!(),
             }
         }
         if done == sent.len() {
-            let since = *ended.get_or_insert(now);
-            let idle = a.rpcs_in_use() + b.rpcs_in_use() == 0 && m1 + m2 == 0;
-            if idle || now >= since + linger {
+            let since = *ended.get_or_insert(p.now);
+            let idle = p.a.rpcs_in_use() + p.b.rpcs_in_use() == 0 && p.flight.is_empty();
+            if idle || p.now >= since + linger {
                 break;
             }
         }
-        // Jump to the next timer when nothing moved (at least a tick once
-        // every RPC has ended, so the clock runs out quickly).
-        now = if m1 + m2 > 0 {
-            now + Duration::from_micros(2)
-        } else {
-            match [a.poll_at(), b.poll_at()].into_iter().flatten().min() {
-                Some(t) if t > now => t,
-                _ if ended.is_some() => now + Duration::from_millis(1),
-                _ => now + Duration::from_micros(2),
-            }
+        // Jump to the next arrival or timer (at least a tick once every
+        // RPC has ended, so the clock runs out quickly).
+        p.now = match p.next_time() {
+            t if t > p.now && t < Instant::MAX => t,
+            _ if ended.is_some() => p.now + Duration::from_millis(1),
+            _ => p.now + Duration::from_micros(2),
         };
     }
+    let now = p.now;
     assert_eq!(
         done,
         sent.len(),
         "every RPC completes or fails; at {now:?} client {:?} server {:?}",
-        a.rpc_info().collect::<Vec<_>>(),
-        b.rpc_info().collect::<Vec<_>>()
+        p.a.rpc_info().collect::<Vec<_>>(),
+        p.b.rpc_info().collect::<Vec<_>>()
     );
     let ended = ended.expect("every RPC ended");
-    for (name, ep) in [("client", &a), ("server", &b)] {
+    for (name, ep) in [("client", &p.a), ("server", &p.b)] {
         let left: Vec<_> = ep.rpc_info().collect();
         assert!(
             left.is_empty(),
@@ -292,9 +290,9 @@ fuzz_target!(|data: &[u8]| {
     }
     // No peer entry is pinned: a table's worth of new peers still fits.
     for i in 0..2u8 {
-        let h = a
-            .send_request(client, Ipv4Addr::new(10, 9, 0, i), 500, &[1])
-            .expect("a new peer fits once every RPC ended");
-        a.abort(h).unwrap();
+        let h =
+            p.a.send_request(client, Ipv4Addr::new(10, 9, 0, i), 500, &[1])
+                .expect("a new peer fits once every RPC ended");
+        p.a.abort(h).unwrap();
     }
 });

@@ -3,7 +3,7 @@
 //!
 //! [`FaultInjector`] wraps any [`Device`]. Every probability is in parts per
 //! million ([`PPM`] = certain), so the whole thing stays integer and `no_std`.
-//! Randomness comes from an internal SplitMix64 generator seeded by the
+//! Randomness comes from a [`SplitMix64`](crate::testing::SplitMix64) generator seeded by the
 //! caller: the same seed, configuration and sequence of calls give the same
 //! faults, which is what tests and simulations need.
 //!
@@ -72,6 +72,7 @@
 //! assert_eq!(rx.passed + rx.dropped, 8);
 //! ```
 
+use crate::testing::SplitMix64 as Rng;
 use crate::{Device, DeviceCapabilities, Duration, Instant, PacketMeta};
 
 /// One million: a probability of [`PPM`] parts per million is certainty.
@@ -212,29 +213,6 @@ pub struct FaultStats {
     pub rx: FaultCounters,
     /// Frames from the stack towards the inner device.
     pub tx: FaultCounters,
-}
-
-/// SplitMix64: tiny, fast, good enough for fault injection, any seed works.
-#[derive(Debug, Clone, Copy)]
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-
-    /// Uniform in `0..n` (`n > 0`), by multiply-shift; the bias is below 2^-32.
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
 }
 
 /// The fault drawn for one frame.
@@ -489,7 +467,7 @@ impl<D: Device, const HOLD: usize, const BUF: usize> FaultInjector<D, HOLD, BUF>
         FaultInjector {
             inner,
             config,
-            rng: Rng(seed),
+            rng: Rng::new(seed),
             pending: None,
             rx_bucket: Bucket::NEW,
             tx_bucket: Bucket::NEW,

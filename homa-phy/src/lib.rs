@@ -24,6 +24,7 @@
 //! | [`Share`]: one device for homa-stack and another stack | yes | |
 //! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
 //! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
+//! | [`testing`]: the test kit (generator, payload patterns; devices, frames and a two-host driver under `std`) | partly | `std` for the devices |
 //!
 //! Middleware wraps any device and is a device itself, so they stack:
 //! `PcapWriter<FaultInjector<TapInterface>, File>` records what the stack
@@ -166,6 +167,7 @@ pub mod share;
 pub mod sim;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod tap;
+pub mod testing;
 pub mod time;
 pub mod tracer;
 

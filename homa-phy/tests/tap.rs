@@ -1,53 +1,27 @@
 //! A real TAP interface against the real kernel: ask the kernel's ARP for its
-//! address and check its answer. Needs root and /dev/net/tun; skips (with the
-//! reason printed) otherwise.
+//! address and check its answer. Needs root and /dev/net/tun, so it is
+//! `#[ignore = "needs root"]`: `sudo cargo test -p homa-phy --test tap --
+//! --ignored` runs it, and CI (as root) does.
 #![cfg(all(feature = "std", target_os = "linux"))]
 
+use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use homa_phy::tap::{self, TapInterface};
+use homa_phy::testing::frames;
 use homa_phy::{Device, Duration, Instant, RxToken, TxToken};
 
 const IFNAME: &str = "hptest0";
-const KERNEL_IP: [u8; 4] = [10, 203, 0, 1];
-const OUR_IP: [u8; 4] = [10, 203, 0, 2];
+const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(10, 203, 0, 1);
+const OUR_IP: Ipv4Addr = Ipv4Addr::new(10, 203, 0, 2);
 const OUR_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 
-/// Why this test cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|uid| uid.parse::<u32>().ok());
-    if euid != Some(0) {
-        return Some(format!("not root (effective uid {euid:?})"));
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun is missing".into());
-    }
-    None
-}
-
 /// who-has KERNEL_IP tell OUR_IP, from OUR_MAC, broadcast.
-fn arp_request() -> [u8; 42] {
-    let mut f = [0u8; 42];
-    f[0..6].copy_from_slice(&[0xff; 6]);
-    f[6..12].copy_from_slice(&OUR_MAC);
-    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-    f[14..16].copy_from_slice(&1u16.to_be_bytes()); // hardware: Ethernet
-    f[16..18].copy_from_slice(&0x0800u16.to_be_bytes()); // protocol: IPv4
-    f[18] = 6;
-    f[19] = 4;
-    f[20..22].copy_from_slice(&1u16.to_be_bytes()); // request
-    f[22..28].copy_from_slice(&OUR_MAC);
-    f[28..32].copy_from_slice(&OUR_IP);
-    // target MAC 32..38 unknown (zero)
-    f[38..42].copy_from_slice(&KERNEL_IP);
-    f
+fn arp_request() -> Vec<u8> {
+    let arp = frames::arp(1, OUR_MAC, OUR_IP, [0; 6], KERNEL_IP);
+    frames::ethernet(OUR_MAC, frames::BROADCAST, None, frames::ARP, &arp)
 }
 
 fn kernel_mac() -> [u8; 6] {
@@ -60,23 +34,16 @@ fn kernel_mac() -> [u8; 6] {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn kernel_answers_an_arp_request_sent_through_the_tap() {
-    if let Some(reason) = skip_reason() {
-        println!("SKIP kernel_answers_an_arp_request_sent_through_the_tap: {reason}");
-        return;
-    }
-    let mut dev = match TapInterface::new(IFNAME) {
-        Ok(dev) => dev,
-        // Root in a container without CAP_NET_ADMIN lands here.
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            println!("SKIP kernel_answers_an_arp_request_sent_through_the_tap: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
+    assert!(
+        Path::new("/dev/net/tun").exists(),
+        "this test needs /dev/net/tun"
+    );
+    let mut dev = TapInterface::new(IFNAME).expect("a TAP interface (this test needs root)");
     assert_eq!(dev.name(), IFNAME);
     assert_eq!(dev.capabilities().max_transmission_unit, 1500 + 14);
-    dev.set_ipv4_address(KERNEL_IP, 24).unwrap();
+    dev.set_ipv4_address(KERNEL_IP.octets(), 24).unwrap();
     dev.set_up(true).unwrap();
     let kernel_mac = kernel_mac();
 
@@ -107,9 +74,9 @@ fn kernel_answers_an_arp_request_sent_through_the_tap() {
     assert_eq!(reply[16..18], [0x08, 0x00], "protocol IPv4");
     assert_eq!(reply[18..20], [6, 4], "address lengths");
     assert_eq!(reply[22..28], kernel_mac, "sender MAC");
-    assert_eq!(reply[28..32], KERNEL_IP, "sender IP");
+    assert_eq!(reply[28..32], KERNEL_IP.octets(), "sender IP");
     assert_eq!(reply[32..38], OUR_MAC, "target MAC");
-    assert_eq!(reply[38..42], OUR_IP, "target IP");
+    assert_eq!(reply[38..42], OUR_IP.octets(), "target IP");
     assert_eq!(dev.stats().rx_errors, 0);
 
     // Closing a non-persistent TAP deletes the interface.

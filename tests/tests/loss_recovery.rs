@@ -3,8 +3,8 @@
 //! two endpoints through fault injection all complete byte-exact, and both
 //! ends' tables and pools are empty afterwards.
 
-use homa_examples::soak::{run, Soak};
 use homa_phy::fault::{FaultConfig, PPM};
+use homa_testkit::soak::{run, Soak};
 
 fn soak(rpcs: usize, seed: u64, faults: FaultConfig) {
     let mut s = Soak::mixed(rpcs, seed);

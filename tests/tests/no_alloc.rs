@@ -8,10 +8,11 @@
 //! buffers) is allocated before. Counting is per thread, so the tests may
 //! run in parallel.
 
-use homa_examples::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
 use homa_phy::fault::FaultConfig;
+use homa_phy::testing::Wired;
 use homa_phy::Duration;
 use homa_stack::{Endpoint, Event, RpcError, RpcHandle, SendError, SocketHandle};
+use homa_testkit::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -69,32 +70,13 @@ fn no_alloc<R>(scenario: &str, f: impl FnOnce() -> R) -> R {
 fn pair<'a>(cmem: &'a mut Storage, smem: &'a mut Storage, faults: FaultConfig) -> Duo<'a> {
     let client = cmem.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, true));
     let server = smem.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, true));
-    Duo::new(client, server, faults, 7, None)
+    duo::duo(client, server, faults, 7, None)
 }
 
 /// Steps the pair until `done` says so or `limit` of virtual time passed;
 /// returns whether `done` was reached. No allocation of its own.
-fn run(d: &mut Duo<'_>, limit: Duration, mut done: impl FnMut(&mut Duo<'_>) -> bool) -> bool {
-    let end = d.now + limit;
-    while d.now < end {
-        let moved = d.step();
-        if done(d) {
-            return true;
-        }
-        if !moved {
-            if d.server_gone {
-                // `Duo::idle` also waits for the server, which is no longer
-                // polled, so its `poll_at` stays in the past.
-                d.now = match d.client.poll_at() {
-                    Some(t) if t > d.now => t,
-                    _ => d.now + Duration::from_micros(1),
-                };
-            } else {
-                d.idle();
-            }
-        }
-    }
-    false
+fn run(d: &mut Duo<'_>, limit: Duration, done: impl FnMut(&mut Duo<'_>) -> bool) -> bool {
+    d.run_until(limit, done)
 }
 
 /// The client's next event for `sock`, released, as (rpc, Ok(len) or the
@@ -120,45 +102,33 @@ fn endpoints_make_no_heap_allocation_while_they_run() {
     let mut faults = FaultConfig::new();
     faults.drop_ppm = 20_000;
     let mut d = pair(&mut cmem, &mut smem, faults);
-    let csock = d.client.socket().unwrap();
-    let ssock = d.server.bind(500).unwrap();
+    let csock = d.a.socket().unwrap();
+    let ssock = d.b.bind(500).unwrap();
     let request = vec![0x5au8; 1_000_000];
     let mut reply_buf = vec![0u8; 1_000_000];
     let mut total = 0;
     for &len in &[1usize, 1424, 1425, 40_001, 100_000, 1_000_000] {
         let (h, n) = count(|| {
-            d.client
-                .send_request(csock, SERVER_IP, 500, &request[..len])
+            d.a.send_request(csock, SERVER_IP, 500, &request[..len])
                 .unwrap()
         });
         total += n;
-        let mut done = false;
-        for _ in 0..2_000_000 {
-            let (moved, n) = count(|| {
-                let moved = d.step();
-                if let Some(Event::Request { rpc, len, .. }) = d.server.recv(ssock) {
-                    d.server
-                        .message(rpc)
-                        .unwrap()
-                        .copy_to(&mut reply_buf[..len]);
-                    d.server.reply(rpc, &reply_buf[..len]).unwrap();
+        let (done, n) = count(|| {
+            run(&mut d, Duration::from_secs(10), |d| {
+                if let Some(Event::Request { rpc, len, .. }) = d.b.recv(ssock) {
+                    d.b.message(rpc).unwrap().copy_to(&mut reply_buf[..len]);
+                    d.b.reply(rpc, &reply_buf[..len]).unwrap();
                 }
-                if let Some(Event::Response { rpc, len: got }) = d.client.recv(csock) {
+                if let Some(Event::Response { rpc, len: got }) = d.a.recv(csock) {
                     assert_eq!(rpc, h);
                     assert_eq!(got, len);
-                    d.client.release(rpc).unwrap();
-                    done = true;
+                    d.a.release(rpc).unwrap();
+                    return true;
                 }
-                moved
-            });
-            total += n;
-            if done {
-                break;
-            }
-            if !moved {
-                d.idle();
-            }
-        }
+                false
+            })
+        });
+        total += n;
         assert!(done, "RPC of {len} bytes did not finish");
     }
     assert_eq!(total, 0, "the endpoints allocated {total} times");
@@ -171,33 +141,29 @@ fn endpoints_make_no_heap_allocation_while_they_run() {
 fn a_server_that_vanishes_times_out_without_allocating() {
     let (mut cmem, mut smem) = (Storage::new(16, 1 << 20), Storage::new(16, 1 << 20));
     let mut d = pair(&mut cmem, &mut smem, FaultConfig::new());
-    let csock = d.client.socket().unwrap();
-    let ssock = d.server.bind(500).unwrap();
+    let csock = d.a.socket().unwrap();
+    let ssock = d.b.bind(500).unwrap();
     let request = vec![7u8; 100_000];
     let mut failed = [None; 2];
     let ended = no_alloc("server vanishes", || {
         // One RPC first, so the client knows the server's link address (a
         // peer that never answered ARP fails `Unresolved` instead).
-        d.client
-            .send_request(csock, SERVER_IP, 500, &request[..1])
+        d.a.send_request(csock, SERVER_IP, 500, &request[..1])
             .unwrap();
         let answered = run(&mut d, Duration::from_secs(1), |d| {
-            if let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
-                d.server.reply(rpc, &request[..1]).unwrap();
+            if let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
+                d.b.reply(rpc, &request[..1]).unwrap();
             }
-            client_event(&mut d.client, csock).is_some()
+            client_event(&mut d.a, csock).is_some()
         });
         assert!(answered);
-        d.server_gone = true;
-        d.client
-            .send_request(csock, SERVER_IP, 500, &request[..1])
+        d.b_gone = true;
+        d.a.send_request(csock, SERVER_IP, 500, &request[..1])
             .unwrap();
-        d.client
-            .send_request(csock, SERVER_IP, 500, &request)
-            .unwrap();
+        d.a.send_request(csock, SERVER_IP, 500, &request).unwrap();
         let mut n = 0;
         run(&mut d, Duration::from_secs(2), |d| {
-            while let Some((_, outcome)) = client_event(&mut d.client, csock) {
+            while let Some((_, outcome)) = client_event(&mut d.a, csock) {
                 failed[n] = Some(outcome);
                 n += 1;
             }
@@ -206,57 +172,53 @@ fn a_server_that_vanishes_times_out_without_allocating() {
     });
     assert!(ended, "the RPCs to a vanished server never ended");
     assert_eq!(failed, [Some(Err(RpcError::TimedOut)); 2]);
-    assert_eq!(d.client.stats().timeouts, 2);
-    assert_eq!(d.client.rpcs_in_use(), 0);
-    assert_eq!(d.client.pool_free_bytes(), d.client.pool_capacity_bytes());
+    assert_eq!(d.a.stats().timeouts, 2);
+    assert_eq!(d.a.rpcs_in_use(), 0);
+    assert_eq!(d.a.pool_free_bytes(), d.a.pool_capacity_bytes());
 }
 
 #[test]
 fn icmp_port_unreachable_both_ways_without_allocating() {
     let (mut cmem, mut smem) = (Storage::new(16, 1 << 20), Storage::new(16, 1 << 20));
     let mut d = pair(&mut cmem, &mut smem, FaultConfig::new());
-    let csock = d.client.socket().unwrap();
-    let ssock = d.server.bind(500).unwrap();
+    let csock = d.a.socket().unwrap();
+    let ssock = d.b.bind(500).unwrap();
     let request = vec![7u8; 5_000];
     // Server to client: a request to a port nobody listens on.
     let outcome = no_alloc("ICMP from the server", || {
-        d.client
-            .send_request(csock, SERVER_IP, 501, &request)
-            .unwrap();
+        d.a.send_request(csock, SERVER_IP, 501, &request).unwrap();
         let mut outcome = None;
         run(&mut d, Duration::from_secs(1), |d| {
-            outcome = client_event(&mut d.client, csock).map(|(_, o)| o);
+            outcome = client_event(&mut d.a, csock).map(|(_, o)| o);
             outcome.is_some()
         });
         outcome
     });
     assert_eq!(outcome, Some(Err(RpcError::PortUnreachable)));
     // One per DATA packet that reached the closed port.
-    let sent = d.server.stats().icmp_unreachable_sent;
+    let sent = d.b.stats().icmp_unreachable_sent;
     assert!(sent >= 1);
-    assert_eq!(d.client.stats().icmp_unreachable_received, sent);
+    assert_eq!(d.a.stats().icmp_unreachable_received, sent);
     // Client to server: the client's socket closes before the response,
     // whose DATA then finds no port; the server frees its RPC.
     let freed = no_alloc("ICMP from the client", || {
-        let gone = d.client.socket().unwrap();
-        d.client
-            .send_request(gone, SERVER_IP, 500, &request)
-            .unwrap();
+        let gone = d.a.socket().unwrap();
+        d.a.send_request(gone, SERVER_IP, 500, &request).unwrap();
         let mut replied = false;
         run(&mut d, Duration::from_secs(1), |d| {
-            if let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
-                d.client.close(gone);
-                d.server.reply(rpc, &request).unwrap();
+            if let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
+                d.a.close(gone);
+                d.b.reply(rpc, &request).unwrap();
                 replied = true;
             }
-            replied && d.server.rpcs_in_use() == 0
+            replied && d.b.rpcs_in_use() == 0
         })
     });
     assert!(freed, "the server kept the response to a closed port");
-    assert!(d.client.stats().icmp_unreachable_sent >= 1);
-    assert!(d.server.stats().icmp_unreachable_received >= 1);
-    assert_eq!(d.server.stats().server_timeouts, 0, "freed by ICMP");
-    assert_eq!(d.server.pool_free_bytes(), d.server.pool_capacity_bytes());
+    assert!(d.a.stats().icmp_unreachable_sent >= 1);
+    assert!(d.b.stats().icmp_unreachable_received >= 1);
+    assert_eq!(d.b.stats().server_timeouts, 0, "freed by ICMP");
+    assert_eq!(d.b.pool_free_bytes(), d.b.pool_capacity_bytes());
 }
 
 #[test]
@@ -264,36 +226,34 @@ fn full_rpc_tables_on_both_sides_without_allocating() {
     // The client holds 8 RPCs, the server 4.
     let (mut cmem, mut smem) = (Storage::new(8, 1 << 20), Storage::new(4, 1 << 20));
     let mut d = pair(&mut cmem, &mut smem, FaultConfig::new());
-    let csock = d.client.socket().unwrap();
-    let ssock = d.server.bind(500).unwrap();
+    let csock = d.a.socket().unwrap();
+    let ssock = d.b.bind(500).unwrap();
     let request = vec![7u8; 2_000];
     let mut held = [None; 4];
     let (table_full, completed, ended) = no_alloc("full tables", || {
         for _ in 0..8 {
-            d.client
-                .send_request(csock, SERVER_IP, 500, &request)
-                .unwrap();
+            d.a.send_request(csock, SERVER_IP, 500, &request).unwrap();
         }
-        let table_full = d.client.send_request(csock, SERVER_IP, 500, &request);
+        let table_full = d.a.send_request(csock, SERVER_IP, 500, &request);
         // The server holds its first four requests until it has turned
         // others away for want of a slot.
         let mut n = 0;
         run(&mut d, Duration::from_millis(50), |d| {
-            while let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
+            while let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
                 held[n] = Some(rpc);
                 n += 1;
             }
-            n == 4 && d.server.stats().drops.rpc_table_full > 0
+            n == 4 && d.b.stats().drops.rpc_table_full > 0
         });
         for rpc in held.iter().flatten() {
-            d.server.reply(*rpc, &request[..10]).unwrap();
+            d.b.reply(*rpc, &request[..10]).unwrap();
         }
         let (mut completed, mut ended) = (0, 0);
         run(&mut d, Duration::from_secs(2), |d| {
-            while let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
-                d.server.reply(rpc, &request[..10]).unwrap();
+            while let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
+                d.b.reply(rpc, &request[..10]).unwrap();
             }
-            while let Some((_, outcome)) = client_event(&mut d.client, csock) {
+            while let Some((_, outcome)) = client_event(&mut d.a, csock) {
                 ended += 1;
                 completed += usize::from(outcome.is_ok());
             }
@@ -303,7 +263,7 @@ fn full_rpc_tables_on_both_sides_without_allocating() {
     });
     assert!(matches!(table_full, Err(SendError::TableFull)));
     assert_eq!(held.iter().flatten().count(), 4);
-    assert!(d.server.stats().drops.rpc_table_full > 0);
+    assert!(d.b.stats().drops.rpc_table_full > 0);
     assert_eq!(ended, 8, "every RPC ends once the server answers");
     assert!(completed >= 4, "the held requests complete ({completed})");
 }
@@ -314,43 +274,33 @@ fn an_exhausted_pool_without_allocating() {
     // holds two requests, not three.
     let (mut cmem, mut smem) = (Storage::new(16, 1536 << 10), Storage::new(16, 1 << 20));
     let mut d = pair(&mut cmem, &mut smem, FaultConfig::new());
-    let csock = d.client.socket().unwrap();
-    let ssock = d.server.bind(500).unwrap();
+    let csock = d.a.socket().unwrap();
+    let ssock = d.b.bind(500).unwrap();
     let request = vec![7u8; 600_000];
     let (refused, waited, outcomes) = no_alloc("pool exhaustion", || {
-        let a = d
-            .client
-            .send_request(csock, SERVER_IP, 500, &request)
-            .unwrap();
+        let a = d.a.send_request(csock, SERVER_IP, 500, &request).unwrap();
         let mut first = None;
         run(&mut d, Duration::from_secs(1), |d| {
-            if let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
+            if let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
                 first = Some(rpc);
             }
             first.is_some()
         });
         // The second request does not fit beside the first (held by the
         // server application): it waits for pool pages.
-        let b = d
-            .client
-            .send_request(csock, SERVER_IP, 500, &request)
-            .unwrap();
+        let b = d.a.send_request(csock, SERVER_IP, 500, &request).unwrap();
         // A third is larger than what is left of the client's pool.
-        let refused = d.client.send_request(csock, SERVER_IP, 500, &request);
-        let waiting = |d: &Duo<'_>| {
-            d.server
-                .rpc_info()
-                .any(|r| r.in_length > 0 && !r.in_has_buffer)
-        };
+        let refused = d.a.send_request(csock, SERVER_IP, 500, &request);
+        let waiting = |d: &Duo<'_>| d.b.rpc_info().any(|r| r.in_length > 0 && !r.in_has_buffer);
         let waited = run(&mut d, Duration::from_millis(5), |d| waiting(d));
         // Answering the first frees its pages; the second then completes.
-        d.server.reply(first.unwrap(), &request[..1]).unwrap();
+        d.b.reply(first.unwrap(), &request[..1]).unwrap();
         let mut outcomes = [None, None];
         run(&mut d, Duration::from_secs(1), |d| {
-            if let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
-                d.server.reply(rpc, &request[..1]).unwrap();
+            if let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
+                d.b.reply(rpc, &request[..1]).unwrap();
             }
-            while let Some((rpc, outcome)) = client_event(&mut d.client, csock) {
+            while let Some((rpc, outcome)) = client_event(&mut d.a, csock) {
                 assert!(rpc == a || rpc == b);
                 outcomes[usize::from(rpc == b)] = Some(outcome);
             }
@@ -361,53 +311,51 @@ fn an_exhausted_pool_without_allocating() {
     assert!(matches!(refused, Err(SendError::PoolFull)), "{refused:?}");
     assert!(waited, "the second request never waited for pool pages");
     assert_eq!(outcomes, [Some(Ok(1)), Some(Ok(1))]);
-    assert!(d.server.stats().drops.no_buffer > 0);
+    assert!(d.b.stats().drops.no_buffer > 0);
 }
 
 #[test]
 fn a_client_that_vanishes_before_acking_without_allocating() {
     let (mut cmem, mut smem) = (Storage::new(16, 1 << 20), Storage::new(16, 1 << 20));
     let mut d = pair(&mut cmem, &mut smem, FaultConfig::new());
-    let csock = d.client.socket().unwrap();
-    let ssock = d.server.bind(500).unwrap();
+    let csock = d.a.socket().unwrap();
+    let ssock = d.b.bind(500).unwrap();
     let response = vec![7u8; 100_000];
     let freed_after = no_alloc("client vanishes", || {
-        d.client
-            .send_request(csock, SERVER_IP, 500, &response[..100])
+        d.a.send_request(csock, SERVER_IP, 500, &response[..100])
             .unwrap();
         // Run until the server has sent its whole response.
         run(&mut d, Duration::from_secs(1), |d| {
-            if let Some(Event::Request { rpc, .. }) = d.server.recv(ssock) {
-                d.server.reply(rpc, &response).unwrap();
+            if let Some(Event::Request { rpc, .. }) = d.b.recv(ssock) {
+                d.b.reply(rpc, &response).unwrap();
             }
-            d.server
-                .rpc_info()
+            d.b.rpc_info()
                 .any(|r| r.out_length > 0 && r.out_sent == r.out_length)
         });
         // The client vanishes: it is never polled again and what is sent
         // to it is lost. The server asks for an ACK, then gives up.
         let gone_at = d.now;
         let end = d.now + Duration::from_secs(1);
-        while d.now < end && d.server.rpcs_in_use() > 0 {
-            d.server.poll(d.now, &mut d.server_dev);
-            d.server_dev.get_mut().tx_mut().clear();
-            d.server_dev.get_mut().rx_mut().clear();
-            d.now = match d.server.poll_at() {
+        while d.now < end && d.b.rpcs_in_use() > 0 {
+            d.b.poll(d.now, &mut d.db);
+            d.db.wire().discard_sent();
+            d.db.wire().discard_received();
+            d.now = match d.b.poll_at() {
                 Some(t) if t > d.now => t,
                 _ => d.now + Duration::from_micros(10),
             };
         }
-        (d.server.rpcs_in_use() == 0).then(|| d.now - gone_at)
+        (d.b.rpcs_in_use() == 0).then(|| d.now - gone_at)
     });
     let after = freed_after.expect("the server kept a response nobody acks");
-    let stats = d.server.stats();
+    let stats = d.b.stats();
     assert!(stats.tx.need_ack > 0, "the server never asked for an ACK");
     assert_eq!(stats.server_timeouts, 1);
-    let config = d.server.config();
+    let config = d.b.config();
     let timeout = Duration::from_nanos(config.tick.total_nanos() * u64::from(config.timeout_ticks));
     assert!(
         after <= timeout + Duration::from_millis(5),
         "freed after {after:?}"
     );
-    assert_eq!(d.server.pool_free_bytes(), d.server.pool_capacity_bytes());
+    assert_eq!(d.b.pool_free_bytes(), d.b.pool_capacity_bytes());
 }

@@ -12,18 +12,19 @@ use std::task::{Context, Waker};
 use homa_phy::embassy::DriverAdapter;
 use homa_phy::share::driver::SharedDriver;
 use homa_phy::share::{Share, ShareStats};
+use homa_phy::testing::{frames, pattern};
 use homa_phy::{
     BoxedLoopback, ChecksumCapabilities, Device, Instant, Loopback, RxToken as _, Split,
     TxToken as _,
 };
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::{Config, Endpoint, Event, SocketHandle};
+use homa_testkit::Storage;
 use smoltcp::iface::{Interface, SocketSet};
 use smoltcp::socket::udp;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpProtocol,
-    Ipv4Address, Ipv4Packet, Ipv4Repr,
+    HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpProtocol, Ipv4Address,
+    Ipv4Packet,
 };
 
 const A_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
@@ -96,20 +97,12 @@ struct Stacks {
     homa_socket: SocketHandle,
 }
 
-fn pattern(len: usize, seed: usize) -> Vec<u8> {
-    (0..len).map(|i| (i * 7 + seed * 13) as u8).collect()
-}
-
 impl Stacks {
     fn new(ip: Ipv4Address, mac: [u8; 6], udp_port: u16, homa_server: bool) -> Stacks {
         let mut config = Config::new(ip, homa_stack::wire::EthernetAddress(mac));
         config.passive_host = true;
         config.random_seed = u64::from(mac[5]);
-        let rpcs = Vec::leak((0..16).map(|_| RpcSlot::EMPTY).collect());
-        let peers = Vec::leak(vec![PeerSlot::EMPTY; 4]);
-        let socks = Vec::leak(vec![SocketSlot::EMPTY; 4]);
-        let pool = Vec::leak(vec![0u8; 1 << 20]);
-        let mut homa = Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap();
+        let mut homa = Storage::new(16, 1 << 20).leak(config);
         let homa_socket = if homa_server {
             homa.bind(HOMA_PORT).unwrap()
         } else {
@@ -325,7 +318,7 @@ fn rpcs_and_udp_echo_at_once(a: &mut dyn Board, b: &mut dyn Board) {
         .iter()
         .enumerate()
         .map(|(i, &len)| {
-            let req = pattern(len, i);
+            let req = pattern(len, i as u64);
             let h = sa
                 .homa
                 .send_request(sa.homa_socket, B_IP, HOMA_PORT, &req)
@@ -333,7 +326,9 @@ fn rpcs_and_udp_echo_at_once(a: &mut dyn Board, b: &mut dyn Board) {
             (h, req)
         })
         .collect();
-    let mut datagrams: Vec<Vec<u8>> = (0..DATAGRAMS).map(|i| pattern(64 + 100 * i, i)).collect();
+    let mut datagrams: Vec<Vec<u8>> = (0..DATAGRAMS)
+        .map(|i| pattern(64 + 100 * i, i as u64))
+        .collect();
     for d in &datagrams {
         sa.udp()
             .send_slice(d, (IpAddress::Ipv4(B_IP), ECHO_PORT))
@@ -406,26 +401,6 @@ fn the_same_through_an_embassy_driver_on_one_host() {
     rpcs_and_udp_echo_at_once(&mut share_board(), &mut b);
 }
 
-/// An Ethernet frame from `src` to `dst` of `payload_len` bytes written by
-/// `fill`.
-fn frame_from(
-    src: [u8; 6],
-    dst: [u8; 6],
-    ethertype: EthernetProtocol,
-    payload_len: usize,
-    fill: impl FnOnce(&mut [u8]),
-) -> Vec<u8> {
-    let eth = EthernetRepr {
-        src_addr: EthernetAddress(src),
-        dst_addr: EthernetAddress(dst),
-        ethertype,
-    };
-    let mut frame = vec![0; 14 + payload_len];
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
-    fill(&mut frame[14..]);
-    frame
-}
-
 /// An echo request from `src` to B, with valid checksums.
 fn ping_to_b(src: Ipv4Address, src_mac: [u8; 6]) -> Vec<u8> {
     let icmp = Icmpv4Repr::EchoRequest {
@@ -433,24 +408,17 @@ fn ping_to_b(src: Ipv4Address, src_mac: [u8; 6]) -> Vec<u8> {
         seq_no: 2,
         data: b"ping",
     };
-    let ip = Ipv4Repr {
-        src_addr: src,
-        dst_addr: B_IP,
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-    };
+    let mut body = vec![0; icmp.buffer_len()];
     let caps = smoltcp::phy::ChecksumCapabilities::default();
-    frame_from(
-        src_mac,
-        B_MAC,
-        EthernetProtocol::Ipv4,
-        20 + icmp.buffer_len(),
-        |p| {
-            ip.emit(&mut Ipv4Packet::new_unchecked(&mut *p), &caps);
-            icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut p[20..]), &caps);
-        },
-    )
+    icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), &caps);
+    let ip = frames::ipv4(src, B_IP, frames::ICMP, 0, &body);
+    frames::ethernet(src_mac, B_MAC, None, frames::IPV4, &ip)
+}
+
+/// Who has B's address, asked by (`mac`, `ip`), broadcast from `from`.
+fn arp_for_b(from: [u8; 6], mac: [u8; 6], ip: Ipv4Address) -> Vec<u8> {
+    let arp = frames::arp(1, mac, ip, [0; 6], B_IP);
+    frames::ethernet(from, frames::BROADCAST, None, frames::ARP, &arp)
 }
 
 /// A third host asks for B's address and pings it: one answer each, from
@@ -458,22 +426,9 @@ fn ping_to_b(src: Ipv4Address, src_mac: [u8; 6]) -> Vec<u8> {
 fn arp_and_ping_answered_once(b: &mut dyn Board) {
     let mut sb = Stacks::new(B_IP, B_MAC, ECHO_PORT, true);
     let c_ip = Ipv4Address::new(10, 0, 0, 9);
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress([2, 0, 0, 0, 0, 9]),
-        source_protocol_addr: c_ip,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
-    let request = frame_from(
-        A_MAC,
-        [0xff; 6],
-        EthernetProtocol::Arp,
-        arp.buffer_len(),
-        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
-    );
+    let request = arp_for_b(A_MAC, [2, 0, 0, 0, 0, 9], c_ip);
     let ping = ping_to_b(c_ip, [2, 0, 0, 0, 0, 9]);
     let caps = smoltcp::phy::ChecksumCapabilities::default();
     assert!(b.deliver(&request) && b.deliver(&ping));
@@ -540,22 +495,9 @@ fn a_passive_endpoint_answers_no_arp_or_ping_but_learns_from_arp() {
     sb.homa
         .send_request(client, A_IP, HOMA_PORT, b"hello")
         .unwrap();
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress(A_MAC),
-        source_protocol_addr: A_IP,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
-    let request = frame_from(
-        A_MAC,
-        [0xff; 6],
-        EthernetProtocol::Arp,
-        arp.buffer_len(),
-        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
-    );
+    let request = arp_for_b(A_MAC, A_MAC, A_IP);
     let mut nic = nic();
     for frame in [request, ping_to_b(A_IP, A_MAC)] {
         nic.rx_mut()
@@ -588,27 +530,10 @@ fn a_passive_endpoint_answers_no_arp_or_ping_but_learns_from_arp() {
 fn an_active_endpoint_answers_arp_and_ping() {
     let mut config = Config::new(B_IP, homa_stack::wire::EthernetAddress(B_MAC));
     config.passive_host = false;
-    let rpcs = Vec::leak((0..2).map(|_| RpcSlot::EMPTY).collect());
-    let peers = Vec::leak(vec![PeerSlot::EMPTY; 2]);
-    let socks = Vec::leak(vec![SocketSlot::EMPTY; 2]);
-    let pool = Vec::leak(vec![0u8; 1 << 16]);
-    let mut homa = Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap();
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress(A_MAC),
-        source_protocol_addr: A_IP,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
+    let mut homa = Storage::with_peers(2, 2, 1 << 16).leak(config);
     // The frame comes from the MAC the ARP names: the endpoint learns only
     // from ARP whose sender agrees with its frame.
-    let request = frame_from(
-        A_MAC,
-        [0xff; 6],
-        EthernetProtocol::Arp,
-        arp.buffer_len(),
-        |p| arp.emit(&mut ArpPacket::new_unchecked(p)),
-    );
+    let request = arp_for_b(A_MAC, A_MAC, A_IP);
     let mut nic = nic();
     for frame in [request, ping_to_b(A_IP, A_MAC)] {
         nic.rx_mut()

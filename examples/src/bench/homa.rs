@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SocketHandle};
+use homa_testkit::Storage;
 
 use super::cpu::measured;
 use super::ring::{Clock, Pair, LINK_MBPS};
@@ -13,46 +13,20 @@ use super::{check_payload, fill_payload, Measure, CLIENT_IP, CLIENT_MAC, SERVER_
 
 /// The server's port.
 const PORT: u16 = 99;
-/// Pool page size.
+/// Pool page size (the test kit's `Storage` uses 4 KiB pages).
 const PAGE: usize = 4096;
 /// Virtual time a run may take before it counts as stalled.
 const STALL_NS: u64 = 60_000_000_000;
 
-/// One endpoint's caller-owned memory.
-struct Memory {
-    rpcs: Vec<RpcSlot>,
-    peers: Vec<PeerSlot>,
-    sockets: Vec<SocketSlot>,
-    pool: Vec<u8>,
-}
-
-impl Memory {
-    fn new(rpcs: usize, pool_bytes: usize) -> Memory {
-        Memory {
-            rpcs: (0..rpcs).map(|_| RpcSlot::EMPTY).collect(),
-            peers: vec![PeerSlot::EMPTY; 4],
-            sockets: vec![SocketSlot::EMPTY; 4],
-            pool: vec![0; pool_bytes],
-        }
-    }
-
-    fn endpoint(&mut self, ip: Ipv4Addr, mac: EthernetAddress, seed: u64) -> Endpoint<'_> {
-        let mut config = Config::new(ip, mac);
-        config.random_seed = seed;
-        config.link_mbps = LINK_MBPS as u32;
-        // Filled and verified, as smoltcp does UDP and TCP checksums.
-        config.homa_checksum_tx = true;
-        config.homa_checksum_rx = true;
-        Endpoint::new(
-            config,
-            &mut self.rpcs[..],
-            &mut self.peers[..],
-            &mut self.sockets[..],
-            &mut self.pool[..],
-            PAGE,
-        )
-        .expect("valid endpoint setup")
-    }
+/// An endpoint over `memory` with the benchmark's configuration.
+fn endpoint(memory: &mut Storage, ip: Ipv4Addr, mac: EthernetAddress, seed: u64) -> Endpoint<'_> {
+    let mut config = Config::new(ip, mac);
+    config.random_seed = seed;
+    config.link_mbps = LINK_MBPS as u32;
+    // Filled and verified, as smoltcp does UDP and TCP checksums.
+    config.homa_checksum_tx = true;
+    config.homa_checksum_rx = true;
+    memory.endpoint(config)
 }
 
 /// Client and server, their sockets, the rings and the clock.
@@ -66,10 +40,10 @@ struct Ends<'a> {
 }
 
 impl<'a> Ends<'a> {
-    fn new(client: &'a mut Memory, server: &'a mut Memory, ring: usize) -> Ends<'a> {
+    fn new(client: &'a mut Storage, server: &'a mut Storage, ring: usize) -> Ends<'a> {
         let clock = Clock::new();
-        let mut client = client.endpoint(CLIENT_IP, CLIENT_MAC, 1);
-        let mut server = server.endpoint(SERVER_IP, SERVER_MAC, 2);
+        let mut client = endpoint(client, CLIENT_IP, CLIENT_MAC, 1);
+        let mut server = endpoint(server, SERVER_IP, SERVER_MAC, 2);
         // Static neighbours: Homa hosts need no ARP in a datacenter.
         client
             .add_neighbor(clock.homa(), SERVER_IP, SERVER_MAC)
@@ -294,8 +268,8 @@ pub fn rpcs(
     } else {
         4 * len + 64 * (PAGE + 8)
     };
-    let mut cm = Memory::new(table, pool);
-    let mut sm = Memory::new(table, pool);
+    let mut cm = Storage::new(table, pool);
+    let mut sm = Storage::new(table, pool);
     let mut ends = Ends::new(&mut cm, &mut sm, 4096);
     let mut request = vec![0u8; len];
     fill_payload(0, &mut request);

@@ -13,9 +13,9 @@
 
 use clap::Parser;
 use homa_examples::cli;
-use homa_examples::soak::{self, Soak, SIZES};
 use homa_phy::fault::{FaultConfig, PPM};
 use homa_phy::Duration;
+use homa_testkit::soak::{self, Soak, SIZES};
 use std::process::ExitCode;
 
 /// Most RPCs in flight at once: each endpoint gets `(2K + 2) x 1.1 MB` of

@@ -31,8 +31,7 @@ use homa_stack::wire::{
     checksum, EtherType, EthernetAddress, IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr, VlanTag,
 };
 
-#[path = "../frames.rs"]
-mod frames;
+use homa_testkit::frames;
 
 const A4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);

@@ -14,12 +14,11 @@ use std::path::PathBuf;
 
 use homa_stack::wire::homa::{self, Ack, DataHeader, Kind};
 use homa_stack::wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, Icmpv4DstUnreachable, Icmpv4Repr,
-    Icmpv6Repr, IpProtocol, Ipv4Addr, Ipv4Repr, Ipv6Addr, VlanTag,
+    EtherType, EthernetAddress, Icmpv4DstUnreachable, Icmpv4Repr, Icmpv6Repr, IpProtocol, Ipv4Addr,
+    Ipv4Repr, Ipv6Addr, VlanTag,
 };
 
-#[path = "../frames.rs"]
-mod frames;
+use homa_testkit::frames;
 
 const A_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const B_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
@@ -46,15 +45,7 @@ fn repr(sender_id: u64, kind: Kind<'_>) -> homa::Repr<'_> {
 }
 
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: A_MAC,
-        source_protocol_addr: A_IP,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: B_IP,
-    };
-    let mut arp_bytes = vec![0; arp.buffer_len()];
-    arp.emit(&mut ArpPacket::new_unchecked(&mut arp_bytes[..]));
+    let arp_bytes = homa_phy::testing::frames::arp(1, A_MAC.0, A_IP, [0; 6], B_IP);
 
     let ping = frames::icmpv4(&Icmpv4Repr::EchoRequest {
         ident: 1,

@@ -15,16 +15,13 @@
 //! frame cut by the snap length. Everything is deterministic, so running
 //! this again gives the same bytes.
 
-use std::collections::VecDeque;
-
 use homa_phy::pcap::{PcapMode, PcapSink, PcapWriter};
-use homa_phy::{Device, DeviceCapabilities, Duration, Instant, RxToken, TxToken};
+use homa_phy::testing::{Pair, TestDevice};
+use homa_phy::Duration;
 use homa_stack::wire::homa::{self, DataHeader, Kind};
 use homa_stack::wire::{EtherType, EthernetAddress, Icmpv4Repr, IpAddr, IpProtocol, Ipv4Addr};
-use homa_stack::{Config, Endpoint, Event, PeerSlot, RpcSlot, SocketHandle, SocketSlot};
-
-#[path = "../frames.rs"]
-mod frames;
+use homa_stack::{Config, Endpoint, Event, SocketHandle};
+use homa_testkit::{frames, Storage};
 
 /// An untagged IPv4 frame.
 fn ethernet(src: EthernetAddress, dst: EthernetAddress, payload: &[u8]) -> Vec<u8> {
@@ -39,128 +36,22 @@ const SERVER_PORT: u16 = 500;
 /// One-way delay of the wire.
 const DELAY: Duration = Duration::from_micros(2);
 
-/// One side of the wire: frames for the endpoint in `rx`, frames it sent in `tx`.
-#[derive(Default)]
-struct Wire {
-    rx: VecDeque<Vec<u8>>,
-    tx: VecDeque<Vec<u8>>,
-}
-
-struct Rx(Vec<u8>);
-struct Tx<'a>(&'a mut VecDeque<Vec<u8>>);
-
-impl RxToken for Rx {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(&self.0)
-    }
-}
-
-impl TxToken for Tx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut frame = vec![0; len];
-        let r = f(&mut frame);
-        self.0.push_back(frame);
-        r
-    }
-}
-
-impl Device for Wire {
-    type RxToken<'a> = Rx;
-    type TxToken<'a> = Tx<'a>;
-    fn receive(&mut self, _: Instant) -> Option<(Rx, Tx<'_>)> {
-        let frame = self.rx.pop_front()?;
-        Some((Rx(frame), Tx(&mut self.tx)))
-    }
-    fn transmit(&mut self, _: Instant) -> Option<Tx<'_>> {
-        Some(Tx(&mut self.tx))
-    }
-    fn capabilities(&self) -> DeviceCapabilities {
-        let mut caps = DeviceCapabilities::default();
-        caps.link_rate_mbps = Some(10_000);
-        caps
-    }
-}
-
 fn endpoint(ip: Ipv4Addr, mac: EthernetAddress) -> Endpoint<'static> {
-    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..8).map(|_| RpcSlot::EMPTY).collect());
-    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 4]);
-    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
-    let pool: &'static mut [u8] = Vec::leak(vec![0u8; 1 << 20]);
-    Endpoint::new(Config::new(ip, mac), rpcs, peers, socks, pool, 4096)
-        .expect("endpoint configuration")
+    Storage::new(8, 1 << 20).leak(Config::new(ip, mac))
 }
 
-/// Two endpoints, the wire between them, and the virtual clock.
-struct Net {
-    a: Endpoint<'static>,
-    b: Endpoint<'static>,
-    /// A's device, recorded.
-    da: PcapWriter<Wire, Vec<u8>>,
-    db: Wire,
-    now: Instant,
-    /// Frames in flight: arrival time, towards B, bytes.
-    flight: VecDeque<(Instant, bool, Vec<u8>)>,
+/// Two endpoints, the wire between them (2 us one way), and the virtual
+/// clock; A's device is recorded.
+type Net = Pair<Endpoint<'static>, Endpoint<'static>, PcapWriter<TestDevice, Vec<u8>>>;
+
+/// What the capture does with the two endpoints.
+trait Capture {
+    fn rpc(&mut self, client: SocketHandle, server: SocketHandle, len: usize);
+    fn settle(&mut self);
+    fn record(&mut self, frame: &[u8]);
 }
 
-impl Net {
-    fn new() -> Net {
-        Net {
-            a: endpoint(A_IP, A_MAC),
-            b: endpoint(B_IP, B_MAC),
-            da: PcapWriter::new(Wire::default(), Vec::new(), PcapMode::Both),
-            db: Wire::default(),
-            now: Instant::from_millis(1),
-            flight: VecDeque::new(),
-        }
-    }
-
-    /// Delivers what has arrived, polls both sides, puts new frames on the wire.
-    fn step(&mut self) {
-        while self.flight.front().is_some_and(|f| f.0 <= self.now) {
-            let (_, to_b, frame) = self.flight.pop_front().expect("checked");
-            if to_b {
-                self.db.rx.push_back(frame);
-            } else {
-                self.da.get_mut().rx.push_back(frame);
-            }
-        }
-        self.a.poll(self.now, &mut self.da);
-        self.b.poll(self.now, &mut self.db);
-        while let Some(frame) = self.da.get_mut().tx.pop_front() {
-            self.flight.push_back((self.now + DELAY, true, frame));
-        }
-        while let Some(frame) = self.db.tx.pop_front() {
-            self.flight.push_back((self.now + DELAY, false, frame));
-        }
-    }
-
-    /// Steps from event to event until `done` or `limit` of virtual time.
-    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) -> bool {
-        let end = self.now + limit;
-        while self.now < end {
-            self.step();
-            if done(self) {
-                return true;
-            }
-            let mut next = end;
-            for t in [self.a.poll_at(), self.b.poll_at()].into_iter().flatten() {
-                next = next.min(t);
-            }
-            if let Some(f) = self.flight.front() {
-                next = next.min(f.0);
-            }
-            if !self.da.get_ref().rx.is_empty() || !self.db.rx.is_empty() {
-                next = self.now;
-            }
-            self.now = if next <= self.now {
-                self.now + Duration::from_nanos(1)
-            } else {
-                next
-            };
-        }
-        false
-    }
-
+impl Capture for Net {
     /// One RPC from A to B's server; B answers with 100 bytes.
     fn rpc(&mut self, client: SocketHandle, server: SocketHandle, len: usize) {
         let request: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
@@ -272,7 +163,11 @@ fn main() {
     let out = std::env::args()
         .nth(1)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample.pcap").into());
-    let mut net = Net::new();
+    let a = endpoint(A_IP, A_MAC);
+    let b = endpoint(B_IP, B_MAC);
+    let da = PcapWriter::new(TestDevice::default(), Vec::new(), PcapMode::Both);
+    let mut net: Net = Pair::with_devices(a, b, da, TestDevice::default());
+    assert_eq!(net.delay, DELAY);
     let server = net.b.bind(SERVER_PORT).expect("bind");
     let client = net.a.socket().expect("socket");
 

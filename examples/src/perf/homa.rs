@@ -12,10 +12,10 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::stats::Drops;
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+use homa_testkit::Storage;
 use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
@@ -48,35 +48,9 @@ impl Clock {
     }
 }
 
-/// Caller-owned memory of an endpoint.
-struct Memory {
-    rpcs: Vec<RpcSlot>,
-    peers: Vec<PeerSlot>,
-    sockets: Vec<SocketSlot>,
-    pool: Vec<u8>,
-}
-
-impl Memory {
-    fn new(o: &HomaOpts) -> Memory {
-        Memory {
-            rpcs: (0..o.max_rpcs).map(|_| RpcSlot::EMPTY).collect(),
-            peers: vec![PeerSlot::EMPTY; 64],
-            sockets: vec![SocketSlot::EMPTY; 4],
-            pool: vec![0; o.pool_mb << 20],
-        }
-    }
-
-    fn endpoint(&mut self, config: Config) -> Result<Endpoint<'_>, String> {
-        Endpoint::new(
-            config,
-            &mut self.rpcs[..],
-            &mut self.peers[..],
-            &mut self.sockets[..],
-            &mut self.pool[..],
-            4096,
-        )
-        .map_err(|e| e.to_string())
-    }
+/// Caller-owned memory of an endpoint: 64 peers.
+fn memory(o: &HomaOpts) -> Storage {
+    Storage::with_peers(o.max_rpcs, 64, o.pool_mb << 20)
 }
 
 /// The device, opened, plus what the endpoint needs to know about it.
@@ -309,8 +283,10 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         .mac
         .or(dev_mac)
         .unwrap_or_else(|| netcfg::mac_for(ip));
-    let mut mem = Memory::new(&o.homa);
-    let ep = mem.endpoint(config(ip, mac, &o.homa, 0x5e57))?;
+    let mut mem = memory(&o.homa);
+    let ep = mem
+        .try_endpoint(config(ip, mac, &o.homa, 0x5e57))
+        .map_err(|e| e.to_string())?;
     let (report, dev) = with_device(&mut opened, &o.homa.pcap, Server { o, ep, ip, mac })?;
     let (mut report, stack) = report?;
     report.extra = json!({ "stack": stack, "device": dev });
@@ -517,8 +493,10 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         .mac
         .or(dev_mac)
         .unwrap_or_else(|| netcfg::mac_for(ip));
-    let mut mem = Memory::new(&o.homa);
-    let ep = mem.endpoint(config(ip, mac, &o.homa, o.seed))?;
+    let mut mem = memory(&o.homa);
+    let ep = mem
+        .try_endpoint(config(ip, mac, &o.homa, o.seed))
+        .map_err(|e| e.to_string())?;
     let (report, dev) = with_device(&mut opened, &o.homa.pcap, Client { o, ep })?;
     let (mut report, stack) = report?;
     report.extra = json!({ "stack": stack, "device": dev });
@@ -758,8 +736,8 @@ impl Job for Client<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
     use homa_phy::fault::FaultConfig;
+    use homa_testkit::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
 
     const PORT: u16 = 500;
 
@@ -772,17 +750,16 @@ mod tests {
         resp: &mut Vec<u8>,
     ) -> Answered {
         let mut scratch = Vec::new();
-        for _ in 0..100_000 {
-            if !d.step() {
-                d.idle();
-            }
-            if let Some(Event::Request { rpc, .. }) = d.server.recv(sock) {
-                let a = answer(&mut d.server, rpc, true, &mut scratch, resp);
+        let mut answered = None;
+        d.run_until(Duration::from_secs(1), |d| {
+            if let Some(Event::Request { rpc, .. }) = d.b.recv(sock) {
+                let a = answer(&mut d.b, rpc, true, &mut scratch, resp);
                 count(r, a, true);
-                return a;
+                answered = Some(a);
             }
-        }
-        panic!("no request reached the server");
+            answered.is_some()
+        });
+        answered.expect("no request reached the server")
     }
 
     /// A request whose first bytes are not a homa-perf header (here a
@@ -793,32 +770,30 @@ mod tests {
         let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
         let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
         let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = Duo::new(client, server, FaultConfig::new(), 3, None);
-        let csock = d.client.socket().unwrap();
-        let ssock = d.server.bind(PORT).unwrap();
+        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
+        let csock = d.a.socket().unwrap();
+        let ssock = d.b.bind(PORT).unwrap();
         let mut req = vec![7u8; 100];
         req[..4].copy_from_slice(&453_971_840u32.to_le_bytes());
-        d.client.send_request(csock, SERVER_IP, PORT, &req).unwrap();
+        d.a.send_request(csock, SERVER_IP, PORT, &req).unwrap();
         let (mut r, mut resp) = (ServerReport::default(), Vec::new());
         let a = serve_one(&mut d, ssock, &mut r, &mut resp);
         assert_eq!(a, Answered::Refused(Refusal::ReplyTooLong));
         assert_eq!(resp.capacity(), 0, "a reply was built");
-        assert_eq!(d.server.rpcs_in_use(), 0, "the refused RPC holds a slot");
+        assert_eq!(d.b.rpcs_in_use(), 0, "the refused RPC holds a slot");
         assert_eq!(
-            d.server.pool_free_bytes(),
-            d.server.pool_capacity_bytes(),
+            d.b.pool_free_bytes(),
+            d.b.pool_capacity_bytes(),
             "the refused request holds pool pages"
         );
         assert_eq!((r.requests, r.failed), (0, 1));
         assert_eq!(r.failures.get("reply_too_long"), Some(&1));
 
         // Shorter than the header: refused the same way.
-        d.client
-            .send_request(csock, SERVER_IP, PORT, &[1; 8])
-            .unwrap();
+        d.a.send_request(csock, SERVER_IP, PORT, &[1; 8]).unwrap();
         let a = serve_one(&mut d, ssock, &mut r, &mut resp);
         assert_eq!(a, Answered::Refused(Refusal::ShortHeader));
-        assert_eq!(d.server.rpcs_in_use(), 0);
+        assert_eq!(d.b.rpcs_in_use(), 0);
         assert_eq!(r.failed, 2);
     }
 
@@ -829,28 +804,25 @@ mod tests {
         let (mut cm, mut sm) = (Storage::new(64, 4 << 20), Storage::new(8, 4 << 20));
         let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
         let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = Duo::new(client, server, FaultConfig::new(), 3, None);
-        let csock = d.client.socket().unwrap();
-        let ssock = d.server.bind(PORT).unwrap();
+        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
+        let csock = d.a.socket().unwrap();
+        let ssock = d.b.bind(PORT).unwrap();
         let (mut r, mut resp) = (ServerReport::default(), Vec::new());
         let mut bad = vec![0u8; 100];
         bad[..4].copy_from_slice(&2_000_000u32.to_le_bytes());
         for _ in 0..20 {
-            d.client.send_request(csock, SERVER_IP, PORT, &bad).unwrap();
+            d.a.send_request(csock, SERVER_IP, PORT, &bad).unwrap();
             let a = serve_one(&mut d, ssock, &mut r, &mut resp);
             assert_eq!(a, Answered::Refused(Refusal::ReplyTooLong));
         }
-        assert_eq!(d.server.rpcs_in_use(), 0);
+        assert_eq!(d.b.rpcs_in_use(), 0);
         let h = Header {
             reply_len: 300,
             seed: 9,
         };
         let mut good = Vec::new();
         fill_request(&mut good, h, 1000);
-        let rpc = d
-            .client
-            .send_request(csock, SERVER_IP, PORT, &good)
-            .unwrap();
+        let rpc = d.a.send_request(csock, SERVER_IP, PORT, &good).unwrap();
         let a = serve_one(&mut d, ssock, &mut r, &mut resp);
         assert_eq!(
             a,
@@ -862,21 +834,14 @@ mod tests {
         );
         let mut expect = Vec::new();
         fill_response(&mut expect, h, 1000);
-        let mut answered = false;
-        for _ in 0..100_000 {
-            if !d.step() {
-                d.idle();
+        let answered = d.run_until(Duration::from_secs(1), |d| match d.a.recv(csock) {
+            Some(Event::Response { rpc: got, len }) if got == rpc => {
+                assert_eq!(len, 300);
+                assert!(d.a.message(rpc).unwrap().eq_bytes(&expect));
+                true
             }
-            match d.client.recv(csock) {
-                Some(Event::Response { rpc: got, len }) if got == rpc => {
-                    assert_eq!(len, 300);
-                    assert!(d.client.message(rpc).unwrap().eq_bytes(&expect));
-                    answered = true;
-                    break;
-                }
-                _ => {}
-            }
-        }
+            _ => false,
+        });
         assert!(answered, "the good request was not answered");
         assert_eq!((r.requests, r.failed), (1, 20));
     }

@@ -2,10 +2,13 @@
 //!
 //! A request starts with a 12-byte header, `reply_len: u32` (LE;
 //! [`ECHO`] asks for the request back) and `seed: u64` (LE); the rest is a
-//! pattern derived from the seed, one 64-bit word per 8 bytes so that
-//! filling and checking a megabyte takes microseconds. A response that is
+//! pattern derived from the seed (the test kit's,
+//! [`homa_phy::testing::fill_pattern`]), one 64-bit word per 8 bytes so
+//! that filling and checking a megabyte takes microseconds. A response that is
 //! not an echo carries the same header and the pattern of `seed ^
 //! RESPONSE_SALT`, and is `max(reply_len, 12)` bytes long.
+
+use homa_phy::testing::fill_pattern;
 
 /// Bytes of the header; shorter messages are raised to this length.
 pub const HEADER_LEN: usize = 12;
@@ -104,24 +107,11 @@ pub fn check_request(
     Ok((h, reply))
 }
 
-fn word(seed: u64, i: usize) -> u64 {
-    let mut z = seed.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z ^ (z >> 29)
-}
-
-fn fill_words(seed: u64, buf: &mut [u8]) {
-    for (i, chunk) in buf.chunks_mut(8).enumerate() {
-        let w = word(seed, i).to_le_bytes();
-        chunk.copy_from_slice(&w[..chunk.len()]);
-    }
-}
-
 /// Writes request `header` of `len` bytes (at least [`HEADER_LEN`]) into
 /// `buf`, resizing it.
 pub fn fill_request(buf: &mut Vec<u8>, header: Header, len: usize) {
     buf.resize(len.max(HEADER_LEN), 0);
-    fill_words(header.seed, buf);
+    fill_pattern(header.seed, buf);
     header.write(buf);
 }
 
@@ -132,7 +122,7 @@ pub fn fill_response(buf: &mut Vec<u8>, header: Header, request_len: usize) {
         fill_request(buf, header, request_len);
     } else {
         buf.resize(header.response_len(request_len), 0);
-        fill_words(header.seed ^ RESPONSE_SALT, buf);
+        fill_pattern(header.seed ^ RESPONSE_SALT, buf);
         header.write(buf);
     }
 }

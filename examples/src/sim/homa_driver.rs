@@ -13,10 +13,10 @@ use std::collections::{HashMap, VecDeque};
 
 use homa_phy::sim::Fabric;
 use homa_phy::Instant;
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::stats::Stats;
 use homa_stack::wire::Ipv4Addr;
 use homa_stack::{Endpoint, Event, RpcHandle, SendError, SocketHandle};
+use homa_testkit::Storage;
 
 use super::event_loop::{Deadlines, Driver, NEVER};
 use super::homa_config::HomaParams;
@@ -36,26 +36,6 @@ pub const WARM_UP_WINDOW: usize = 8;
 /// Most polls of one host at one instant before the driver moves on (a
 /// guard: an endpoint that keeps asking for a poll without progress).
 const MAX_ROUNDS: u32 = 10_000;
-
-/// Memory of one host's endpoint.
-pub struct HostMem {
-    rpcs: Vec<RpcSlot>,
-    peers: Vec<PeerSlot>,
-    sockets: Vec<SocketSlot>,
-    pool: Vec<u8>,
-}
-
-impl HostMem {
-    /// Tables for `rpcs` RPCs and `peers` peers, a pool of `pool_bytes`.
-    pub fn new(rpcs: usize, peers: usize, pool_bytes: usize) -> HostMem {
-        HostMem {
-            rpcs: (0..rpcs).map(|_| RpcSlot::EMPTY).collect(),
-            peers: vec![PeerSlot::EMPTY; peers],
-            sockets: vec![SocketSlot::EMPTY; 2],
-            pool: vec![0; pool_bytes],
-        }
-    }
-}
 
 /// What the server does with a request.
 #[derive(Debug, Clone, Copy)]
@@ -117,11 +97,11 @@ pub struct HomaDriver<'m> {
 }
 
 impl<'m> HomaDriver<'m> {
-    /// One endpoint per fabric host over `mem` (one [`HostMem`] per host),
+    /// One endpoint per fabric host over `mem` (one [`Storage`] per host),
     /// each with every other host as a static neighbour.
     pub fn new(
         fabric: &mut Fabric,
-        mem: &'m mut [HostMem],
+        mem: &'m mut [Storage],
         params: &HomaParams,
         spec: HomaHostSpec,
         messages: &'m [Message],
@@ -138,15 +118,7 @@ impl<'m> HomaDriver<'m> {
                 fabric.host_mac(h),
                 seed ^ (h as u64) << 20,
             );
-            let mut ep = Endpoint::new(
-                cfg,
-                &mut m.rpcs[..],
-                &mut m.peers[..],
-                &mut m.sockets[..],
-                &mut m.pool[..],
-                4096,
-            )
-            .map_err(|e| format!("host {h}: {e}"))?;
+            let mut ep = m.try_endpoint(cfg).map_err(|e| format!("host {h}: {e}"))?;
             socks.push(ep.bind(PORT).map_err(|e| e.to_string())?);
             for (p, ip) in ips.iter().enumerate() {
                 if p != h {

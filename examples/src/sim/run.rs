@@ -8,12 +8,13 @@ use homa_phy::ChecksumCapabilities;
 
 use super::event_loop::{drive, host_busy, Driver, LoopStats, Plan, Progress};
 use super::homa_config::{self, HomaParams, HomaStyle};
-use super::homa_driver::{HomaDriver, HomaHostSpec, HostMem};
+use super::homa_driver::{HomaDriver, HomaHostSpec};
 use super::metrics::{buckets, Bucket, Ideal, Outcomes};
 use super::packets::Packetiser;
 use super::tcp_driver::{TcpDriver, TcpSpec};
 use super::traffic::{self, Message, TrafficSpec};
 use super::workload::{Workload, MAX_MESSAGE};
+use homa_testkit::Storage;
 
 /// A transport to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,8 +350,8 @@ fn run_homa(
     progress: &mut Progress,
 ) -> Result<RunOut, String> {
     let n = fabric.hosts();
-    let mut mem: Vec<HostMem> = (0..n)
-        .map(|_| HostMem::new(o.rpc_slots, n + 4, o.pool_bytes))
+    let mut mem: Vec<Storage> = (0..n)
+        .map(|_| Storage::with_peers(o.rpc_slots, n + 4, o.pool_bytes))
         .collect();
     let spec = HomaHostSpec {
         response_bytes: o.response_bytes,

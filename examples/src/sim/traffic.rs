@@ -23,21 +23,7 @@ pub fn payload_seed(seed: u64, id: usize) -> u64 {
     Rng::new(seed ^ (id as u64).wrapping_mul(0xd1b5_4a32_d192_ed69)).next_u64()
 }
 
-/// Whether `bytes` are bytes `offset..` of message `seed`'s pattern
-/// ([`crate::pattern_byte`]). The expected bytes are generated into
-/// `scratch` a block at a time so that both loops vectorise.
-pub fn pattern_matches(seed: u64, offset: usize, bytes: &[u8], scratch: &mut Vec<u8>) -> bool {
-    const BLOCK: usize = 4096;
-    scratch.resize(BLOCK, 0);
-    bytes.chunks(BLOCK).enumerate().all(|(k, chunk)| {
-        let start = offset + k * BLOCK;
-        let want = &mut scratch[..chunk.len()];
-        for (i, b) in want.iter_mut().enumerate() {
-            *b = crate::pattern_byte(seed, start + i);
-        }
-        want == chunk
-    })
-}
+pub use homa_phy::testing::pattern_matches;
 
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
@@ -98,19 +84,6 @@ pub fn generate(spec: &TrafficSpec, workload: &Workload) -> Vec<Message> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pattern_check_finds_one_wrong_byte_at_any_offset() {
-        let mut buf = vec![0u8; 10_000];
-        crate::fill_pattern(42, &mut buf);
-        let mut scratch = Vec::new();
-        assert!(pattern_matches(42, 0, &buf, &mut scratch));
-        assert!(pattern_matches(42, 5000, &buf[5000..], &mut scratch));
-        assert!(!pattern_matches(43, 0, &buf, &mut scratch));
-        buf[9000] ^= 0x10;
-        assert!(!pattern_matches(42, 0, &buf, &mut scratch));
-        assert!(pattern_matches(42, 0, &buf[..9000], &mut scratch));
-    }
 
     #[test]
     fn rate_sources_and_destinations() {

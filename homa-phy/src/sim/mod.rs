@@ -44,7 +44,6 @@ mod event;
 mod frame;
 mod ideal;
 mod port;
-mod rng;
 mod stats;
 mod timing;
 mod topology;
@@ -58,11 +57,11 @@ pub use stats::{Drops, PortStats, Stats};
 pub use timing::{serialisation_time, wire_bytes, MIN_FRAME, WIRE_OVERHEAD};
 pub use topology::NodeId;
 
+use crate::testing::SplitMix64 as Rng;
 use addr::Dest;
 use event::{Event, EventQueue};
 use frame::Frame;
 use port::Port;
-use rng::Rng;
 use topology::Layout;
 
 use crate::time::{Duration, Instant};

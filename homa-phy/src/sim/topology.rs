@@ -2,7 +2,7 @@
 //! between two hosts. The numbering is public; see [`NodeId`].
 
 use super::config::{Config, ConfigError, Topology};
-use super::rng::Rng;
+use crate::testing::SplitMix64 as Rng;
 
 /// A node of the fabric.
 ///
@@ -153,7 +153,7 @@ impl Layout {
         } else if self.aggs == 1 {
             self.per_rack
         } else {
-            self.per_rack + rng.below(self.aggs)
+            self.per_rack + rng.below(self.aggs as u64) as usize
         }
     }
 

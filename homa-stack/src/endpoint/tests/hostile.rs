@@ -4,11 +4,11 @@
 //! and what frees it.
 
 use super::*;
-use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
-use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use crate::phy::testing::frames;
+use crate::wire::arp::ArpOperation;
+use crate::wire::ethernet::EthernetFrame;
 use crate::wire::homa::{DataHeader, Kind, Repr};
 use crate::wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
-use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use crate::wire::{IpAddr, IpProtocol};
 
 const C_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 3);
@@ -23,25 +23,8 @@ fn ip_frame(
     protocol: IpProtocol,
     body: &[u8],
 ) -> Vec<u8> {
-    let eth = EthernetRepr {
-        src_addr: mac,
-        dst_addr: to_mac,
-        vlan: None,
-        ethertype: EtherType::Ipv4,
-    };
-    let ip = Ipv4Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header: protocol,
-        payload_len: body.len(),
-        hop_limit: 64,
-        tos: 0,
-    };
-    let mut f = vec![0; 14 + 20 + body.len()];
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), true);
-    f[34..].copy_from_slice(body);
-    f
+    let ip = frames::ipv4(src, dst, protocol.into(), 0, body);
+    frames::ethernet(mac.0, to_mac.0, None, frames::IPV4, &ip)
 }
 
 /// A Homa packet from (`mac`, `src`) to `dst`, checksum filled.
@@ -94,32 +77,13 @@ fn arp_frame(
     target_mac: EthernetAddress,
     target: Ipv4Addr,
 ) -> Vec<u8> {
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: op,
-        source_hardware_addr: mac,
-        source_protocol_addr: ip,
-        target_hardware_addr: target_mac,
-        target_protocol_addr: target,
-    };
-    let eth = EthernetRepr {
-        src_addr: mac,
-        dst_addr: target_mac,
-        vlan: None,
-        ethertype: EtherType::Arp,
-    };
-    let mut f = vec![0; 14 + arp.buffer_len()];
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
-    f
+    let arp = frames::arp(op.into(), mac.0, ip, target_mac.0, target);
+    frames::ethernet(mac.0, target_mac.0, None, frames::ARP, &arp)
 }
 
 /// A lone server endpoint with room for `rpcs` RPCs and 16 peers.
 fn server(rpcs: usize, pool: usize) -> Endpoint<'static> {
-    let rpcs: &'static mut [RpcSlot] = Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect());
-    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 16]);
-    let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
-    let pool: &'static mut [u8] = Vec::leak(vec![0u8; pool]);
-    Endpoint::new(Config::new(B_IP, B_MAC), rpcs, peers, socks, pool, 4096).unwrap()
+    endpoint_with_peers(Config::new(B_IP, B_MAC), rpcs, 16, pool)
 }
 
 /// Polls `ep` every 100 us for `d`, answering every request with `reply`.
@@ -748,7 +712,7 @@ fn losses_and_retransmissions(len: usize, rpcs: usize, every: u64, seed: u64) ->
     let server = p.b.bind(500).unwrap();
     let client = p.a.socket().unwrap();
     for i in 0..rpcs {
-        let req = pattern(len, i as u8);
+        let req = pattern(len, i as u64);
         let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
         let ok = p.run_until(Duration::from_secs(10), |p| {
             while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {

@@ -1,66 +1,12 @@
-//! Two endpoints over an in-memory wire, driven on a virtual clock.
+//! Two endpoints over an in-memory wire, driven on a virtual clock: the
+//! wire, its devices and the payload patterns are homa-phy's test kit
+//! (`homa_phy::testing`), shared with every other crate's tests.
 
 use super::*;
-use crate::phy::{DeviceCapabilities, PacketMeta, RxToken, TxToken};
+pub(crate) use crate::phy::testing::{frames, pattern, pattern_byte, TestDevice};
 use crate::wire::homa;
 use crate::wire::{EthernetAddress, Ipv4Addr};
-use std::collections::VecDeque;
 use std::vec::Vec;
-
-/// One side of an in-memory wire: frames the endpoint sent wait in `tx`,
-/// frames for it in `rx`.
-#[derive(Default)]
-pub(crate) struct TestDevice {
-    pub rx: VecDeque<Vec<u8>>,
-    pub tx: VecDeque<(Vec<u8>, PacketMeta)>,
-    pub tx_limit: Option<usize>,
-    /// The device's MTU (whole frame), when not the default 1514.
-    pub mtu: Option<usize>,
-}
-
-pub(crate) struct TestRx(Vec<u8>);
-pub(crate) struct TestTx<'a>(&'a mut VecDeque<(Vec<u8>, PacketMeta)>, PacketMeta);
-
-impl RxToken for TestRx {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(&self.0)
-    }
-}
-
-impl TxToken for TestTx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut buf = vec![0xa5; len];
-        let r = f(&mut buf);
-        self.0.push_back((buf, self.1));
-        r
-    }
-    fn set_meta(&mut self, meta: PacketMeta) {
-        self.1 = meta;
-    }
-}
-
-impl Device for TestDevice {
-    type RxToken<'a> = TestRx;
-    type TxToken<'a> = TestTx<'a>;
-    fn receive(&mut self, _: Instant) -> Option<(TestRx, TestTx<'_>)> {
-        let f = self.rx.pop_front()?;
-        Some((TestRx(f), TestTx(&mut self.tx, PacketMeta::default())))
-    }
-    fn transmit(&mut self, _: Instant) -> Option<TestTx<'_>> {
-        if self.tx_limit.is_some_and(|l| self.tx.len() >= l) {
-            return None;
-        }
-        Some(TestTx(&mut self.tx, PacketMeta::default()))
-    }
-    fn capabilities(&self) -> DeviceCapabilities {
-        let mut c = DeviceCapabilities::default();
-        c.link_rate_mbps = Some(10_000);
-        if let Some(mtu) = self.mtu {
-            c.max_transmission_unit = mtu;
-        }
-        c
-    }
-}
 
 pub(crate) const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub(crate) const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -77,57 +23,34 @@ pub(crate) fn endpoint(
 }
 
 pub(crate) fn endpoint_with(config: Config, rpcs: usize, pool: usize) -> Endpoint<'static> {
+    endpoint_with_peers(config, rpcs, 8, pool)
+}
+
+/// An endpoint over leaked tables (`'static`), `peers` peers and 4 sockets.
+pub(crate) fn endpoint_with_peers(
+    config: Config,
+    rpcs: usize,
+    peers: usize,
+    pool: usize,
+) -> Endpoint<'static> {
     let rpcs: &'static mut [RpcSlot] = Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect());
-    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; 8]);
+    let peers: &'static mut [PeerSlot] = Vec::leak(vec![PeerSlot::EMPTY; peers]);
     let socks: &'static mut [SocketSlot] = Vec::leak(vec![SocketSlot::EMPTY; 4]);
     let pool: &'static mut [u8] = Vec::leak(vec![0u8; pool]);
     Endpoint::new(config, rpcs, peers, socks, pool, 4096).unwrap()
 }
 
-/// Decides whether frame number `i` going `to_b` with these bytes arrives.
-pub(crate) type Filter = Box<dyn FnMut(usize, bool, &[u8]) -> bool>;
-
-/// Rewrites a frame going `to_b` in place.
-pub(crate) type Rewrite = Box<dyn FnMut(bool, &mut Vec<u8>)>;
-
 /// Two endpoints, a wire between them with a one-way delay, and a clock.
-pub(crate) struct Pair {
-    pub a: Endpoint<'static>,
-    pub b: Endpoint<'static>,
-    pub da: TestDevice,
-    pub db: TestDevice,
-    pub now: Instant,
-    /// Frames in flight: (arrival time, to_b, frame).
-    pub flight: VecDeque<(Instant, bool, Vec<u8>)>,
-    pub delay: Duration,
-    /// Decides whether a frame (index, to_b, bytes) is delivered.
-    pub filter: Filter,
-    /// Rewrites a frame (to_b, bytes) before delivery.
-    pub rewrite: Rewrite,
-    pub sent: usize,
-    /// Every frame put on the wire: (time, to_b, bytes, priority).
-    pub log: Vec<(Instant, bool, Vec<u8>, u8)>,
+pub(crate) type Pair = crate::phy::testing::Pair<Endpoint<'static>, Endpoint<'static>>;
+
+/// `Pair::linked`.
+pub(crate) trait Linked {
+    /// A pair that knows each other's link addresses.
+    fn linked(rpcs: usize, pool: usize) -> Pair;
 }
 
-impl Pair {
-    pub fn new(a: Endpoint<'static>, b: Endpoint<'static>) -> Pair {
-        Pair {
-            a,
-            b,
-            da: TestDevice::default(),
-            db: TestDevice::default(),
-            now: Instant::from_millis(1),
-            flight: VecDeque::new(),
-            delay: Duration::from_micros(2),
-            filter: Box::new(|_, _, _| true),
-            rewrite: Box::new(|_, _| {}),
-            sent: 0,
-            log: Vec::new(),
-        }
-    }
-
-    /// A pair that knows each other's link addresses.
-    pub fn linked(rpcs: usize, pool: usize) -> Pair {
+impl Linked for Pair {
+    fn linked(rpcs: usize, pool: usize) -> Pair {
         let mut p = Pair::new(
             endpoint(A_IP, A_MAC, rpcs, pool),
             endpoint(B_IP, B_MAC, rpcs, pool),
@@ -136,74 +59,6 @@ impl Pair {
         p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
         p
     }
-
-    /// Polls both sides and moves frames onto the wire.
-    pub fn step(&mut self) {
-        while self.flight.front().is_some_and(|f| f.0 <= self.now) {
-            let (_, to_b, f) = self.flight.pop_front().unwrap();
-            if to_b {
-                self.db.rx.push_back(f)
-            } else {
-                self.da.rx.push_back(f)
-            }
-        }
-        self.a.poll(self.now, &mut self.da);
-        self.b.poll(self.now, &mut self.db);
-        for (to_b, dev) in [(true, &mut self.da), (false, &mut self.db)] {
-            while let Some((f, meta)) = dev.tx.pop_front() {
-                let i = self.sent;
-                self.sent += 1;
-                self.log.push((self.now, to_b, f.clone(), meta.priority));
-                if (self.filter)(i, to_b, &f) {
-                    let mut f = f;
-                    (self.rewrite)(to_b, &mut f);
-                    self.flight.push_back((self.now + self.delay, to_b, f));
-                }
-            }
-        }
-    }
-
-    /// The next time anything happens.
-    pub fn next_time(&self) -> Instant {
-        let mut t = Instant::MAX;
-        for p in [self.a.poll_at(), self.b.poll_at()].into_iter().flatten() {
-            t = t.min(p);
-        }
-        if let Some(f) = self.flight.front() {
-            t = t.min(f.0);
-        }
-        if !self.da.rx.is_empty() || !self.db.rx.is_empty() {
-            t = self.now;
-        }
-        t
-    }
-
-    /// Runs until `done` or `limit` of virtual time passes.
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
-        let end = self.now + limit;
-        let mut steps = 0u64;
-        while self.now < end {
-            self.step();
-            if done(self) {
-                return true;
-            }
-            let t = self.next_time();
-            self.now = if t <= self.now {
-                self.now + Duration::from_nanos(1)
-            } else {
-                t.min(end)
-            };
-            steps += 1;
-            assert!(steps < 50_000_000, "livelock");
-        }
-        false
-    }
-}
-
-pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 /// Sends one request from A to an echo server on B and returns the response.
@@ -331,7 +186,7 @@ fn sixty_four_concurrent_rpcs_of_mixed_sizes() {
         .collect();
     let mut want = std::collections::HashMap::new();
     for (i, &n) in sizes.iter().enumerate() {
-        let data = pattern(n, i as u8);
+        let data = pattern(n, i as u64);
         let h = p.a.send_request(client, B_IP, 500, &data).unwrap();
         want.insert(h, data);
     }
@@ -443,31 +298,18 @@ fn request_larger_than_free_pool_space_succeeds_once_space_frees() {
 #[test]
 fn ping_gets_an_echo_reply() {
     let mut p = Pair::linked(4, 1 << 20);
-    let mut frame = vec![0u8; 14 + 20 + 8 + 4];
-    frame[0..6].copy_from_slice(&A_MAC.0);
-    frame[6..12].copy_from_slice(&B_MAC.0);
-    frame[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = crate::wire::ipv4::Ipv4Repr {
-        src_addr: B_IP,
-        dst_addr: A_IP,
-        next_header: crate::wire::IpProtocol::Icmp,
-        payload_len: 12,
-        hop_limit: 64,
-        tos: 0,
-    };
-    ip.emit(
-        &mut crate::wire::ipv4::Ipv4Packet::new_unchecked(&mut frame[14..]),
-        true,
-    );
     let icmp = crate::wire::icmpv4::Icmpv4Repr::EchoRequest {
         ident: 7,
         seq_no: 9,
         data: b"ping",
     };
+    let mut body = vec![0u8; icmp.buffer_len()];
     icmp.emit(
-        &mut crate::wire::icmpv4::Icmpv4Packet::new_unchecked(&mut frame[34..]),
+        &mut crate::wire::icmpv4::Icmpv4Packet::new_unchecked(&mut body[..]),
         true,
     );
+    let ip = frames::ipv4(B_IP, A_IP, frames::ICMP, 0, &body);
+    let frame = frames::ethernet(B_MAC.0, A_MAC.0, None, frames::IPV4, &ip);
     p.da.rx.push_back(frame);
     p.a.poll(p.now, &mut p.da);
     let (reply, _) = p.da.tx.pop_front().expect("an echo reply");
@@ -763,7 +605,7 @@ fn messages_are_built_and_read_in_place() {
     let server = p.b.bind(500).unwrap();
     let client = p.a.socket().unwrap();
     let len = 300_001;
-    let byte = |i: usize| (i as u8).wrapping_mul(7).wrapping_add(3);
+    let byte = |i: usize| pattern_byte(3, i);
     let mut pieces = 0;
     let h =
         p.a.send_request_with(client, B_IP, 500, len, |w| {

@@ -3,9 +3,9 @@
 //! fault injection, every reply checked byte for byte, and a final count of
 //! what is left in the tables and the pool.
 
-use crate::duo::{self, Duo, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
-use crate::{fill_pattern, Rng};
+use crate::duo::{self, Endpoints, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
 use homa_phy::fault::FaultConfig;
+use homa_phy::testing::{fill_pattern, SplitMix64};
 use homa_phy::{Duration, Instant};
 use homa_stack::{Event, RpcHandle};
 use std::collections::HashMap;
@@ -122,18 +122,54 @@ pub fn run(mut soak: Soak) -> Report {
     let mut smem = Storage::new(soak.concurrency + 8, pool);
     let client = cmem.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, soak.seed, checksums));
     let server = smem.endpoint(duo::config(SERVER_IP, SERVER_MAC, soak.seed + 1, checksums));
-    let mut d = Duo::new(client, server, soak.faults, soak.seed, soak.pcap.take());
-    let csock = d.client.socket().expect("a socket slot");
-    let ssock = d.server.bind(PORT).expect("a socket slot");
+    let mut d = duo::duo(client, server, soak.faults, soak.seed, soak.pcap.take());
+    let csock = d.a.socket().expect("a socket slot");
+    let ssock = d.b.bind(PORT).expect("a socket slot");
     let total = soak.sizes.as_ref().map_or(soak.rpcs, Vec::len);
 
-    let mut rng = Rng::new(soak.seed);
+    let mut rng = SplitMix64::new(soak.seed);
     let mut pending: HashMap<RpcHandle, Pending> = HashMap::new();
     let mut r = Report::default();
     let mut buf = Vec::new();
     let start = d.now;
-    let deadline = d.now + Duration::from_secs(3600);
-    while r.completed + r.failed < total && d.now < deadline {
+    d.run_until(Duration::from_secs(3600), |d| {
+        while let Some(Event::Request { rpc, len, .. }) = d.b.recv(ssock) {
+            buf.resize(len, 0);
+            if let Some(m) = d.b.message(rpc) {
+                m.copy_to(&mut buf);
+            }
+            if d.b.reply(rpc, &buf).is_err() {
+                let _ = d.b.abort(rpc);
+            }
+        }
+        while let Some(ev) = d.a.recv(csock) {
+            match ev {
+                Event::Response { rpc, len } => {
+                    let Some(p) = pending.remove(&rpc) else {
+                        continue;
+                    };
+                    r.completed += 1;
+                    buf.resize(p.len, 0);
+                    fill_pattern(p.seed, &mut buf);
+                    let ok = len == p.len && d.a.message(rpc).is_some_and(|m| m.eq_bytes(&buf));
+                    r.verified += usize::from(ok);
+                    if let Some(f) = soak.on_complete.as_mut() {
+                        f(p.len, d.now - p.started, ok);
+                    }
+                    let _ = d.a.release(rpc);
+                }
+                Event::Failed { rpc, error } => {
+                    if pending.remove(&rpc).is_some() {
+                        r.failed += 1;
+                        r.timed_out += usize::from(error == homa_stack::RpcError::TimedOut);
+                    }
+                    let _ = d.a.release(rpc);
+                }
+                Event::Request { .. } => {}
+            }
+        }
+        // New requests go last, after this step's events freed room: an
+        // idle pair would otherwise end the run with requests unsent.
         while r.sent < total && pending.len() < soak.concurrency {
             let len = match &soak.sizes {
                 Some(sizes) => sizes[r.sent],
@@ -142,7 +178,7 @@ pub fn run(mut soak: Soak) -> Report {
             let seed = rng.next_u64();
             buf.resize(len, 0);
             fill_pattern(seed, &mut buf);
-            match d.client.send_request(csock, SERVER_IP, PORT, &buf) {
+            match d.a.send_request(csock, SERVER_IP, PORT, &buf) {
                 Ok(h) => {
                     pending.insert(
                         h,
@@ -158,61 +194,21 @@ pub fn run(mut soak: Soak) -> Report {
             }
         }
         if soak.server_vanishes_after.is_some_and(|n| r.sent >= n) {
-            d.server_gone = true;
+            d.b_gone = true;
         }
-        let moved = d.step();
-        while let Some(Event::Request { rpc, len, .. }) = d.server.recv(ssock) {
-            buf.resize(len, 0);
-            if let Some(m) = d.server.message(rpc) {
-                m.copy_to(&mut buf);
-            }
-            if d.server.reply(rpc, &buf).is_err() {
-                let _ = d.server.abort(rpc);
-            }
-        }
-        while let Some(ev) = d.client.recv(csock) {
-            match ev {
-                Event::Response { rpc, len } => {
-                    let Some(p) = pending.remove(&rpc) else {
-                        continue;
-                    };
-                    r.completed += 1;
-                    buf.resize(p.len, 0);
-                    fill_pattern(p.seed, &mut buf);
-                    let ok =
-                        len == p.len && d.client.message(rpc).is_some_and(|m| m.eq_bytes(&buf));
-                    r.verified += usize::from(ok);
-                    if let Some(f) = soak.on_complete.as_mut() {
-                        f(p.len, d.now - p.started, ok);
-                    }
-                    let _ = d.client.release(rpc);
-                }
-                Event::Failed { rpc, error } => {
-                    if pending.remove(&rpc).is_some() {
-                        r.failed += 1;
-                        r.timed_out += usize::from(error == homa_stack::RpcError::TimedOut);
-                    }
-                    let _ = d.client.release(rpc);
-                }
-                Event::Request { .. } => {}
-            }
-        }
-        if !moved {
-            d.idle();
-        }
-    }
+        r.completed + r.failed >= total
+    });
     if soak.server_vanishes_after.is_some() {
         // The server's own state is gone with it; only the client is judged.
         r.elapsed = d.now - start;
-        r.leaked =
-            d.client.rpcs_in_use() + (d.client.pool_capacity_bytes() - d.client.pool_free_bytes());
+        r.leaked = duo::held(&d.a);
         return r;
     }
     d.drain(Duration::from_secs(1));
-    d.flush();
+    let _ = d.da.flush();
     r.elapsed = d.now - start;
     r.leaked = d.leaked();
-    let (c, s) = (d.client.stats(), d.server.stats());
+    let (c, s) = (d.a.stats(), d.b.stats());
     r.retransmissions = c.retransmissions + s.retransmissions;
     r.drops = c.drops.total() + s.drops.total();
     // `SOAK_DEBUG=1` prints both endpoints' counters (drops by reason,
@@ -224,7 +220,7 @@ pub fn run(mut soak: Soak) -> Report {
 }
 
 /// Mixed sizes: mostly short, some medium, a few up to `max`.
-fn mixed_size(rng: &mut Rng, max: usize) -> usize {
+fn mixed_size(rng: &mut SplitMix64, max: usize) -> usize {
     let r = rng.next_f64();
     let hi = if r < 0.6 {
         2_000
