@@ -4,7 +4,7 @@
 //! Names follow the Linux sysctls (`net.homa.*`) so settings carry over.
 
 use crate::time::Duration;
-use crate::wire::{EthernetAddress, Ipv4Addr};
+use crate::wire::{EthernetAddress, IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Number of priority levels on the wire (CUTOFFS carries eight entries).
 pub const NUM_PRIORITIES: usize = 8;
@@ -24,6 +24,9 @@ pub enum PriorityEncoding {
     None,
 }
 
+/// IPv6 addresses beyond the link-local one an endpoint holds.
+pub const MAX_IPV6_ADDRS: usize = 2;
+
 /// Configuration of an endpoint.
 ///
 /// Build with [`Config::new`] and change public fields; defaults are the
@@ -32,8 +35,17 @@ pub enum PriorityEncoding {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct Config {
-    /// This host's IPv4 address.
+    /// This host's IPv4 address; `0.0.0.0` for an endpoint without IPv4.
     pub ipv4_addr: Ipv4Addr,
+    /// Speak IPv6 too (off by default). The endpoint then answers on its
+    /// link-local address, [`Config::ipv6_link_local`] or, when that is
+    /// `None`, the one derived from the Ethernet address by EUI-64
+    /// (RFC 4291 appendix A), and on each address in [`Config::ipv6_addrs`].
+    pub ipv6: bool,
+    /// The IPv6 link-local address, if not derived from the MAC.
+    pub ipv6_link_local: Option<Ipv6Addr>,
+    /// Further (global or unique-local) IPv6 addresses.
+    pub ipv6_addrs: [Option<Ipv6Addr>; MAX_IPV6_ADDRS],
     /// This host's Ethernet address.
     pub ethernet_addr: EthernetAddress,
     /// IP MTU in bytes (1500 gives 1424 payload bytes per DATA packet).
@@ -108,6 +120,9 @@ impl Config {
     pub const fn new(ipv4_addr: Ipv4Addr, ethernet_addr: EthernetAddress) -> Config {
         Config {
             ipv4_addr,
+            ipv6: false,
+            ipv6_link_local: None,
+            ipv6_addrs: [None; MAX_IPV6_ADDRS],
             ethernet_addr,
             mtu: 1500,
             random_seed: 0,
@@ -135,6 +150,60 @@ impl Config {
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,
             passive_host: false,
+        }
+    }
+
+    /// The IPv6 link-local address in use: configured, or derived from the
+    /// Ethernet address by EUI-64 (`fe80::` + the MAC with `ff:fe` in the
+    /// middle and the universal/local bit flipped). `None` without IPv6.
+    pub const fn link_local_v6(&self) -> Option<Ipv6Addr> {
+        if !self.ipv6 {
+            return None;
+        }
+        if let Some(a) = self.ipv6_link_local {
+            return Some(a);
+        }
+        let m = self.ethernet_addr.0;
+        Some(Ipv6Addr::new(
+            0xfe80,
+            0,
+            0,
+            0,
+            u16::from_be_bytes([m[0] ^ 0x02, m[1]]),
+            u16::from_be_bytes([m[2], 0xff]),
+            u16::from_be_bytes([0xfe, m[3]]),
+            u16::from_be_bytes([m[4], m[5]]),
+        ))
+    }
+
+    /// Whether `addr` is one of this endpoint's IPv6 addresses.
+    pub fn has_ipv6_addr(&self, addr: Ipv6Addr) -> bool {
+        self.ipv6 && (self.link_local_v6() == Some(addr) || self.ipv6_addrs.contains(&Some(addr)))
+    }
+
+    /// The source address for IPv6 packets to `dst`: the link-local address
+    /// for a link-local destination, else the first of `ipv6_addrs` (the
+    /// link-local one when there is none). `None` without IPv6.
+    pub fn ipv6_src_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        let ll = self.link_local_v6()?;
+        if dst.is_unicast_link_local() {
+            return Some(ll);
+        }
+        Some(
+            self.ipv6_addrs
+                .iter()
+                .flatten()
+                .next()
+                .copied()
+                .unwrap_or(ll),
+        )
+    }
+
+    /// Whether this endpoint can reach `addr`'s family.
+    pub fn speaks(&self, addr: IpAddr) -> bool {
+        match addr {
+            IpAddr::V4(_) => !self.ipv4_addr.is_unspecified(),
+            IpAddr::V6(_) => self.ipv6,
         }
     }
 

@@ -285,6 +285,12 @@ pub struct Stats {
     pub link_addr_mismatches: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
+    /// IPv6 neighbour solicitations sent (resolving a peer).
+    pub ndp_solicits: u64,
+    /// IPv6 neighbour advertisements sent (answering a solicitation).
+    pub ndp_adverts: u64,
+    /// Link addresses of peers learned by neighbour discovery.
+    pub ndp_learned: u64,
 }
 
 impl fmt::Display for Stats {

@@ -267,8 +267,15 @@ impl<'m> HomaDriver<'m> {
         while let Some(ev) = self.eps[h].recv(self.socks[h]) {
             acted = true;
             match ev {
-                Event::Request { rpc, peer, len, .. } => {
-                    self.request(fabric, now, h, rpc, peer, len, out)
+                // The simulated fabric is IPv4: every peer is.
+                Event::Request {
+                    rpc,
+                    peer: std::net::IpAddr::V4(peer),
+                    len,
+                    ..
+                } => self.request(fabric, now, h, rpc, peer, len, out),
+                Event::Request { rpc, .. } => {
+                    let _ = self.eps[h].abort(rpc);
                 }
                 Event::Response { rpc, len } => {
                     // The request was timed when it arrived; a response of

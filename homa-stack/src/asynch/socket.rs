@@ -8,7 +8,7 @@ use core::task::Poll;
 use super::Stack;
 use crate::endpoint::{Event, RpcError, RpcHandle, SendError};
 use crate::storage::{MessageRef, MessageWriter};
-use crate::wire::Ipv4Addr;
+use crate::wire::IpAddr;
 
 /// Why a [`Client::call`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +101,7 @@ impl<'s, 'a, const N: usize> Client<'s, 'a, N> {
     /// ```
     pub async fn call(
         &mut self,
-        dest: Ipv4Addr,
+        dest: impl Into<IpAddr>,
         port: u16,
         request: &[u8],
         response: &mut [u8],
@@ -136,12 +136,13 @@ impl<'s, 'a, const N: usize> Client<'s, 'a, N> {
     /// borrowed while they run).
     pub async fn call_with<R>(
         &mut self,
-        dest: Ipv4Addr,
+        dest: impl Into<IpAddr>,
         port: u16,
         len: usize,
         mut fill: impl FnMut(&mut MessageWriter<'_, 'a>),
         read: impl FnOnce(MessageRef<'_>) -> R,
     ) -> Result<R, CallError> {
+        let dest = dest.into();
         let (stack, slot) = (self.stack, self.slot);
         let socket = stack
             .socket(slot)
@@ -284,7 +285,7 @@ impl<const N: usize> fmt::Debug for Server<'_, '_, N> {
 pub struct Request<'s, 'a, const N: usize> {
     stack: &'s Stack<'a, N>,
     rpc: RpcHandle,
-    peer: Ipv4Addr,
+    peer: IpAddr,
     port: u16,
     len: usize,
     answered: bool,
@@ -297,7 +298,7 @@ impl<'a, const N: usize> Request<'_, 'a, N> {
     }
 
     /// The client's address.
-    pub fn peer(&self) -> Ipv4Addr {
+    pub fn peer(&self) -> IpAddr {
         self.peer
     }
 

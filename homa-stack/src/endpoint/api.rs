@@ -15,7 +15,7 @@ use crate::storage::{IndexLink, IndexNode, List, ListLink, ListNode};
 use crate::storage::{MessageRef, MessageWriter};
 use crate::time::Instant;
 use crate::wire::homa::MAX_MESSAGE_LENGTH;
-use crate::wire::{EthernetAddress, Ipv4Addr};
+use crate::wire::{EthernetAddress, IpAddr};
 
 /// The first automatic (client) port; server ports are below it.
 pub const MIN_CLIENT_PORT: u16 = 0x8000;
@@ -126,7 +126,7 @@ pub struct RpcInfo {
     /// Local id (even: client, odd: server).
     pub id: u64,
     /// The peer.
-    pub peer: Ipv4Addr,
+    pub peer: IpAddr,
     /// The peer's port.
     pub peer_port: u16,
     /// Where the RPC is in its life, e.g. `"client-outgoing"`.
@@ -159,7 +159,7 @@ pub enum Event {
         /// The server RPC.
         rpc: RpcHandle,
         /// The client's address.
-        peer: Ipv4Addr,
+        peer: IpAddr,
         /// The client's port.
         port: u16,
         /// Request length in bytes.
@@ -235,13 +235,15 @@ impl<'a> Endpoint<'a> {
         self.pool.capacity_bytes()
     }
 
-    /// Sets the link address of `addr` by hand (no ARP needed for it).
+    /// Sets the link address of `addr` (IPv4 or IPv6) by hand: no ARP or
+    /// neighbour discovery is needed for it.
     pub fn add_neighbor(
         &mut self,
         now: Instant,
-        addr: Ipv4Addr,
+        addr: impl Into<IpAddr>,
         link_addr: EthernetAddress,
     ) -> Result<(), SendError> {
+        let addr = addr.into();
         let p = self.peer_index(addr, now).ok_or(SendError::PeerTableFull)?;
         if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
             peer.link_addr = Some(link_addr);
@@ -354,12 +356,13 @@ impl<'a> Endpoint<'a> {
         None
     }
 
-    /// Starts an RPC: sends `data` as a request to `port` at `dest`. The data
+    /// Starts an RPC: sends `data` as a request to `port` at `dest` (an
+    /// IPv4 or IPv6 address; the endpoint must speak its family). The data
     /// is copied into the pool; the next `poll` starts sending it.
     pub fn send_request(
         &mut self,
         socket: SocketHandle,
-        dest: Ipv4Addr,
+        dest: impl Into<IpAddr>,
         port: u16,
         data: &[u8],
     ) -> Result<RpcHandle, SendError> {
@@ -377,7 +380,7 @@ impl<'a> Endpoint<'a> {
     pub fn send_request_with(
         &mut self,
         socket: SocketHandle,
-        dest: Ipv4Addr,
+        dest: impl Into<IpAddr>,
         port: u16,
         len: usize,
         fill: impl FnOnce(&mut MessageWriter<'_, 'a>),
@@ -387,7 +390,12 @@ impl<'a> Endpoint<'a> {
             .get(usize::from(socket.0))
             .and_then(|s| s.sock)
             .ok_or(SendError::NoSuchSocket)?;
-        if port == 0 || dest.is_broadcast() || dest.is_multicast() || dest.is_unspecified() {
+        let dest = dest.into();
+        let unicast = match dest {
+            IpAddr::V4(d) => !(d.is_broadcast() || d.is_multicast() || d.is_unspecified()),
+            IpAddr::V6(d) => !(d.is_multicast() || d.is_unspecified()),
+        };
+        if port == 0 || !unicast || !self.config.speaks(dest) {
             return Err(SendError::InvalidDestination);
         }
         let slot = self.free_slot().ok_or(SendError::TableFull)?;
@@ -441,6 +449,11 @@ impl<'a> Endpoint<'a> {
         fill: impl FnOnce(&mut MessageWriter<'_, 'a>),
     ) -> Result<MsgOut, SendError> {
         self.check_len(len)?;
+        let seg = self
+            .peers
+            .get(usize::from(peer))
+            .and_then(|s| s.peer.as_ref())
+            .map_or(self.max_payload, |p| self.payload_for(p.addr));
         let mut buf = self.pool.alloc(len).map_err(|_| SendError::PoolFull)?;
         fill(&mut MessageWriter::new(&mut self.pool, &mut buf));
         let length = len as u32;
@@ -451,13 +464,13 @@ impl<'a> Endpoint<'a> {
         Ok(MsgOut {
             buf,
             length,
-            seg: self.max_payload,
+            seg,
             unscheduled,
             granted: unscheduled,
             next_xmit: 0,
             sched_priority: 0,
             resend: crate::storage::resend::ResendSet::new(
-                crate::storage::resend::PacketGrid::new(self.max_payload, unscheduled, length),
+                crate::storage::resend::PacketGrid::new(seg, unscheduled, length),
             ),
         })
     }

@@ -6,7 +6,7 @@ use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
 use crate::wire::homa::{Ack, Kind, Repr};
-use crate::wire::{EthernetAddress, Ipv4Addr};
+use crate::wire::{EthernetAddress, IpAddr};
 
 /// Control packets that can wait for transmission at once.
 pub(super) const CTRL_QUEUE: usize = 32;
@@ -14,7 +14,7 @@ pub(super) const CTRL_QUEUE: usize = 32;
 /// A control packet waiting to be sent.
 #[derive(Debug, Clone)]
 pub(super) struct Ctrl {
-    pub(super) addr: Ipv4Addr,
+    pub(super) addr: IpAddr,
     /// Link address when known at queue time (replies to strangers).
     pub(super) link_addr: Option<EthernetAddress>,
     pub(super) sport: u16,

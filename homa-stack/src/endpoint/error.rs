@@ -79,7 +79,8 @@ pub enum SendError {
     NoSuchSocket,
     /// The RPC handle is stale or the RPC is not one that can take this call.
     NoSuchRpc,
-    /// The destination is not a unicast address or port 0.
+    /// Port 0, a broadcast, multicast or unspecified address, or an address
+    /// of a family the endpoint does not speak (see `Config::speaks`).
     InvalidDestination,
 }
 

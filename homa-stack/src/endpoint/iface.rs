@@ -5,7 +5,7 @@
 //! closed ports) are answered through the transmit token the device hands out
 //! with the received frame, so no frame is ever copied into a queue.
 
-use super::input::Unreachable;
+use super::input::{IpHeader, Unreachable};
 use super::Endpoint;
 use crate::config::{Config, PriorityEncoding};
 use crate::phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
@@ -14,14 +14,18 @@ use crate::time::{Duration, Instant};
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr};
+use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Repr};
 use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
-use crate::wire::{EthernetAddress, IpProtocol, Ipv4Addr};
+use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr};
 
 /// How long to wait before asking ARP again for the same peer.
 const ARP_RETRY: Duration = Duration::from_millis(10);
 
 /// IPv4 header length of every packet we send (no options).
 pub(super) const IPV4_HEADER_LEN: usize = crate::wire::ipv4::HEADER_LEN;
+/// IPv6 header length of every packet we send (no extension headers).
+pub(super) const IPV6_HEADER_LEN: usize = crate::wire::ipv6::HEADER_LEN;
 
 /// An answer to a received frame, built while the frame is still borrowed.
 pub(super) enum Reply<'f> {
@@ -41,6 +45,28 @@ pub(super) enum Reply<'f> {
         dst_ip: Ipv4Addr,
         header: Ipv4Repr,
         data: &'f [u8],
+    },
+    Echo6 {
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv6Addr,
+        ident: u16,
+        seq_no: u16,
+        data: &'f [u8],
+    },
+    PortUnreachable6 {
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv6Addr,
+        header: Ipv6Repr,
+        data: &'f [u8],
+    },
+    /// A neighbour advertisement for our `target` (solicited: to the
+    /// soliciting node; else to all nodes, answering duplicate address
+    /// detection).
+    Advert {
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv6Addr,
+        target: Ipv6Addr,
+        solicited: bool,
     },
 }
 
@@ -65,7 +91,7 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(Drop::Malformed, "short Ethernet frame");
         };
         let dst = eth.dst_addr();
-        if dst != self.config.ethernet_addr && !dst.is_broadcast() {
+        if dst != self.config.ethernet_addr && !dst.is_broadcast() && !self.listens_v6(dst) {
             return self.drop_frame(Drop::NotForUs, "frame for another host");
         }
         let src_mac = eth.src_addr();
@@ -73,6 +99,7 @@ impl<'a> Endpoint<'a> {
         match eth.ethertype() {
             EtherType::Arp => self.process_arp(src_mac, payload),
             EtherType::Ipv4 => self.process_ipv4(now, src_mac, payload),
+            EtherType::Ipv6 if self.config.ipv6 => self.process_ipv6(now, src_mac, payload),
             _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
         }
     }
@@ -110,7 +137,7 @@ impl<'a> Endpoint<'a> {
         if source_hardware_addr != eth_src || !source_hardware_addr.is_unicast() {
             return self.drop_frame(Drop::Malformed, "ARP sender differs from its frame");
         }
-        self.learn(source_protocol_addr, source_hardware_addr);
+        self.learn(IpAddr::V4(source_protocol_addr), source_hardware_addr);
         if operation == ArpOperation::Request
             && !self.config.passive_host
             && target_protocol_addr == self.config.ipv4_addr
@@ -125,14 +152,18 @@ impl<'a> Endpoint<'a> {
         None
     }
 
-    /// Records the link address ARP gave for a peer we hold.
-    fn learn(&mut self, addr: Ipv4Addr, mac: EthernetAddress) {
+    /// Records the link address ARP or neighbour discovery gave for a peer
+    /// we hold (no entry is made for a stranger).
+    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) {
         let Some(i) = self.find_peer(addr) else {
             return;
         };
         if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
             p.resolved_by_arp(mac);
-            self.stats.arp_learned += 1;
+            match addr {
+                IpAddr::V4(_) => self.stats.arp_learned += 1,
+                IpAddr::V6(_) => self.stats.ndp_learned += 1,
+            }
         }
         self.peer_resolved_now(i);
     }
@@ -156,7 +187,7 @@ impl<'a> Endpoint<'a> {
         let body = packet.payload();
         match ip.next_header {
             IpProtocol::Icmp => self.process_icmp(src_mac, &ip, body),
-            IpProtocol::Homa => self.process_homa(now, src_mac, &ip, body),
+            IpProtocol::Homa => self.process_homa(now, src_mac, IpHeader::V4(ip), body),
             _ => self.drop_frame(Drop::Unsupported, "IP protocol not handled"),
         }
     }
@@ -216,7 +247,7 @@ impl<'a> Endpoint<'a> {
                     return self.drop_frame(Drop::RateLimited, "ICMP error over the tick's budget");
                 }
                 self.icmp_in_budget -= 1;
-                self.unreachable_pkt(header.dst_addr, sport, dport, what);
+                self.unreachable_pkt(IpAddr::V4(header.dst_addr), sport, dport, what);
                 None
             }
             _ => self.drop_frame(Drop::Unsupported, "ICMP type not handled"),
@@ -232,15 +263,34 @@ impl<'a> Endpoint<'a> {
 /// Where a frame goes and what it carries.
 pub(super) struct Route {
     pub dst_mac: EthernetAddress,
-    pub dst: Ipv4Addr,
+    pub dst: IpAddr,
     pub protocol: IpProtocol,
     pub ip_payload_len: usize,
     pub priority: u8,
 }
 
-/// Writes the Ethernet and IPv4 headers of a frame along `to`, with the
-/// priority marked as the configuration says; returns the offset where the
-/// IP payload starts.
+/// Length of the IP header we send to `dst` (no options, no extension
+/// headers).
+pub(super) const fn ip_header_len(dst: IpAddr) -> usize {
+    match dst {
+        IpAddr::V4(_) => IPV4_HEADER_LEN,
+        IpAddr::V6(_) => IPV6_HEADER_LEN,
+    }
+}
+
+/// Our source address for packets to `dst` (unspecified when we do not
+/// speak its family; such packets are refused before they are built).
+pub(super) fn src_for(config: &Config, dst: IpAddr) -> IpAddr {
+    match dst {
+        IpAddr::V4(_) => IpAddr::V4(config.ipv4_addr),
+        IpAddr::V6(d) => IpAddr::V6(config.ipv6_src_for(d).unwrap_or(Ipv6Addr::UNSPECIFIED)),
+    }
+}
+
+/// Writes the Ethernet and IP headers of a frame along `to`, with the
+/// priority marked as the configuration says (IPv4 TOS or IPv6 traffic
+/// class `priority << 5`, as Linux sets them, or the 802.1Q PCP); returns
+/// the offset where the IP payload starts.
 pub(super) fn emit_headers(
     config: &Config,
     caps: &DeviceCapabilities,
@@ -263,23 +313,46 @@ pub(super) fn emit_headers(
         src_addr: config.ethernet_addr,
         dst_addr: to.dst_mac,
         vlan,
-        ethertype: EtherType::Ipv4,
+        ethertype: match to.dst {
+            IpAddr::V4(_) => EtherType::Ipv4,
+            IpAddr::V6(_) => EtherType::Ipv6,
+        },
     };
     eth.emit(&mut EthernetFrame::new_unchecked(&mut *frame));
     let l2 = eth.header_len();
-    let ip = Ipv4Repr {
-        src_addr: config.ipv4_addr,
-        dst_addr: to.dst,
-        next_header: to.protocol,
-        payload_len: to.ip_payload_len,
-        hop_limit: 64,
-        tos,
-    };
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut frame[l2..]),
-        caps.checksum.ipv4.tx(),
-    );
-    l2 + IPV4_HEADER_LEN
+    match to.dst {
+        IpAddr::V4(dst) => {
+            let ip = Ipv4Repr {
+                src_addr: config.ipv4_addr,
+                dst_addr: dst,
+                next_header: to.protocol,
+                payload_len: to.ip_payload_len,
+                hop_limit: 64,
+                tos,
+            };
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut frame[l2..]),
+                caps.checksum.ipv4.tx(),
+            );
+            l2 + IPV4_HEADER_LEN
+        }
+        IpAddr::V6(dst) => {
+            let ip = Ipv6Repr {
+                src_addr: config.ipv6_src_for(dst).unwrap_or(Ipv6Addr::UNSPECIFIED),
+                dst_addr: dst,
+                next_header: to.protocol,
+                payload_len: to.ip_payload_len,
+                hop_limit: if to.protocol == IpProtocol::Icmpv6 {
+                    255
+                } else {
+                    64
+                },
+                traffic_class: tos,
+            };
+            ip.emit(&mut Ipv6Packet::new_unchecked(&mut frame[l2..]));
+            l2 + IPV6_HEADER_LEN
+        }
+    }
 }
 
 impl<'a> Endpoint<'a> {
@@ -319,6 +392,51 @@ impl<'a> Endpoint<'a> {
                 self.emit_icmp(tx, dst_mac, dst_ip, &icmp, top);
                 self.stats.icmp_unreachable_sent += 1;
             }
+            Reply::Echo6 {
+                dst_mac,
+                dst_ip,
+                ident,
+                seq_no,
+                data,
+            } => {
+                let icmp = Icmpv6Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
+                self.stats.icmp_echo_replies += 1;
+            }
+            Reply::PortUnreachable6 {
+                dst_mac,
+                dst_ip,
+                header,
+                data,
+            } => {
+                let icmp = Icmpv6Repr::DstUnreachable {
+                    reason: Icmpv6DstUnreachable::PortUnreachable,
+                    header,
+                    data,
+                };
+                self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
+                self.stats.icmp_unreachable_sent += 1;
+            }
+            Reply::Advert {
+                dst_mac,
+                dst_ip,
+                target,
+                solicited,
+            } => {
+                let icmp = Icmpv6Repr::NeighborAdvert {
+                    router: false,
+                    solicited,
+                    override_: true,
+                    target_addr: target,
+                    lladdr: Some(self.config.ethernet_addr),
+                };
+                self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
+                self.stats.ndp_adverts += 1;
+            }
         }
         self.stats.tx_frames += 1;
     }
@@ -343,7 +461,7 @@ impl<'a> Endpoint<'a> {
                 frame,
                 &Route {
                     dst_mac,
-                    dst: dst_ip,
+                    dst: IpAddr::V4(dst_ip),
                     protocol: IpProtocol::Icmp,
                     ip_payload_len: icmp.buffer_len(),
                     priority,
@@ -434,8 +552,13 @@ impl<'a> Endpoint<'a> {
             let Some(tx) = device.transmit(now) else {
                 return;
             };
-            self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, addr);
-            self.stats.arp_requests += 1;
+            match addr {
+                IpAddr::V4(a) => {
+                    self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, a);
+                    self.stats.arp_requests += 1;
+                }
+                IpAddr::V6(a) => self.emit_solicit(tx, a),
+            }
             self.stats.tx_frames += 1;
             if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
                 p.arp_sent = Some(now);

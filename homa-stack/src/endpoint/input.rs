@@ -15,12 +15,13 @@ use crate::storage::PoolStore;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
 use crate::wire::ipv4::Ipv4Repr;
-use crate::wire::{EthernetAddress, IpAddr, Ipv4Addr};
+use crate::wire::ipv6::Ipv6Repr;
+use crate::wire::{EthernetAddress, IpAddr};
 
 /// Who sent a packet and to which of our ports.
 #[derive(Clone, Copy)]
 pub(super) struct From {
-    pub(super) addr: Ipv4Addr,
+    pub(super) addr: IpAddr,
     pub(super) mac: EthernetAddress,
     /// The sender's port.
     pub(super) sport: u16,
@@ -44,20 +45,46 @@ impl From {
     }
 }
 
+/// The IP header a Homa packet came in.
+#[derive(Clone, Copy)]
+pub(super) enum IpHeader<'f> {
+    V4(Ipv4Repr),
+    /// The fixed header and everything after it (extension headers too).
+    V6 {
+        header: Ipv6Repr,
+        payload: &'f [u8],
+    },
+}
+
+impl IpHeader<'_> {
+    /// (source, destination).
+    fn addrs(&self) -> (IpAddr, IpAddr) {
+        match self {
+            IpHeader::V4(h) => (IpAddr::V4(h.src_addr), IpAddr::V4(h.dst_addr)),
+            IpHeader::V6 { header, .. } => {
+                (IpAddr::V6(header.src_addr), IpAddr::V6(header.dst_addr))
+            }
+        }
+    }
+}
+
 impl<'a> Endpoint<'a> {
+    /// A Homa packet `body` that came in `ip` (the IP header as received,
+    /// which an ICMP error would quote).
     pub(super) fn process_homa<'f>(
         &mut self,
         now: Instant,
         mac: EthernetAddress,
-        ip: &Ipv4Repr,
+        ip: IpHeader<'f>,
         body: &'f [u8],
     ) -> Option<Reply<'f>> {
+        let (src, dst) = ip.addrs();
         let Ok(packet) = homa::Packet::new_checked(body) else {
             return self.drop_frame(Drop::Malformed, "bad Homa header");
         };
         if self.config.homa_checksum_rx
             && self.caps.checksum.homa.rx()
-            && !packet.verify_checksum(&IpAddr::V4(ip.src_addr), &IpAddr::V4(ip.dst_addr))
+            && !packet.verify_checksum(&src, &dst)
         {
             return self.drop_frame(Drop::Checksum, "Homa checksum mismatch");
         }
@@ -65,12 +92,9 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(Drop::Malformed, "bad Homa packet");
         };
         self.stats.rx.count(u8::from(repr.kind.packet_type()));
-        net_trace!(
-            "homa: rx {}",
-            repr.display_with(IpAddr::V4(ip.src_addr), IpAddr::V4(ip.dst_addr), None)
-        );
+        net_trace!("homa: rx {}", repr.display_with(src, dst, None));
         let from = From {
-            addr: ip.src_addr,
+            addr: src,
             mac,
             sport: repr.sport,
             dport: repr.dport,
@@ -90,12 +114,21 @@ impl<'a> Endpoint<'a> {
             }
             self.icmp_budget -= 1;
             self.count_drop(Drop::UnknownPort);
-            let quote = &body[..body.len().min(8)];
-            return Some(Reply::PortUnreachable {
-                dst_mac: mac,
-                dst_ip: ip.src_addr,
-                header: *ip,
-                data: quote,
+            return Some(match ip {
+                // IPv4 quotes the header and 8 bytes (RFC 792).
+                IpHeader::V4(header) => Reply::PortUnreachable {
+                    dst_mac: mac,
+                    dst_ip: header.src_addr,
+                    header,
+                    data: &body[..body.len().min(8)],
+                },
+                // IPv6 quotes as much as fits in 1280 bytes (RFC 4443).
+                IpHeader::V6 { header, payload } => Reply::PortUnreachable6 {
+                    dst_mac: mac,
+                    dst_ip: header.src_addr,
+                    header,
+                    data: payload,
+                },
             });
         };
         // The RPC the packet named, when it exists: it is the one packet
@@ -166,14 +199,14 @@ impl<'a> Endpoint<'a> {
     /// The slot of the RPC with local id `id` shared with `addr`.
     /// Client ids name their slot; server RPCs are searched, starting with
     /// the one found last.
-    pub(super) fn find_rpc(&self, addr: Ipv4Addr, id: u64) -> Option<usize> {
+    pub(super) fn find_rpc(&self, addr: IpAddr, id: u64) -> Option<usize> {
         let is =
             |s: &super::RpcSlot| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr);
         if id & 1 == 0 {
             let slot = super::rpc::client_slot(id);
             return self.rpcs.get(slot).filter(|s| is(s)).map(|_| slot);
         }
-        let h = self.hash.rpc_v4(addr, id);
+        let h = self.hash.rpc(addr, id);
         self.servers.find(&self.rpcs[..], h, is).map(usize::from)
     }
 
@@ -484,7 +517,7 @@ impl<'a> Endpoint<'a> {
 
     /// Frees our server RPC `id` from `addr` served on `port`, if its response
     /// is out: the client has it. True if it freed one.
-    fn ack_rpc(&mut self, addr: Ipv4Addr, id: u64, port: u16) -> bool {
+    fn ack_rpc(&mut self, addr: IpAddr, id: u64, port: u16) -> bool {
         if id & 1 == 0 {
             return false;
         }
@@ -520,7 +553,7 @@ impl<'a> Endpoint<'a> {
     /// gone, docs/protocol.md 2.5).
     pub(super) fn unreachable_pkt(
         &mut self,
-        addr: Ipv4Addr,
+        addr: IpAddr,
         local_port: u16,
         peer_port: u16,
         what: Unreachable,

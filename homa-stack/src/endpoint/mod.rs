@@ -20,6 +20,7 @@ mod error;
 pub mod grant;
 mod iface;
 mod input;
+mod ipv6;
 mod output;
 pub mod pacer;
 mod peer;
@@ -100,7 +101,8 @@ pub struct Endpoint<'a> {
     /// A grant candidate or the incoming total changed (set by `refresh`
     /// only): the scheduler runs at the next egress.
     grants_dirty: bool,
-    /// Payload bytes per DATA packet at the current MTU.
+    /// Payload bytes per DATA packet over IPv4 at the current MTU (IPv6's
+    /// header is 20 bytes longer: `payload_for`).
     max_payload: u32,
     /// Link rate the pacer uses.
     link_mbps: u32,
@@ -296,6 +298,15 @@ impl<'a> Endpoint<'a> {
         if mbps != self.link_mbps {
             self.link_mbps = mbps;
             self.pacer.set_rate(mbps);
+        }
+    }
+
+    /// Payload bytes per DATA packet to `addr` at the current MTU: MTU - 20
+    /// - 56 over IPv4, MTU - 40 - 56 over IPv6 (1,424 and 1,404 at 1500).
+    pub(super) fn payload_for(&self, addr: crate::wire::IpAddr) -> u32 {
+        match addr {
+            crate::wire::IpAddr::V4(_) => self.max_payload,
+            crate::wire::IpAddr::V6(_) => self.max_payload.saturating_sub(20).max(1),
         }
     }
 

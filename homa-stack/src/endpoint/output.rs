@@ -3,14 +3,14 @@
 //! and the NIC-queue estimate allows. Each frame is built in place in the
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
-use super::iface::{emit_headers, link_header_len, Route, IPV4_HEADER_LEN};
+use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route};
 use super::pacer::DataPick;
 use super::{grant, Endpoint};
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::Drop;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, Repr};
-use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv4Addr};
+use crate::wire::{EthernetAddress, IpAddr, IpProtocol};
 
 impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
@@ -63,15 +63,20 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    fn link_addr_of(&self, addr: Ipv4Addr) -> Option<EthernetAddress> {
+    fn link_addr_of(&self, addr: IpAddr) -> Option<EthernetAddress> {
         let pi = self.find_peer(addr)?;
         self.peers[usize::from(pi)].peer.as_ref()?.link_addr
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {
         let payload_len = (pick.end - pick.start) as usize;
-        let frame_len =
-            link_header_len(&self.config) + IPV4_HEADER_LEN + homa::DATA_HEADER_LEN + payload_len;
+        let Some(dst) = self.rpcs[pick.slot].rpc.as_ref().map(|r| r.peer_addr) else {
+            return;
+        };
+        let frame_len = link_header_len(&self.config)
+            + ip_header_len(dst)
+            + homa::DATA_HEADER_LEN
+            + payload_len;
         if !self.fits(frame_len) {
             // Cut for a larger MTU than the device now has (it shrank while
             // the message was out): its packets can never go.
@@ -87,7 +92,7 @@ impl<'a> Endpoint<'a> {
             }
             return;
         }
-        let max_payload = self.max_payload;
+        let max_payload = self.payload_for(dst);
         let Endpoint {
             config,
             caps,
@@ -159,7 +164,7 @@ impl<'a> Endpoint<'a> {
                 &mut packet.payload_mut()[..payload_len],
             );
             if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                packet.fill_checksum(&IpAddr::V4(config.ipv4_addr), &IpAddr::V4(dst));
+                packet.fill_checksum(&src_for(config, dst), &dst);
             }
         });
         pacer.on_transmit(now, frame_len);
@@ -168,11 +173,7 @@ impl<'a> Endpoint<'a> {
         stats.tx_data_bytes += payload_len as u64;
         net_trace!(
             "homa: tx {}",
-            repr.display_with(
-                IpAddr::V4(config.ipv4_addr),
-                IpAddr::V4(dst),
-                Some(pick.priority)
-            )
+            repr.display_with(src_for(config, dst), dst, Some(pick.priority))
         );
         if pick.retransmit {
             stats.retransmissions += 1;
@@ -269,12 +270,12 @@ impl<'a> Endpoint<'a> {
         now: Instant,
         mut tx: T,
         mac: EthernetAddress,
-        dst: Ipv4Addr,
+        dst: IpAddr,
         repr: &Repr<'_>,
     ) {
         let prio = self.config.highest_priority();
         let homa_len = repr.buffer_len();
-        let frame_len = link_header_len(&self.config) + IPV4_HEADER_LEN + homa_len;
+        let frame_len = link_header_len(&self.config) + ip_header_len(dst) + homa_len;
         if !self.fits(frame_len) {
             return;
         }
@@ -296,7 +297,7 @@ impl<'a> Endpoint<'a> {
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
             repr.emit(&mut packet);
             if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                packet.fill_checksum(&IpAddr::V4(config.ipv4_addr), &IpAddr::V4(dst));
+                packet.fill_checksum(&src_for(config, dst), &dst);
             }
         });
         self.pacer.on_transmit(now, frame_len);
@@ -304,11 +305,7 @@ impl<'a> Endpoint<'a> {
         self.stats.tx_frames += 1;
         net_trace!(
             "homa: tx {}",
-            repr.display_with(
-                IpAddr::V4(self.config.ipv4_addr),
-                IpAddr::V4(dst),
-                Some(prio)
-            )
+            repr.display_with(src_for(&self.config, dst), dst, Some(prio))
         );
     }
 }

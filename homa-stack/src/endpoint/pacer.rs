@@ -186,7 +186,7 @@ impl<'a> super::Endpoint<'a> {
         // A message not started yet is cut for the device as it is now
         // (it may have been queued before the first poll saw the device).
         let seg = if out.next_xmit == 0 {
-            self.max_payload
+            self.payload_for(r.peer_addr)
         } else {
             out.seg
         };

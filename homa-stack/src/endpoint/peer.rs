@@ -17,7 +17,7 @@ use crate::config::NUM_PRIORITIES;
 use crate::storage::{IndexLink, IndexNode, ListLink, ListNode};
 use crate::time::{Duration, Instant};
 use crate::wire::homa::{Ack, MAX_ACKS};
-use crate::wire::{EthernetAddress, Ipv4Addr};
+use crate::wire::{EthernetAddress, IpAddr};
 use heapless::Vec;
 
 use super::{Ctrl, CtrlKind};
@@ -96,7 +96,7 @@ impl Default for PeerSlot {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
-    pub addr: Ipv4Addr,
+    pub addr: IpAddr,
     /// Learned from ARP, or from a checked packet for one of our RPCs.
     pub link_addr: Option<EthernetAddress>,
     /// When `link_addr` was last confirmed by a checked packet from it.
@@ -125,7 +125,7 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    pub fn new(addr: Ipv4Addr, now: Instant) -> Peer {
+    pub fn new(addr: IpAddr, now: Instant) -> Peer {
         // Linux's initial cutoffs: everything unscheduled at priority 6 until
         // the peer tells us otherwise ([7] = 0, [6] = INT_MAX, rest 0).
         let mut cutoffs = [0; NUM_PRIORITIES];
@@ -210,8 +210,8 @@ impl Peer {
 impl<'a> super::Endpoint<'a> {
     /// The index of the peer at `addr`, if it is in the table (a lookup
     /// in the index by address, not a walk).
-    pub(super) fn find_peer(&self, addr: Ipv4Addr) -> Option<u16> {
-        let h = self.hash.addr_v4(addr);
+    pub(super) fn find_peer(&self, addr: IpAddr) -> Option<u16> {
+        let h = self.hash.addr(addr);
         self.peer_addrs.find(&self.peers[..], h, |s| {
             s.peer.as_ref().is_some_and(|p| p.addr == addr)
         })
@@ -222,7 +222,7 @@ impl<'a> super::Endpoint<'a> {
     /// that hold no RPC never take an entry. A full table evicts the peer
     /// that has been idle (referred to by no RPC) longest: the idle list's
     /// front, so no walk.
-    pub(super) fn peer_index(&mut self, addr: Ipv4Addr, now: Instant) -> Option<u16> {
+    pub(super) fn peer_index(&mut self, addr: IpAddr, now: Instant) -> Option<u16> {
         if let Some(i) = self.find_peer(addr) {
             return Some(i);
         }
@@ -242,7 +242,7 @@ impl<'a> super::Endpoint<'a> {
         };
         let slot = usize::from(i);
         self.peers[slot].peer = Some(Peer::new(addr, now));
-        let h = self.hash.addr_v4(addr);
+        let h = self.hash.addr(addr);
         self.peer_addrs.insert(&mut self.peers[..], i, h);
         self.peer_idle.push_back(&mut self.peers[..], i);
         self.resolving.push_back(&mut self.peers[..], i);
@@ -252,7 +252,7 @@ impl<'a> super::Endpoint<'a> {
     /// Takes an evicted peer out of the index and the resolve list.
     fn forget_peer(&mut self, i: u16) {
         if let Some(addr) = self.peers[usize::from(i)].peer.as_ref().map(|p| p.addr) {
-            let h = self.hash.addr_v4(addr);
+            let h = self.hash.addr(addr);
             self.peer_addrs.remove(&mut self.peers[..], i, h);
         }
         self.resolving.remove(&mut self.peers[..], i);
@@ -312,7 +312,7 @@ impl<'a> super::Endpoint<'a> {
     /// per peer at a time). Acks are unreliable (docs/protocol.md 4.8): when the
     /// control queue is full they are dropped, counted, and the server's
     /// NEED_ACK asks again.
-    pub(super) fn add_ack(&mut self, pi: u16, addr: Ipv4Addr, sport: u16, ack: Ack, now: bool) {
+    pub(super) fn add_ack(&mut self, pi: u16, addr: IpAddr, sport: u16, ack: Ack, now: bool) {
         let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
             return;
         };
@@ -360,14 +360,20 @@ mod tests {
 
     #[test]
     fn new_peer_sends_unscheduled_at_priority_6() {
-        let p = Peer::new(Ipv4Addr::new(10, 0, 0, 2), Instant::ZERO);
+        let p = Peer::new(
+            IpAddr::V4(crate::wire::Ipv4Addr::new(10, 0, 0, 2)),
+            Instant::ZERO,
+        );
         assert_eq!(p.unsched_priority(1, 8), 6);
         assert_eq!(p.unsched_priority(1_000_000, 8), 6);
     }
 
     #[test]
     fn linux_default_cutoffs_map_sizes_to_7_6_5_4() {
-        let mut p = Peer::new(Ipv4Addr::new(10, 0, 0, 2), Instant::ZERO);
+        let mut p = Peer::new(
+            IpAddr::V4(crate::wire::Ipv4Addr::new(10, 0, 0, 2)),
+            Instant::ZERO,
+        );
         p.set_cutoffs([0, 0, 0, 0, 1_000_000, 15_000, 2_800, 200], 1);
         assert_eq!(p.unsched_priority(200, 8), 7);
         assert_eq!(p.unsched_priority(201, 8), 6);

@@ -4,7 +4,7 @@
 
 use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MessageBuf};
-use crate::wire::Ipv4Addr;
+use crate::wire::IpAddr;
 
 use super::queues::QueueLinks;
 use super::{RpcError, RpcHandle};
@@ -152,7 +152,7 @@ pub(crate) struct Rpc {
     pub socket: u16,
     /// Index of the peer in the peer table.
     pub peer: u16,
-    pub peer_addr: Ipv4Addr,
+    pub peer_addr: IpAddr,
     pub peer_port: u16,
     /// Our port in this RPC (the client port, or the server port).
     pub local_port: u16,
@@ -188,7 +188,7 @@ impl Rpc {
         id: u64,
         socket: u16,
         peer: u16,
-        peer_addr: Ipv4Addr,
+        peer_addr: IpAddr,
         peer_port: u16,
         local_port: u16,
         state: State,
@@ -335,7 +335,7 @@ impl<'a> super::Endpoint<'a> {
         self.free.remove(&mut self.rpcs[..], i);
         self.live.push_back(&mut self.rpcs[..], i);
         if rpc.id & 1 == 1 {
-            let h = self.hash.rpc_v4(rpc.peer_addr, rpc.id);
+            let h = self.hash.rpc(rpc.peer_addr, rpc.id);
             self.servers.insert(&mut self.rpcs[..], i, h);
         }
         self.rpcs[slot].rpc = Some(rpc);
@@ -409,7 +409,7 @@ impl<'a> super::Endpoint<'a> {
             s.ready.remove(&mut self.rpcs[..], i);
         }
         if r.id & 1 == 1 {
-            let h = self.hash.rpc_v4(r.peer_addr, r.id);
+            let h = self.hash.rpc(r.peer_addr, r.id);
             self.servers.remove(&mut self.rpcs[..], i, h);
         }
 

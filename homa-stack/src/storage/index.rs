@@ -87,7 +87,7 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use super::NONE;
-use crate::wire::Ipv4Addr;
+use crate::wire::{IpAddr, Ipv4Addr};
 
 /// The per-slot link of one kind of [`Index`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -424,6 +424,22 @@ impl KeyedHash {
     pub fn rpc_v6(&self, addr: [u8; 16], id: u64) -> u64 {
         let (hi, lo) = split16(addr);
         self.hash(&[hi, lo, id], 0, 24)
+    }
+
+    /// Hash of an RPC key of either family.
+    pub fn rpc(&self, addr: IpAddr, id: u64) -> u64 {
+        match addr {
+            IpAddr::V4(a) => self.rpc_v4(a, id),
+            IpAddr::V6(a) => self.rpc_v6(a.octets(), id),
+        }
+    }
+
+    /// Hash of a peer address of either family.
+    pub fn addr(&self, addr: IpAddr) -> u64 {
+        match addr {
+            IpAddr::V4(a) => self.addr_v4(a),
+            IpAddr::V6(a) => self.addr_v6(a.octets()),
+        }
     }
 
     /// Hash of an IPv4 address (a peer): its 4 bytes.

@@ -1,0 +1,367 @@
+//! The IPv6 host layer: IPv6 in (extension headers skipped or refused),
+//! ICMPv6 (echo replies, destination unreachable both ways) and the parts of
+//! neighbour discovery a host needs (RFC 4861): answering solicitations for
+//! our addresses, soliciting for peers, learning from advertisements.
+//!
+//! The neighbour cache is the peer table, shared with ARP and under the same
+//! rules (see `peer`): a link address is learned from neighbour discovery
+//! for our address or a checked Homa packet, for a peer we hold, and is
+//! re-resolved when in doubt. Duplicate address detection for our own
+//! addresses is not done (a documented non-goal): we answer other nodes'
+//! detection for our addresses, so a duplicate elsewhere finds us.
+
+use super::iface::{emit_headers, Reply, Route, IPV6_HEADER_LEN};
+use super::input::{IpHeader, Unreachable};
+use super::Endpoint;
+use crate::phy::TxToken;
+use crate::stats::Drop;
+use crate::time::Instant;
+use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr};
+use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv6Addr};
+
+/// Extension headers followed before giving up on a packet.
+const MAX_EXT_HEADERS: usize = 4;
+
+/// Next-header values of the extension headers we skip.
+const HOP_BY_HOP: u8 = 0;
+const ROUTING: u8 = 43;
+const DEST_OPTIONS: u8 = 60;
+
+/// The all-nodes multicast address `ff02::1`.
+const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+
+/// The solicited-node multicast address of `addr` (`ff02::1:ffXX:XXXX`).
+pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
+    let o = addr.octets();
+    Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(o[13]),
+        u16::from_be_bytes([o[14], o[15]]),
+    )
+}
+
+/// The Ethernet address an IPv6 multicast address maps to (`33:33` and its
+/// low 32 bits, RFC 2464).
+pub fn multicast_mac(addr: Ipv6Addr) -> EthernetAddress {
+    let o = addr.octets();
+    EthernetAddress([0x33, 0x33, o[12], o[13], o[14], o[15]])
+}
+
+impl<'a> Endpoint<'a> {
+    /// Our IPv6 addresses: the link-local one, then the configured ones.
+    fn our_v6(&self) -> impl Iterator<Item = Ipv6Addr> + '_ {
+        self.config
+            .link_local_v6()
+            .into_iter()
+            .chain(self.config.ipv6_addrs.iter().flatten().copied())
+    }
+
+    /// Whether frames to the multicast Ethernet address `mac` are ours:
+    /// all nodes, or the solicited-node group of one of our addresses.
+    pub(super) fn listens_v6(&self, mac: EthernetAddress) -> bool {
+        self.config.ipv6
+            && mac.0[..2] == [0x33, 0x33]
+            && (mac == multicast_mac(ALL_NODES)
+                || self
+                    .our_v6()
+                    .any(|a| multicast_mac(solicited_node(a)) == mac))
+    }
+
+    /// Whether an IPv6 packet to `dst` is for us.
+    fn accepts_v6(&self, dst: Ipv6Addr) -> bool {
+        dst == ALL_NODES || self.our_v6().any(|a| a == dst || solicited_node(a) == dst)
+    }
+
+    pub(super) fn process_ipv6<'f>(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        payload: &'f [u8],
+    ) -> Option<Reply<'f>> {
+        // new_checked refuses a payload length beyond the frame.
+        let Ok(packet) = Ipv6Packet::new_checked(payload) else {
+            return self.drop_frame(Drop::Malformed, "bad IPv6 header");
+        };
+        let Ok(ip) = Ipv6Repr::parse(&packet) else {
+            return self.drop_frame(Drop::Malformed, "bad IPv6 packet");
+        };
+        if !self.accepts_v6(ip.dst_addr) {
+            return self.drop_frame(Drop::NotForUs, "IPv6 packet for another host");
+        }
+        if ip.src_addr.is_multicast() {
+            return self.drop_frame(Drop::Malformed, "IPv6 packet from a multicast address");
+        }
+        // Past the fixed header, up to its payload length (trailing frame
+        // padding is not ours).
+        let rest = &payload[IPV6_HEADER_LEN..IPV6_HEADER_LEN + ip.payload_len];
+        let Some((next, body)) = skip_extension_headers(u8::from(ip.next_header), rest) else {
+            return self.drop_frame(
+                Drop::Unsupported,
+                "IPv6 extension header not handled (fragment, routing with segments left, or too many)",
+            );
+        };
+        match IpProtocol::from(next) {
+            IpProtocol::Icmpv6 => self.process_icmpv6(src_mac, &ip, body),
+            IpProtocol::Homa if !ip.dst_addr.is_multicast() => self.process_homa(
+                now,
+                src_mac,
+                IpHeader::V6 {
+                    header: ip,
+                    payload: rest,
+                },
+                body,
+            ),
+            _ => self.drop_frame(Drop::Unsupported, "IPv6 next header not handled"),
+        }
+    }
+
+    fn process_icmpv6<'f>(
+        &mut self,
+        src_mac: EthernetAddress,
+        ip: &Ipv6Repr,
+        body: &'f [u8],
+    ) -> Option<Reply<'f>> {
+        let verify = self.caps.checksum.icmpv6.rx();
+        let Ok(repr) = Icmpv6Packet::new_checked(body)
+            .and_then(|p| Icmpv6Repr::parse(&ip.src_addr, &ip.dst_addr, &p, verify))
+        else {
+            return self.drop_frame(Drop::Malformed, "bad ICMPv6");
+        };
+        match repr {
+            Icmpv6Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => {
+                if !src_mac.is_unicast() || ip.dst_addr.is_multicast() {
+                    return self.drop_frame(Drop::NotHandled, "multicast echo request");
+                }
+                if self.config.passive_host {
+                    net_trace!("homa: echo request left to the other stack");
+                    return None;
+                }
+                Some(Reply::Echo6 {
+                    dst_mac: src_mac,
+                    dst_ip: ip.src_addr,
+                    ident,
+                    seq_no,
+                    data,
+                })
+            }
+            // Neighbour discovery comes from the link itself (RFC 4861 7.1.1).
+            Icmpv6Repr::NeighborSolicit { .. } | Icmpv6Repr::NeighborAdvert { .. }
+                if ip.hop_limit != 255 =>
+            {
+                self.drop_frame(
+                    Drop::Malformed,
+                    "neighbour discovery with hop limit below 255",
+                )
+            }
+            Icmpv6Repr::NeighborSolicit {
+                target_addr,
+                lladdr,
+            } => {
+                if !self.our_v6().any(|a| a == target_addr) {
+                    return self.drop_frame(Drop::NotForUs, "solicitation for another address");
+                }
+                let dad = ip.src_addr.is_unspecified();
+                if let Some(mac) = lladdr {
+                    // As ARP: the option must name the frame's own source.
+                    if dad || mac != src_mac || !mac.is_unicast() {
+                        return self.drop_frame(
+                            Drop::Malformed,
+                            "solicitation's link address differs from its frame",
+                        );
+                    }
+                    self.learn(IpAddr::V6(ip.src_addr), mac);
+                }
+                if self.config.passive_host {
+                    return None;
+                }
+                Some(if dad {
+                    // Another node checks the address: tell all nodes it is ours.
+                    Reply::Advert {
+                        dst_mac: multicast_mac(ALL_NODES),
+                        dst_ip: ALL_NODES,
+                        target: target_addr,
+                        solicited: false,
+                    }
+                } else {
+                    Reply::Advert {
+                        dst_mac: src_mac,
+                        dst_ip: ip.src_addr,
+                        target: target_addr,
+                        solicited: true,
+                    }
+                })
+            }
+            Icmpv6Repr::NeighborAdvert {
+                target_addr,
+                lladdr,
+                ..
+            } => {
+                match lladdr {
+                    Some(mac) if mac.is_unicast() => self.learn(IpAddr::V6(target_addr), mac),
+                    _ => {
+                        return self
+                            .drop_frame(Drop::Malformed, "advertisement without a link address")
+                    }
+                }
+                None
+            }
+            Icmpv6Repr::DstUnreachable {
+                reason,
+                header,
+                data,
+            } => {
+                self.stats.icmp_unreachable_received += 1;
+                let ours = self.our_v6().any(|a| a == header.src_addr);
+                if header.next_header != IpProtocol::Homa || !ours || data.len() < 4 {
+                    net_trace!("homa: ICMPv6 unreachable for non-Homa traffic ignored");
+                    return None;
+                }
+                if self.icmp_in_budget == 0 {
+                    return self.drop_frame(Drop::RateLimited, "ICMP error over the tick's budget");
+                }
+                self.icmp_in_budget -= 1;
+                let sport = u16::from_be_bytes([data[0], data[1]]);
+                let dport = u16::from_be_bytes([data[2], data[3]]);
+                let what = match reason {
+                    Icmpv6DstUnreachable::PortUnreachable => Unreachable::Port,
+                    _ => Unreachable::Host,
+                };
+                self.unreachable_pkt(IpAddr::V6(header.dst_addr), sport, dport, what);
+                None
+            }
+            Icmpv6Repr::EchoReply { .. } => {
+                self.drop_frame(Drop::NotHandled, "ICMPv6 type not handled")
+            }
+        }
+    }
+
+    /// Sends an ICMPv6 message to `dst_ip` at `dst_mac`.
+    pub(super) fn emit_icmpv6<T: TxToken>(
+        &mut self,
+        tx: T,
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv6Addr,
+        icmp: &Icmpv6Repr<'_>,
+        priority: u8,
+    ) {
+        let len = self.link_header_len() + IPV6_HEADER_LEN + icmp.buffer_len();
+        if !self.fits(len) {
+            return;
+        }
+        let Some(src) = self.config.ipv6_src_for(dst_ip) else {
+            return;
+        };
+        let fill = self.caps.checksum.icmpv6.tx();
+        tx.consume(len, |frame| {
+            let at = emit_headers(
+                &self.config,
+                &self.caps,
+                frame,
+                &Route {
+                    dst_mac,
+                    dst: IpAddr::V6(dst_ip),
+                    protocol: IpProtocol::Icmpv6,
+                    ip_payload_len: icmp.buffer_len(),
+                    priority,
+                },
+            );
+            icmp.emit(
+                &src,
+                &dst_ip,
+                &mut Icmpv6Packet::new_unchecked(&mut frame[at..]),
+                fill,
+            );
+        });
+        self.stats.tx_frames += 1;
+    }
+
+    /// Asks the solicited-node group of `target` for its link address.
+    pub(super) fn emit_solicit<T: TxToken>(&mut self, tx: T, target: Ipv6Addr) {
+        let group = solicited_node(target);
+        let icmp = Icmpv6Repr::NeighborSolicit {
+            target_addr: target,
+            lladdr: Some(self.config.ethernet_addr),
+        };
+        let top = self.config.highest_priority();
+        self.emit_icmpv6(tx, multicast_mac(group), group, &icmp, top);
+        self.stats.ndp_solicits += 1;
+    }
+}
+
+/// Follows hop-by-hop, destination-options and routing headers (the last
+/// only with no segments left, so we are its final destination) to the
+/// upper-layer header: its number and bytes. `None` for a fragment, a
+/// routing header with segments left, a truncated header, or more than
+/// [`MAX_EXT_HEADERS`] of them.
+fn skip_extension_headers(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8])> {
+    for _ in 0..MAX_EXT_HEADERS {
+        if !matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTIONS) {
+            return Some((next, rest));
+        }
+        let [nh, len, _, segments_left, ..] = *rest else {
+            return None;
+        };
+        if next == ROUTING && segments_left != 0 {
+            return None;
+        }
+        let n = (usize::from(len) + 1) * 8;
+        if rest.len() < n {
+            return None;
+        }
+        next = nh;
+        rest = &rest[n..];
+    }
+    (!matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTIONS)).then_some((next, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solicited_node_addresses_and_their_macs() {
+        let a: Ipv6Addr = "fe80::2:0:ff:fe00:1".parse().unwrap();
+        assert_eq!(
+            solicited_node(a),
+            "ff02::1:ff00:1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            multicast_mac(solicited_node(a)),
+            EthernetAddress([0x33, 0x33, 0xff, 0x00, 0x00, 0x01])
+        );
+    }
+
+    #[test]
+    fn extension_headers_are_skipped_or_refused() {
+        // Hop-by-hop (8 bytes) then destination options (16 bytes) then Homa.
+        let mut b = [0u8; 8 + 16 + 4];
+        b[0] = DEST_OPTIONS;
+        b[8] = 146;
+        b[9] = 1;
+        let (next, rest) = skip_extension_headers(HOP_BY_HOP, &b).unwrap();
+        assert_eq!((next, rest.len()), (146, 4));
+        // A routing header with segments left is not for us to skip.
+        let mut r = [0u8; 8];
+        r[0] = 146;
+        r[3] = 1;
+        assert!(skip_extension_headers(ROUTING, &r).is_none());
+        r[3] = 0;
+        assert_eq!(skip_extension_headers(ROUTING, &r).unwrap().0, 146);
+        // Truncated, and a fragment header (44) passes through to be refused.
+        assert!(skip_extension_headers(HOP_BY_HOP, &b[..6]).is_none());
+        assert_eq!(skip_extension_headers(44, &b).unwrap().0, 44);
+        // A chain longer than the bound.
+        let chain = [HOP_BY_HOP, 0, 0, 0, 0, 0, 0, 0].repeat(6);
+        assert!(skip_extension_headers(HOP_BY_HOP, &chain).is_none());
+    }
+}

@@ -1,0 +1,324 @@
+//! Homa over IPv6, and both families in one endpoint: RPCs of the boundary
+//! sizes, neighbour discovery, ICMPv6 echo and port unreachable, extension
+//! headers.
+
+use super::*;
+use crate::phy::testing::frames;
+use crate::wire::{IpAddr, Ipv6Addr};
+
+const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+
+fn dual(ip: Ipv4Addr, ip6: Ipv6Addr, mac: EthernetAddress) -> Config {
+    let mut c = Config::new(ip, mac);
+    c.ipv6 = true;
+    c.ipv6_addrs[0] = Some(ip6);
+    c
+}
+
+/// Two dual-stack endpoints that know nothing of each other: every link
+/// address comes from ARP or neighbour discovery.
+fn pair(rpcs: usize, pool: usize) -> Pair {
+    Pair::new(
+        endpoint_with(dual(A_IP, A6, A_MAC), rpcs, pool),
+        endpoint_with(dual(B_IP, B6, B_MAC), rpcs, pool),
+    )
+}
+
+/// Serves on B port 500 and runs A's requests `reqs` (to `dest`) to
+/// completion; returns the responses in order and the peers B saw.
+fn echo_all(p: &mut Pair, reqs: &[(IpAddr, Vec<u8>)]) -> (Vec<Vec<u8>>, Vec<IpAddr>) {
+    let server = p.b.bind(500).unwrap_or(SocketHandle(0));
+    let client = p.a.socket().unwrap();
+    let handles: Vec<RpcHandle> = reqs
+        .iter()
+        .map(|(dest, data)| p.a.send_request(client, *dest, 500, data).unwrap())
+        .collect();
+    let mut resps: Vec<Option<Vec<u8>>> = vec![None; reqs.len()];
+    let mut peers = Vec::new();
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        while let Some(Event::Request { rpc, len, peer, .. }) = p.b.recv(server) {
+            peers.push(peer);
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        while let Some(ev) = p.a.recv(client) {
+            let Event::Response { rpc, len } = ev else {
+                panic!("unexpected {ev:?}");
+            };
+            let i = handles.iter().position(|h| *h == rpc).unwrap();
+            let mut buf = vec![0; len];
+            p.a.message(rpc).unwrap().copy_to(&mut buf);
+            p.a.release(rpc).unwrap();
+            resps[i] = Some(buf);
+        }
+        resps.iter().all(Option::is_some)
+    });
+    assert!(
+        ok,
+        "RPCs did not complete\nA: {}\nB: {}",
+        p.a.stats(),
+        p.b.stats()
+    );
+    (resps.into_iter().map(Option::unwrap).collect(), peers)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn rpcs_of_every_boundary_size_over_ipv6() {
+    // 1,404 payload bytes per packet over IPv6 at MTU 1500.
+    for len in [
+        1usize, 1403, 1404, 1405, 39_999, 40_000, 40_001, 100_000, 1_000_000,
+    ] {
+        let mut p = pair(8, 4 << 20);
+        let req = pattern(len, len as u64);
+        let (resps, peers) = echo_all(&mut p, &[(IpAddr::V6(B6), req.clone())]);
+        assert_eq!(resps[0], req, "{len} bytes");
+        assert_eq!(peers, [IpAddr::V6(A6)]);
+        // Every frame is IPv6 (ND and Homa), none above the MTU, and full
+        // DATA packets carry 1,404 bytes.
+        let mut full = 0;
+        for (_, _, f, prio) in &p.log {
+            assert_eq!(&f[12..14], &[0x86, 0xdd], "an IPv4 or ARP frame");
+            assert!(f.len() <= 1514);
+            // Traffic class = priority << 5, as Linux sets it; Homa's hop
+            // limit is 64.
+            let tc = (f[14] & 0x0f) << 4 | f[15] >> 4;
+            if f[20] == 146 {
+                assert_eq!((tc >> 5, f[21]), (*prio, 64));
+            }
+            if f[20] == 146 && f.len() == 14 + 40 + 56 + 1404 {
+                full += 1;
+            }
+        }
+        assert_eq!(full > 0, len >= 1404, "{len} bytes");
+        assert_eq!(p.a.stats().arp_requests + p.b.stats().arp_requests, 0);
+        assert!(p.a.stats().ndp_solicits >= 1 && p.b.stats().ndp_adverts >= 1);
+        assert!(p.a.stats().ndp_learned >= 1);
+        assert_eq!(
+            (p.a.rpcs_in_use(), p.a.pool_free_bytes()),
+            (0, p.a.pool_capacity_bytes())
+        );
+    }
+}
+
+#[test]
+fn both_families_at_once_share_one_endpoint() {
+    let mut p = pair(16, 4 << 20);
+    let reqs: Vec<(IpAddr, Vec<u8>)> = (0..8)
+        .map(|i| {
+            let dest = if i % 2 == 0 {
+                IpAddr::V4(B_IP)
+            } else {
+                IpAddr::V6(B6)
+            };
+            (dest, pattern(3000 * (i + 1), i as u64))
+        })
+        .collect();
+    let (resps, peers) = echo_all(&mut p, &reqs);
+    for ((_, req), resp) in reqs.iter().zip(&resps) {
+        assert_eq!(req, resp);
+    }
+    assert_eq!(peers.iter().filter(|a| a.is_ipv4()).count(), 4);
+    assert_eq!(peers.iter().filter(|a| a.is_ipv6()).count(), 4);
+    // One peer entry per family on each side, both resolved.
+    assert!(p.a.stats().arp_learned >= 1 && p.a.stats().ndp_learned >= 1);
+}
+
+#[test]
+fn the_link_local_address_comes_from_the_mac_and_carries_rpcs() {
+    let c = dual(A_IP, A6, A_MAC);
+    // 02:00:00:00:00:01 -> fe80::0000:00ff:fe00:0001 (the U/L bit flipped).
+    assert_eq!(c.link_local_v6(), Some("fe80::ff:fe00:1".parse().unwrap()));
+    let mut p = pair(8, 1 << 20);
+    let b_ll = p.b.config().link_local_v6().unwrap();
+    let (resps, peers) = echo_all(&mut p, &[(IpAddr::V6(b_ll), pattern(5000, 1))]);
+    assert_eq!(resps[0], pattern(5000, 1));
+    // A answers from its link-local address to a link-local peer.
+    assert_eq!(peers, [IpAddr::V6(p.a.config().link_local_v6().unwrap())]);
+}
+
+#[test]
+fn an_ipv4_only_endpoint_refuses_ipv6_destinations() {
+    let mut ep = endpoint(A_IP, A_MAC, 4, 1 << 16);
+    let s = ep.socket().unwrap();
+    assert_eq!(
+        ep.send_request(s, B6, 500, b"x"),
+        Err(SendError::InvalidDestination)
+    );
+}
+
+#[test]
+fn a_request_to_a_closed_port_over_ipv6_fails_with_port_unreachable() {
+    let mut p = pair(4, 1 << 20);
+    let client = p.a.socket().unwrap();
+    let h = p.a.send_request(client, B6, 999, b"hello").unwrap();
+    let mut ev = None;
+    p.run_until(Duration::from_millis(50), |p| {
+        ev = p.a.recv(client);
+        ev.is_some()
+    });
+    assert_eq!(
+        ev,
+        Some(Event::Failed {
+            rpc: h,
+            error: RpcError::PortUnreachable
+        })
+    );
+    assert_eq!(p.b.stats().icmp_unreachable_sent, 1);
+}
+
+/// An ICMPv6 message from `src` (at `mac`) to `dst`, checksummed.
+fn icmpv6_frame(
+    mac: EthernetAddress,
+    dst_mac: EthernetAddress,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hop_limit: u8,
+    repr: &crate::wire::Icmpv6Repr<'_>,
+) -> Vec<u8> {
+    let mut body = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &src,
+        &dst,
+        &mut crate::wire::Icmpv6Packet::new_unchecked(&mut body[..]),
+        true,
+    );
+    let ip = frames::ipv6(src, dst, 58, 0, hop_limit, &body);
+    frames::ethernet(mac.0, dst_mac.0, None, 0x86dd, &ip)
+}
+
+/// Feeds `frame` to endpoint B and returns what it sent.
+fn into_b(p: &mut Pair, frame: Vec<u8>) -> Vec<Vec<u8>> {
+    p.db.rx.push_back(frame);
+    let now = p.now;
+    p.b.poll(now, &mut p.db);
+    p.db.tx.drain(..).map(|(f, _)| f).collect()
+}
+
+/// The ICMPv6 message in an IPv6 frame.
+fn icmpv6_of(f: &[u8]) -> crate::wire::Icmpv6Repr<'_> {
+    let ip = crate::wire::Ipv6Packet::new_checked(&f[14..]).unwrap();
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    assert_eq!(ip.next_header(), crate::wire::IpProtocol::Icmpv6);
+    let body = &f[54..54 + usize::from(ip.payload_len())];
+    crate::wire::Icmpv6Repr::parse(
+        &src,
+        &dst,
+        &crate::wire::Icmpv6Packet::new_checked(body).unwrap(),
+        true,
+    )
+    .unwrap()
+}
+
+#[test]
+fn ping6_gets_an_echo_reply() {
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let req = Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 9,
+        data: b"ping6",
+    };
+    let out = into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, A6, B6, 64, &req));
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0][0..6], &A_MAC.0);
+    assert_eq!(
+        icmpv6_of(&out[0]),
+        Icmpv6Repr::EchoReply {
+            ident: 7,
+            seq_no: 9,
+            data: b"ping6"
+        }
+    );
+    assert_eq!(p.b.stats().icmp_echo_replies, 1);
+}
+
+#[test]
+fn neighbour_solicitations_for_our_addresses_are_answered() {
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let group = super::super::ipv6::solicited_node(B6);
+    let group_mac = super::super::ipv6::multicast_mac(group);
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target_addr: B6,
+        lladdr: Some(A_MAC),
+    };
+    let out = into_b(&mut p, icmpv6_frame(A_MAC, group_mac, A6, group, 255, &ns));
+    assert_eq!(out.len(), 1, "a solicited advertisement");
+    assert_eq!(&out[0][0..6], &A_MAC.0);
+    assert_eq!(out[0][21], 255, "hop limit 255");
+    assert_eq!(
+        icmpv6_of(&out[0]),
+        Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited: true,
+            override_: true,
+            target_addr: B6,
+            lladdr: Some(B_MAC),
+        }
+    );
+    // Duplicate address detection by another node (from ::): answered to
+    // all nodes, not solicited, and nothing is learned of "::".
+    let dad = Icmpv6Repr::NeighborSolicit {
+        target_addr: B6,
+        lladdr: None,
+    };
+    let out = into_b(
+        &mut p,
+        icmpv6_frame(A_MAC, group_mac, Ipv6Addr::UNSPECIFIED, group, 255, &dad),
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0][0..6], &[0x33, 0x33, 0, 0, 0, 1]);
+    assert!(matches!(
+        icmpv6_of(&out[0]),
+        Icmpv6Repr::NeighborAdvert { solicited: false, target_addr, .. } if target_addr == B6
+    ));
+    // Another node's address, a hop limit below 255: no answer, counted.
+    let other = Icmpv6Repr::NeighborSolicit {
+        target_addr: A6,
+        lladdr: Some(A_MAC),
+    };
+    let drops = p.b.stats().drops.total();
+    assert!(into_b(
+        &mut p,
+        icmpv6_frame(A_MAC, group_mac, A6, group, 255, &other)
+    )
+    .is_empty());
+    assert!(into_b(&mut p, icmpv6_frame(A_MAC, group_mac, A6, group, 64, &ns)).is_empty());
+    assert_eq!(p.b.stats().drops.total(), drops + 2);
+    // Strangers take no peer entry from neighbour discovery.
+    assert_eq!(p.b.peers_in_use(), 0);
+}
+
+#[test]
+fn extension_headers_are_skipped_and_fragments_dropped() {
+    // Every Homa frame to B gets a hop-by-hop header (8 bytes of padding
+    // options) inserted: the RPC still completes.
+    let mut p = pair(8, 1 << 20);
+    p.rewrite = Box::new(|to_b, f: &mut Vec<u8>| {
+        if to_b && f[12..14] == [0x86, 0xdd] && f[20] == 146 {
+            let len = u16::from_be_bytes([f[18], f[19]]) + 8;
+            f[18..20].copy_from_slice(&len.to_be_bytes());
+            f[20] = 0; // hop-by-hop
+            let hbh = [146u8, 0, 1, 4, 0, 0, 0, 0]; // PadN
+            f.splice(54..54, hbh);
+        }
+    });
+    let (resps, _) = echo_all(&mut p, &[(IpAddr::V6(B6), pattern(4000, 3))]);
+    assert_eq!(resps[0], pattern(4000, 3));
+    // A fragment header (44) is refused and counted, not a panic.
+    let mut p = pair(8, 1 << 20);
+    p.rewrite = Box::new(|to_b, f: &mut Vec<u8>| {
+        if to_b && f[12..14] == [0x86, 0xdd] && f[20] == 146 {
+            f[20] = 44;
+        }
+    });
+    let client = p.a.socket().unwrap();
+    p.b.bind(500).unwrap();
+    p.a.send_request(client, B6, 500, b"hi").unwrap();
+    p.run_until(Duration::from_millis(3), |_| false);
+    assert!(p.b.stats().drops.unsupported >= 1);
+    assert_eq!(p.b.rpcs_in_use(), 0);
+}
