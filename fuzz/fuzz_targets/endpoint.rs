@@ -7,7 +7,10 @@
 //! The input plays every part a hostile network can: a peer that answers
 //! with any Homa packet, strangers with other addresses, forged Ethernet and
 //! IPv4 headers (source MAC, addresses, protocol, lengths, VLAN tags), ARP,
-//! and ICMP errors quoting what the endpoint sent. The server answers with
+//! and ICMP errors quoting what the endpoint sent; and over IPv6 (the
+//! endpoint is dual-stack): Homa packets, extension-header chains,
+//! neighbour discovery, echo and ICMPv6 errors, forged addresses and
+//! lengths. The server answers with
 //! responses of up to 1,000,000 bytes, so responses that wait for grants
 //! (beyond `unsched_bytes`) are half sent when their client goes quiet.
 //!
@@ -35,11 +38,19 @@ use homa_phy::testing::{frames, pattern, TestDevice};
 use homa_phy::{Duration, Instant};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::homa::{Ack, DataHeader, Kind, Repr};
-use homa_stack::wire::{EthernetAddress, IpProtocol, Ipv4Addr};
+use homa_stack::wire::icmpv6::Icmpv6DstUnreachable;
+use homa_stack::wire::{
+    EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Repr,
+};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 
 const ME: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const ME6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+const PEER6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+/// ME6's solicited-node group, and all nodes.
+const ME6_GROUP: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 1);
+const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 const MY_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const PEER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
 const EVIL_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
@@ -303,6 +314,121 @@ fn icmp_frame(input: &mut Input<'_>, dev: &TestDevice) -> Option<Vec<u8>> {
     Some(env.frame(&body))
 }
 
+/// An IPv6 frame around `body` (upper-layer header `next`): from the peer
+/// to us unless the input forges the source, the destination (our
+/// solicited-node group, all nodes, another address), the hop limit, the
+/// payload length or the MACs, or puts a chain of extension headers
+/// (hop-by-hop, routing with or without segments left, destination
+/// options, fragment) in front.
+fn v6_frame(input: &mut Input<'_>, next: u8, body: &[u8]) -> Vec<u8> {
+    let flags = input.u8();
+    let src = if flags & 1 == 0 {
+        PEER6
+    } else {
+        Ipv6Addr::from((u128::from(input.u32()) << 96) | u128::from(input.u16()))
+    };
+    let dst = match (flags >> 1) & 3 {
+        0 => ME6,
+        1 => ME6_GROUP,
+        2 => ALL_NODES,
+        _ => Ipv6Addr::from(u128::from(input.u32()) | (0xfe80 << 112)),
+    };
+    let hop_limit = if flags & 8 == 0 { 255 } else { input.u8() };
+    let mut first = next;
+    let mut payload = body.to_vec();
+    if flags & 16 != 0 {
+        for _ in 0..=(input.u8() % 5) {
+            let kind = [0u8, 43, 60, 44][usize::from(input.u8() % 4)];
+            let units = input.u8() % 2;
+            let mut h = vec![0u8; (usize::from(units) + 1) * 8];
+            h[0] = first;
+            h[1] = units;
+            h[3] = input.u8() % 2; // a routing header's segments left
+            h.extend_from_slice(&payload);
+            payload = h;
+            first = kind;
+        }
+    }
+    let mut ip = frames::ipv6(src, dst, first, 0, hop_limit, &payload);
+    if flags & 32 != 0 {
+        ip[4..6].copy_from_slice(&input.u16().to_be_bytes());
+    }
+    let src_mac = if flags & 64 == 0 {
+        PEER_MAC
+    } else {
+        input.mac()
+    };
+    let dst_mac = if flags & 128 == 0 {
+        MY_MAC
+    } else {
+        EthernetAddress([0x33, 0x33, 0xff, 0, 0, 1])
+    };
+    let mut f = frames::ethernet(src_mac.0, dst_mac.0, None, 0x86dd, &ip);
+    f.truncate(1514);
+    f
+}
+
+/// An ICMPv6 message: echo request, neighbour solicitation or
+/// advertisement (for us, the peer or a stranger, with or without a link
+/// address option, maybe naming another MAC than the frame's), or a
+/// destination unreachable quoting a frame we sent.
+fn icmpv6_frame(input: &mut Input<'_>, dev: &TestDevice) -> Option<Vec<u8>> {
+    let addr = |input: &mut Input<'_>| match input.u8() % 4 {
+        0 => ME6,
+        1 => PEER6,
+        _ => Ipv6Addr::from(u128::from(input.u32()) | (0xfd00 << 112)),
+    };
+    let lladdr = match input.u8() % 3 {
+        0 => None,
+        1 => Some(PEER_MAC),
+        _ => Some(input.mac()),
+    };
+    let n = usize::from(input.u8());
+    let data = input.bytes(n).to_vec();
+    let quoted;
+    let repr = match input.u8() % 4 {
+        0 => Icmpv6Repr::EchoRequest {
+            ident: input.u16(),
+            seq_no: input.u16(),
+            data: &data,
+        },
+        1 => Icmpv6Repr::NeighborSolicit {
+            target_addr: addr(input),
+            lladdr,
+        },
+        2 => Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited: true,
+            override_: true,
+            target_addr: addr(input),
+            lladdr,
+        },
+        _ => {
+            let pick = usize::from(input.u8());
+            let (frame, _) = dev.tx.get(pick % dev.tx.len().max(1))?;
+            if frame.len() < 54 || frame[12..14] != [0x86, 0xdd] {
+                return None;
+            }
+            let ip = homa_stack::wire::Ipv6Packet::new_checked(&frame[14..]).ok()?;
+            let header = Ipv6Repr::parse(&ip).ok()?;
+            quoted = frame[54..].to_vec();
+            Icmpv6Repr::DstUnreachable {
+                reason: Icmpv6DstUnreachable::from(input.u8() % 8),
+                header,
+                data: &quoted,
+            }
+        }
+    };
+    let mut body = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &PEER6,
+        &ME6,
+        &mut Icmpv6Packet::new_unchecked(&mut body[..]),
+        true,
+    );
+    Some(v6_frame(input, IpProtocol::Icmpv6.into(), &body))
+}
+
 fuzz_target!(|data: &[u8]| {
     let payload = payload();
     let mut rpcs: Vec<RpcSlot> = (0..RPCS).map(|_| RpcSlot::EMPTY).collect();
@@ -312,6 +438,8 @@ fuzz_target!(|data: &[u8]| {
     pool.clear();
     pool.resize(POOL, 0);
     let mut config = Config::new(ME, MY_MAC);
+    config.ipv6 = true;
+    config.ipv6_addrs[0] = Some(ME6);
     config.homa_checksum_rx = data.first().is_some_and(|b| b & 1 == 1);
     let mut ep = Endpoint::new(
         config,
@@ -327,9 +455,11 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Instant::from_millis(1);
     // Addresses that may hold a peer entry: ours by `add_neighbor`, each
     // request's destination, and the peer of any RPC seen after a frame.
-    let mut had_rpc: HashSet<Ipv4Addr> = HashSet::new();
-    had_rpc.insert(PEER);
+    let mut had_rpc: HashSet<IpAddr> = HashSet::new();
+    had_rpc.insert(PEER.into());
     ep.add_neighbor(now, PEER, PEER_MAC).unwrap();
+    had_rpc.insert(PEER6.into());
+    ep.add_neighbor(now, PEER6, PEER_MAC).unwrap();
     let server = ep.bind(500).unwrap();
     let client = ep.socket().unwrap();
     let client_port = ep.client_port(client).unwrap();
@@ -346,7 +476,7 @@ fuzz_target!(|data: &[u8]| {
         if steps > 2_000 {
             break;
         }
-        match op % 9 {
+        match op % 11 {
             0 => {
                 let len = usize::from(input.u16()) % 1515;
                 dev.rx.push_back(input.bytes(len).to_vec());
@@ -355,7 +485,7 @@ fuzz_target!(|data: &[u8]| {
                 // A well-formed Homa packet with fuzzed fields, aimed at
                 // live RPCs; op 2 also forges its Ethernet and IP headers.
                 let env = Envelope::from_peer(IpProtocol::Homa);
-                let env = if op % 9 == 2 {
+                let env = if op % 11 == 2 {
                     env.mutate(&mut input)
                 } else {
                     env
@@ -417,15 +547,21 @@ fuzz_target!(|data: &[u8]| {
                         Kind::Ack { acks }
                     }
                 };
-                dev.rx.push_back(homa_frame(
-                    &env,
-                    &Repr {
-                        sport,
-                        dport,
-                        sender_id,
-                        kind,
-                    },
-                ));
+                let repr = Repr {
+                    sport,
+                    dport,
+                    sender_id,
+                    kind,
+                };
+                // Every fourth packet comes over IPv6.
+                if input.u8() % 4 == 0 {
+                    let body =
+                        homa_testkit::frames::homa_checksummed(&repr, PEER6.into(), ME6.into());
+                    dev.rx
+                        .push_back(v6_frame(&mut input, IpProtocol::Homa.into(), &body));
+                } else {
+                    dev.rx.push_back(homa_frame(&env, &repr));
+                }
             }
             3 => {
                 let dest = match input.u8() {
@@ -434,7 +570,7 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let len = input.message_len();
                 // Even a failed request may leave its peer's entry.
-                had_rpc.insert(dest);
+                had_rpc.insert(dest.into());
                 if let Ok(h) = ep.send_request(client, dest, 500, &payload[..len]) {
                     live.push(h);
                 }
@@ -470,6 +606,18 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             7 => dev.rx.push_back(arp_frame(&mut input)),
+            9 => {
+                if let Some(f) = icmpv6_frame(&mut input, &dev) {
+                    dev.rx.push_back(f);
+                }
+            }
+            10 => {
+                // Raw bytes after an IPv6 header (any next header).
+                let next = input.u8();
+                let len = usize::from(input.u16()) % 1460;
+                let body = input.bytes(len).to_vec();
+                dev.rx.push_back(v6_frame(&mut input, next, &body));
+            }
             _ => {
                 if let Some(f) = icmp_frame(&mut input, &dev) {
                     dev.rx.push_back(f);

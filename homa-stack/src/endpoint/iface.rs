@@ -438,7 +438,6 @@ impl<'a> Endpoint<'a> {
                 self.stats.ndp_adverts += 1;
             }
         }
-        self.stats.tx_frames += 1;
     }
 
     fn emit_icmp<T: TxToken>(
@@ -469,6 +468,7 @@ impl<'a> Endpoint<'a> {
             );
             icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut frame[at..]), fill);
         });
+        self.stats.tx_frames += 1;
     }
 
     /// Sends an ARP packet: a reply to `dst`, or a broadcast request for it.
@@ -509,6 +509,7 @@ impl<'a> Endpoint<'a> {
                 &mut frame[eth.header_len()..],
             ));
         });
+        self.stats.tx_frames += 1;
     }
 
     /// Whether a frame of `len` bytes fits the device; if not, it is counted
@@ -559,7 +560,6 @@ impl<'a> Endpoint<'a> {
                 }
                 IpAddr::V6(a) => self.emit_solicit(tx, a),
             }
-            self.stats.tx_frames += 1;
             if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
                 p.arp_sent = Some(now);
                 // One probe per doubt; another silence raises it again.
