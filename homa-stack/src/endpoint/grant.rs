@@ -80,7 +80,7 @@ pub fn active_set(
     for c in candidates.clone().filter(grantable) {
         match active.iter().position(|a| a.peer == c.peer) {
             Some(i) if c.outranks(&active[i]) => {
-                active.remove(i);
+                remove_at(&mut active, i);
             }
             Some(_) => continue,
             None => {}
@@ -119,8 +119,31 @@ fn insert_ranked(list: &mut Vec<Candidate, MAX_ACTIVE>, c: Candidate, k: usize) 
     if list.len() == k {
         list.pop();
     }
-    // Cannot fail: the length is below k <= MAX_ACTIVE here.
-    let _ = list.insert(pos, c);
+    // Cannot fail: the length is below k <= MAX_ACTIVE here. Appended, then
+    // swapped down to `pos`: `Vec::insert` would link a `memmove` (about
+    // 1.5 KiB of flash on a Cortex-M) to move at most 7 entries.
+    if list.push(c).is_ok() {
+        for j in (pos + 1..list.len()).rev() {
+            swap_next(list, j - 1);
+        }
+    }
+}
+
+/// Removes entry `i`, keeping the order of the rest (as `Vec::remove`,
+/// without its `memmove`, see [`insert_ranked`]).
+fn remove_at(list: &mut Vec<Candidate, MAX_ACTIVE>, i: usize) {
+    for j in i + 1..list.len() {
+        swap_next(list, j - 1);
+    }
+    list.pop();
+}
+
+/// Swaps entries `j` and `j + 1` by copies (`slice::swap` may overlap, so
+/// it moves through `memmove` too).
+fn swap_next(list: &mut [Candidate], j: usize) {
+    if let [a, b, ..] = list.get_mut(j..).unwrap_or_default() {
+        core::mem::swap(a, b);
+    }
 }
 
 /// The grant window for `num_active` active messages.
@@ -188,7 +211,29 @@ pub fn fifo_interval(config: &Config, link_mbps: u32) -> Option<Duration> {
     // bits / (Mbit/s * fraction / 1000) in ns = bits * 1e6 / (mbps * fraction).
     let bits = u64::from(config.fifo_grant_increment) * 8;
     let rate = u64::from(link_mbps.max(1)) * u64::from(fraction);
-    Some(Duration::from_nanos(bits * 1_000_000 / rate))
+    Some(Duration::from_nanos(div_u64(bits * 1_000_000, rate)))
+}
+
+/// `n / d` rounded down, for `d > 0` (`0` for `d == 0`), by shift and
+/// subtract. A 64-bit `/` is a library call of about a kilobyte of flash on
+/// a 32-bit MCU; this runs once per FIFO grant, so its 64 steps cost
+/// nothing that matters.
+fn div_u64(n: u64, d: u64) -> u64 {
+    if d == 0 {
+        return 0;
+    }
+    let (mut q, mut r) = (0u64, 0u64);
+    for bit in (0..64).rev() {
+        // r < d before the shift, so r * 2 + 1 < 2 * d: when the shift
+        // carries out of 64 bits the true remainder is past d.
+        let carry = r >> 63;
+        r = (r << 1) | ((n >> bit) & 1);
+        if carry != 0 || r >= d {
+            r = r.wrapping_sub(d);
+            q |= 1 << bit;
+        }
+    }
+    q
 }
 
 /// The FIFO grant due at `now`, if any: the oldest candidate that is not in
@@ -481,6 +526,28 @@ mod tests {
         let mut c = config();
         c.grant_fifo_fraction = 0;
         assert_eq!(fifo_interval(&c, 25_000), None);
+    }
+
+    #[test]
+    fn div_u64_is_integer_division() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..10_000 {
+            let (n, d) = (next(), next() >> (next() % 64));
+            if d != 0 {
+                assert_eq!(div_u64(n, d), n / d, "{n} / {d}");
+            }
+        }
+        for (n, d) in [(0, 1), (u64::MAX, 1), (u64::MAX, u64::MAX), (5, u64::MAX)] {
+            assert_eq!(div_u64(n, d), n / d);
+        }
+        assert_eq!(div_u64(u64::MAX - 1, (1 << 63) + 1), 1);
+        assert_eq!(div_u64(7, 0), 0);
     }
 
     #[test]
