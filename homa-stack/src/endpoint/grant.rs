@@ -200,25 +200,40 @@ pub fn decide(
     out
 }
 
+/// Whether FIFO grants are on: a share of the link and an increment.
+fn fifo_grants_on(config: &Config) -> bool {
+    config.grant_fifo_fraction != 0 && config.fifo_grant_increment != 0
+}
+
 /// How often the oldest message gets a FIFO grant: the time to send
 /// `fifo_grant_increment` bytes at `grant_fifo_fraction` of the link rate.
 /// `None` when FIFO grants are off.
 pub fn fifo_interval(config: &Config, link_mbps: u32) -> Option<Duration> {
-    let fraction = config.grant_fifo_fraction.min(500);
-    if fraction == 0 || config.fifo_grant_increment == 0 {
+    if !fifo_grants_on(config) {
         return None;
     }
+    let fraction = config.grant_fifo_fraction.min(500);
     // bits / (Mbit/s * fraction / 1000) in ns = bits * 1e6 / (mbps * fraction).
     let bits = u64::from(config.fifo_grant_increment) * 8;
     let rate = u64::from(link_mbps.max(1)) * u64::from(fraction);
     Some(Duration::from_nanos(div_u64(bits * 1_000_000, rate)))
 }
 
-/// `n / d` rounded down, for `d > 0` (`0` for `d == 0`), by shift and
-/// subtract. A 64-bit `/` is a library call of about a kilobyte of flash on
-/// a 32-bit MCU; this runs once per FIFO grant, so its 64 steps cost
-/// nothing that matters.
+/// `n / d` rounded down, `0` for `d == 0`. A 64-bit `/` is a library call
+/// of about a kilobyte of flash on a 32-bit MCU, so there it is
+/// [`shift_subtract`]; on a 64-bit host it is the instruction (the endpoint
+/// asks once per poll that is due a FIFO grant).
 fn div_u64(n: u64, d: u64) -> u64 {
+    if cfg!(target_pointer_width = "64") {
+        n.checked_div(d).unwrap_or(0)
+    } else {
+        shift_subtract(n, d)
+    }
+}
+
+/// `n / d` rounded down (`0` for `d == 0`) by shift and subtract, one
+/// quotient bit per step.
+fn shift_subtract(n: u64, d: u64) -> u64 {
     if d == 0 {
         return 0;
     }
@@ -285,7 +300,7 @@ impl<'a> super::Endpoint<'a> {
 
     /// Gives the oldest waiting message its FIFO share.
     pub(super) fn fifo_grant(&mut self) {
-        if fifo_interval(&self.config, self.link_mbps).is_none() {
+        if !fifo_grants_on(&self.config) {
             return;
         }
         let active = active_set(self.grant_candidates(), self.config.max_overcommit);
@@ -529,7 +544,7 @@ mod tests {
     }
 
     #[test]
-    fn div_u64_is_integer_division() {
+    fn shift_subtract_is_integer_division() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             x ^= x << 13;
@@ -540,14 +555,16 @@ mod tests {
         for _ in 0..10_000 {
             let (n, d) = (next(), next() >> (next() % 64));
             if d != 0 {
-                assert_eq!(div_u64(n, d), n / d, "{n} / {d}");
+                assert_eq!(shift_subtract(n, d), n / d, "{n} / {d}");
             }
         }
         for (n, d) in [(0, 1), (u64::MAX, 1), (u64::MAX, u64::MAX), (5, u64::MAX)] {
-            assert_eq!(div_u64(n, d), n / d);
+            assert_eq!(shift_subtract(n, d), n / d);
         }
-        assert_eq!(div_u64(u64::MAX - 1, (1 << 63) + 1), 1);
+        assert_eq!(shift_subtract(u64::MAX - 1, (1 << 63) + 1), 1);
+        assert_eq!(shift_subtract(7, 0), 0);
         assert_eq!(div_u64(7, 0), 0);
+        assert_eq!(div_u64(u64::MAX, 3), u64::MAX / 3);
     }
 
     #[test]
