@@ -80,7 +80,7 @@ pub fn active_set(
     for c in candidates.clone().filter(grantable) {
         match active.iter().position(|a| a.peer == c.peer) {
             Some(i) if c.outranks(&active[i]) => {
-                active.remove(i);
+                remove_at(&mut active, i);
             }
             Some(_) => continue,
             None => {}
@@ -119,8 +119,31 @@ fn insert_ranked(list: &mut Vec<Candidate, MAX_ACTIVE>, c: Candidate, k: usize) 
     if list.len() == k {
         list.pop();
     }
-    // Cannot fail: the length is below k <= MAX_ACTIVE here.
-    let _ = list.insert(pos, c);
+    // Cannot fail: the length is below k <= MAX_ACTIVE here. Appended, then
+    // swapped down to `pos`: `Vec::insert` would link a `memmove` (about
+    // 1.5 KiB of flash on a Cortex-M) to move at most 7 entries.
+    if list.push(c).is_ok() {
+        for j in (pos + 1..list.len()).rev() {
+            swap_next(list, j - 1);
+        }
+    }
+}
+
+/// Removes entry `i`, keeping the order of the rest (as `Vec::remove`,
+/// without its `memmove`, see [`insert_ranked`]).
+fn remove_at(list: &mut Vec<Candidate, MAX_ACTIVE>, i: usize) {
+    for j in i + 1..list.len() {
+        swap_next(list, j - 1);
+    }
+    list.pop();
+}
+
+/// Swaps entries `j` and `j + 1` by copies (`slice::swap` may overlap, so
+/// it moves through `memmove` too).
+fn swap_next(list: &mut [Candidate], j: usize) {
+    if let [a, b, ..] = list.get_mut(j..).unwrap_or_default() {
+        core::mem::swap(a, b);
+    }
 }
 
 /// The grant window for `num_active` active messages.
@@ -177,18 +200,55 @@ pub fn decide(
     out
 }
 
+/// Whether FIFO grants are on: a share of the link and an increment.
+fn fifo_grants_on(config: &Config) -> bool {
+    config.grant_fifo_fraction != 0 && config.fifo_grant_increment != 0
+}
+
 /// How often the oldest message gets a FIFO grant: the time to send
 /// `fifo_grant_increment` bytes at `grant_fifo_fraction` of the link rate.
 /// `None` when FIFO grants are off.
 pub fn fifo_interval(config: &Config, link_mbps: u32) -> Option<Duration> {
-    let fraction = config.grant_fifo_fraction.min(500);
-    if fraction == 0 || config.fifo_grant_increment == 0 {
+    if !fifo_grants_on(config) {
         return None;
     }
+    let fraction = config.grant_fifo_fraction.min(500);
     // bits / (Mbit/s * fraction / 1000) in ns = bits * 1e6 / (mbps * fraction).
     let bits = u64::from(config.fifo_grant_increment) * 8;
     let rate = u64::from(link_mbps.max(1)) * u64::from(fraction);
-    Some(Duration::from_nanos(bits * 1_000_000 / rate))
+    Some(Duration::from_nanos(div_u64(bits * 1_000_000, rate)))
+}
+
+/// `n / d` rounded down, `0` for `d == 0`. A 64-bit `/` is a library call
+/// of about a kilobyte of flash on a 32-bit MCU, so there it is
+/// [`shift_subtract`]; on a 64-bit host it is the instruction (the endpoint
+/// asks once per poll that is due a FIFO grant).
+fn div_u64(n: u64, d: u64) -> u64 {
+    if cfg!(target_pointer_width = "64") {
+        n.checked_div(d).unwrap_or(0)
+    } else {
+        shift_subtract(n, d)
+    }
+}
+
+/// `n / d` rounded down (`0` for `d == 0`) by shift and subtract, one
+/// quotient bit per step.
+fn shift_subtract(n: u64, d: u64) -> u64 {
+    if d == 0 {
+        return 0;
+    }
+    let (mut q, mut r) = (0u64, 0u64);
+    for bit in (0..64).rev() {
+        // r < d before the shift, so r * 2 + 1 < 2 * d: when the shift
+        // carries out of 64 bits the true remainder is past d.
+        let carry = r >> 63;
+        r = (r << 1) | ((n >> bit) & 1);
+        if carry != 0 || r >= d {
+            r = r.wrapping_sub(d);
+            q |= 1 << bit;
+        }
+    }
+    q
 }
 
 /// The FIFO grant due at `now`, if any: the oldest candidate that is not in
@@ -240,7 +300,7 @@ impl<'a> super::Endpoint<'a> {
 
     /// Gives the oldest waiting message its FIFO share.
     pub(super) fn fifo_grant(&mut self) {
-        if self.grant.is_empty() || fifo_interval(&self.config, self.link_mbps).is_none() {
+        if self.grant.is_empty() || !fifo_grants_on(&self.config) {
             return;
         }
         let active = active_set(self.grant_candidates(), self.config.max_overcommit);
@@ -481,6 +541,30 @@ mod tests {
         let mut c = config();
         c.grant_fifo_fraction = 0;
         assert_eq!(fifo_interval(&c, 25_000), None);
+    }
+
+    #[test]
+    fn shift_subtract_is_integer_division() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..10_000 {
+            let (n, d) = (next(), next() >> (next() % 64));
+            if d != 0 {
+                assert_eq!(shift_subtract(n, d), n / d, "{n} / {d}");
+            }
+        }
+        for (n, d) in [(0, 1), (u64::MAX, 1), (u64::MAX, u64::MAX), (5, u64::MAX)] {
+            assert_eq!(shift_subtract(n, d), n / d);
+        }
+        assert_eq!(shift_subtract(u64::MAX - 1, (1 << 63) + 1), 1);
+        assert_eq!(shift_subtract(7, 0), 0);
+        assert_eq!(div_u64(7, 0), 0);
+        assert_eq!(div_u64(u64::MAX, 3), u64::MAX / 3);
     }
 
     #[test]

@@ -23,8 +23,13 @@ pub const ETH_FRAME_OVERHEAD: usize = 24;
 pub struct Pacer {
     /// When the NIC is estimated to have sent everything handed to it.
     link_idle: Instant,
-    /// Picosecond per wire byte at 99% of the link rate.
-    ps_per_byte: u64,
+    /// Picoseconds per wire byte at 99% of the link rate, split into whole
+    /// nanoseconds and the remaining picoseconds (below 1000), so
+    /// [`Pacer::wire_time`] needs no 64-bit division: on a 32-bit MCU that
+    /// is a library routine of about a kilobyte.
+    ns_per_byte: u32,
+    /// See `ns_per_byte`.
+    ps_rest: u32,
     /// Picks since the last FIFO pick.
     picks: u32,
 }
@@ -34,7 +39,8 @@ impl Pacer {
     pub fn new(link_mbps: u32) -> Pacer {
         let mut p = Pacer {
             link_idle: Instant::ZERO,
-            ps_per_byte: 0,
+            ns_per_byte: 0,
+            ps_rest: 0,
             picks: 0,
         };
         p.set_rate(link_mbps);
@@ -43,14 +49,26 @@ impl Pacer {
 
     /// Changes the link rate (e.g. when the device reports its own).
     pub fn set_rate(&mut self, link_mbps: u32) {
-        // 8 bits per byte at 0.99 * mbps Mbit/s: 8e6 / (0.99 * mbps) ps.
-        self.ps_per_byte = 800_000_000 / (99 * u64::from(link_mbps.max(1)));
+        // 8 bits per byte at 0.99 * mbps Mbit/s: 8e6 / (0.99 * mbps) ps,
+        // in 32 bits: a divisor past u32::MAX is past the dividend (0 ps).
+        let ps = 99u32
+            .checked_mul(link_mbps.max(1))
+            .map_or(0, |d| 800_000_000 / d);
+        self.ns_per_byte = ps / 1000;
+        self.ps_rest = ps % 1000;
     }
 
     /// Time the link needs for a frame of `frame_len` bytes.
     pub fn wire_time(&self, frame_len: usize) -> Duration {
-        let bytes = (frame_len + ETH_FRAME_OVERHEAD) as u64;
-        Duration::from_nanos(bytes * self.ps_per_byte / 1000)
+        let bytes = frame_len + ETH_FRAME_OVERHEAD;
+        // bytes * ps / 1000, rounded down, with ps = 1000 * ns + rest and
+        // bytes = 1000 * hi + lo: bytes * ns + hi * rest + lo * rest / 1000
+        // (lo * rest < 10^6), with no 64-bit division.
+        let (hi, lo) = (bytes / 1000, (bytes % 1000) as u32);
+        let nanos = bytes as u64 * u64::from(self.ns_per_byte)
+            + hi as u64 * u64::from(self.ps_rest)
+            + u64::from(lo * self.ps_rest / 1000);
+        Duration::from_nanos(nanos)
     }
 
     /// How far ahead of `now` the estimated NIC queue reaches.
@@ -217,6 +235,44 @@ mod tests {
         // 1514 + 24 = 1538 bytes at 9.9 Gbit/s = 1242.8 ns.
         let t = p.wire_time(1514).total_nanos();
         assert!((1240..=1245).contains(&t), "{t}");
+    }
+
+    #[test]
+    fn wire_time_is_bytes_times_picoseconds_per_byte_rounded_down() {
+        for mbps in [
+            0,
+            1,
+            7,
+            100,
+            1_000,
+            9_999,
+            10_000,
+            25_000,
+            100_000,
+            u32::MAX,
+        ] {
+            let p = Pacer::new(mbps);
+            let ps = 800_000_000 / (99 * u64::from(mbps.max(1)));
+            for frame in [
+                0,
+                1,
+                60,
+                999,
+                1000,
+                1514,
+                9000,
+                65_535,
+                1 << 20,
+                123_456_789,
+            ] {
+                let bytes = (frame + ETH_FRAME_OVERHEAD) as u64;
+                assert_eq!(
+                    p.wire_time(frame).total_nanos(),
+                    bytes * ps / 1000,
+                    "{mbps} Mbit/s, {frame} bytes"
+                );
+            }
+        }
     }
 
     #[test]
