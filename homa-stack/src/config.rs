@@ -37,7 +37,8 @@ pub const MAX_IPV6_ADDRS: usize = 2;
 pub struct Config {
     /// This host's IPv4 address; `0.0.0.0` for an endpoint without IPv4.
     pub ipv4_addr: Ipv4Addr,
-    /// Speak IPv6 too (off by default). The endpoint then answers on its
+    /// Speak IPv6 too (off by default; needs the `ipv6` cargo feature,
+    /// without which this is ignored). The endpoint then answers on its
     /// link-local address, [`Config::ipv6_link_local`] or, when that is
     /// `None`, the one derived from the Ethernet address by EUI-64
     /// (RFC 4291 appendix A), and on each address in [`Config::ipv6_addrs`].
@@ -203,7 +204,7 @@ impl Config {
     pub fn speaks(&self, addr: IpAddr) -> bool {
         match addr {
             IpAddr::V4(_) => !self.ipv4_addr.is_unspecified(),
-            IpAddr::V6(_) => self.ipv6,
+            IpAddr::V6(_) => cfg!(feature = "ipv6") && self.ipv6,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::time::{Duration, Instant};
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr};
+#[cfg(feature = "ipv6")]
 use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Repr};
 use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
@@ -46,6 +47,7 @@ pub(super) enum Reply<'f> {
         header: Ipv4Repr,
         data: &'f [u8],
     },
+    #[cfg(feature = "ipv6")]
     Echo6 {
         dst_mac: EthernetAddress,
         dst_ip: Ipv6Addr,
@@ -53,12 +55,14 @@ pub(super) enum Reply<'f> {
         seq_no: u16,
         data: &'f [u8],
     },
+    #[cfg(feature = "ipv6")]
     PortUnreachable6 {
         dst_mac: EthernetAddress,
         dst_ip: Ipv6Addr,
         header: Ipv6Repr,
         data: &'f [u8],
     },
+    #[cfg(feature = "ipv6")]
     /// A neighbour advertisement for our `target` (solicited: to the
     /// soliciting node; else to all nodes, answering duplicate address
     /// detection).
@@ -91,7 +95,11 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(Drop::Malformed, "short Ethernet frame");
         };
         let dst = eth.dst_addr();
-        if dst != self.config.ethernet_addr && !dst.is_broadcast() && !self.listens_v6(dst) {
+        #[cfg(feature = "ipv6")]
+        let multicast = self.listens_v6(dst);
+        #[cfg(not(feature = "ipv6"))]
+        let multicast = false;
+        if dst != self.config.ethernet_addr && !dst.is_broadcast() && !multicast {
             return self.drop_frame(Drop::NotForUs, "frame for another host");
         }
         let src_mac = eth.src_addr();
@@ -99,6 +107,7 @@ impl<'a> Endpoint<'a> {
         match eth.ethertype() {
             EtherType::Arp => self.process_arp(src_mac, payload),
             EtherType::Ipv4 => self.process_ipv4(now, src_mac, payload),
+            #[cfg(feature = "ipv6")]
             EtherType::Ipv6 if self.config.ipv6 => self.process_ipv6(now, src_mac, payload),
             _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
         }
@@ -392,6 +401,7 @@ impl<'a> Endpoint<'a> {
                 self.emit_icmp(tx, dst_mac, dst_ip, &icmp, top);
                 self.stats.icmp_unreachable_sent += 1;
             }
+            #[cfg(feature = "ipv6")]
             Reply::Echo6 {
                 dst_mac,
                 dst_ip,
@@ -407,6 +417,7 @@ impl<'a> Endpoint<'a> {
                 self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
                 self.stats.icmp_echo_replies += 1;
             }
+            #[cfg(feature = "ipv6")]
             Reply::PortUnreachable6 {
                 dst_mac,
                 dst_ip,
@@ -421,6 +432,7 @@ impl<'a> Endpoint<'a> {
                 self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
                 self.stats.icmp_unreachable_sent += 1;
             }
+            #[cfg(feature = "ipv6")]
             Reply::Advert {
                 dst_mac,
                 dst_ip,
@@ -558,7 +570,11 @@ impl<'a> Endpoint<'a> {
                     self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, a);
                     self.stats.arp_requests += 1;
                 }
+                #[cfg(feature = "ipv6")]
                 IpAddr::V6(a) => self.emit_solicit(tx, a),
+                // Not reached: without IPv6 no peer is IPv6.
+                #[cfg(not(feature = "ipv6"))]
+                IpAddr::V6(_) => {}
             }
             if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
                 p.arp_sent = Some(now);

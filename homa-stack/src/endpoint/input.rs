@@ -15,6 +15,7 @@ use crate::storage::PoolStore;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
 use crate::wire::ipv4::Ipv4Repr;
+#[cfg(feature = "ipv6")]
 use crate::wire::ipv6::Ipv6Repr;
 use crate::wire::{EthernetAddress, IpAddr};
 
@@ -48,12 +49,15 @@ impl From {
 /// The IP header a Homa packet came in.
 #[derive(Clone, Copy)]
 pub(super) enum IpHeader<'f> {
+    /// The IPv4 header (its 8 bytes of payload are quoted from the body).
     V4(Ipv4Repr),
+    /// Keeps `'f` in use without IPv6.
+    #[cfg(not(feature = "ipv6"))]
+    #[allow(dead_code)]
+    Never(core::marker::PhantomData<&'f ()>, core::convert::Infallible),
     /// The fixed header and everything after it (extension headers too).
-    V6 {
-        header: Ipv6Repr,
-        payload: &'f [u8],
-    },
+    #[cfg(feature = "ipv6")]
+    V6 { header: Ipv6Repr, payload: &'f [u8] },
 }
 
 impl IpHeader<'_> {
@@ -61,6 +65,9 @@ impl IpHeader<'_> {
     fn addrs(&self) -> (IpAddr, IpAddr) {
         match self {
             IpHeader::V4(h) => (IpAddr::V4(h.src_addr), IpAddr::V4(h.dst_addr)),
+            #[cfg(not(feature = "ipv6"))]
+            IpHeader::Never(_, never) => match *never {},
+            #[cfg(feature = "ipv6")]
             IpHeader::V6 { header, .. } => {
                 (IpAddr::V6(header.src_addr), IpAddr::V6(header.dst_addr))
             }
@@ -123,6 +130,9 @@ impl<'a> Endpoint<'a> {
                     data: &body[..body.len().min(8)],
                 },
                 // IPv6 quotes as much as fits in 1280 bytes (RFC 4443).
+                #[cfg(not(feature = "ipv6"))]
+                IpHeader::Never(_, never) => match never {},
+                #[cfg(feature = "ipv6")]
                 IpHeader::V6 { header, payload } => Reply::PortUnreachable6 {
                     dst_mac: mac,
                     dst_ip: header.src_addr,

@@ -20,6 +20,7 @@ mod error;
 pub mod grant;
 mod iface;
 mod input;
+#[cfg(feature = "ipv6")]
 mod ipv6;
 mod output;
 pub mod pacer;

@@ -87,10 +87,16 @@ fn main() -> ! {
     let mut clock = Clock::start(cp.SYST);
     #[cfg(feature = "log")]
     logger::install();
-    let config = Config::new(
+    #[allow(unused_mut)]
+    let mut config = Config::new(
         Ipv4Addr::new(10, 0, 0, 1),
         EthernetAddress([2, 0, 0, 0, 0, 1]),
     );
+    // With IPv6 the probe is dual-stack and its client talks IPv6.
+    #[cfg(feature = "ipv6")]
+    {
+        config.ipv6 = true;
+    }
     let mut ep = Endpoint::new(
         config,
         &mut RPCS.init_with(|| [RpcSlot::EMPTY; 8])[..],
@@ -110,8 +116,10 @@ fn main() -> ! {
     let server = ep.bind(PORT).expect("free port");
     #[cfg(feature = "client")]
     let client = ep.socket().expect("free socket");
-    #[cfg(feature = "client")]
+    #[cfg(all(feature = "client", not(feature = "ipv6")))]
     let peer = Ipv4Addr::new(10, 0, 0, 2);
+    #[cfg(all(feature = "client", feature = "ipv6"))]
+    let peer = homa_stack::wire::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0xff, 0xfe00, 2);
     #[cfg(feature = "client")]
     let _ = ep.send_request(client, peer, PORT, &buf);
     loop {
