@@ -46,6 +46,10 @@ impl<'a> Endpoint<'a> {
     /// Queues a control packet; false (and a counted drop) when the queue
     /// is full.
     pub(super) fn push_ctrl(&mut self, c: Ctrl) -> bool {
+        if c.link_addr.is_none() {
+            // Its peer may need resolving first (see `egress_arp`).
+            self.arp_at = Some(Instant::ZERO);
+        }
         if self.ctrl.push_back(c).is_err() {
             self.count_drop(crate::stats::Drop::ControlQueueFull);
             return false;

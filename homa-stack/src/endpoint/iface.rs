@@ -539,6 +539,12 @@ impl<'a> Endpoint<'a> {
     /// Walks only the resolve list (peers unresolved or in doubt), which a
     /// peer leaves once resolved and not in doubt.
     pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
+        if self.arp_at.is_none_or(|t| t > now) {
+            return;
+        }
+        // The next time one is due, for poll_at.
+        let mut next: Option<Instant> = None;
+        let mut due = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         let mut cursor = self.resolving.front();
         while let Some(i) = cursor {
             cursor = self.resolving.next_of(&self.peers[..], i);
@@ -550,7 +556,11 @@ impl<'a> Endpoint<'a> {
                 self.resolving.remove(&mut self.peers[..], i);
                 continue;
             }
-            if p.arp_sent.is_some_and(|t| now < t + ARP_RETRY) {
+            let wanted_later = p.rpcs > 0;
+            if let Some(t) = p.arp_sent.filter(|&t| now < t + ARP_RETRY) {
+                if wanted_later {
+                    due(t + ARP_RETRY);
+                }
                 continue;
             }
             let addr = p.addr;
@@ -563,8 +573,13 @@ impl<'a> Endpoint<'a> {
                 continue;
             }
             let Some(tx) = device.transmit(now) else {
+                // Out of tokens: the rest waits for the next poll.
+                self.arp_at = Some(now);
                 return;
             };
+            if wanted_later {
+                due(now + ARP_RETRY);
+            }
             match addr {
                 IpAddr::V4(a) => {
                     self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, a);
@@ -582,6 +597,7 @@ impl<'a> Endpoint<'a> {
                 p.probe = false;
             }
         }
+        self.arp_at = next;
     }
 }
 

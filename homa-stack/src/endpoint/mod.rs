@@ -90,6 +90,10 @@ pub struct Endpoint<'a> {
     peer_idle: List<peer::PeerTableTag>,
     peer_addrs: Index<peer::PeerAddrTag>,
     resolving: List<peer::ResolveTag>,
+    /// When `egress_arp` has an ARP request or neighbour solicitation to
+    /// send next (`Instant::ZERO`: at once), so `poll_at` need not walk the
+    /// resolve list.
+    arp_at: Option<Instant>,
     /// Server RPCs by (peer address, id), keyed by a secret hash.
     servers: Index<rpc::ServerTag>,
     hash: KeyedHash,
@@ -206,6 +210,7 @@ impl<'a> Endpoint<'a> {
             peer_idle: List::with_id(1),
             peer_addrs,
             resolving: List::new(),
+            arp_at: None,
             servers,
             hash,
             next_port: MIN_CLIENT_PORT,
@@ -268,6 +273,7 @@ impl<'a> Endpoint<'a> {
         self.next_tick = self.next_tick.min(now + self.config.tick);
         self.next_fifo_grant = self.next_fifo_grant.min(now);
         self.pacer.rebase(now);
+        self.arp_at = self.arp_at.map(|t| t.min(now));
         for p in self.peers.iter_mut().filter_map(|p| p.peer.as_mut()) {
             p.confirmed = p.confirmed.min(now);
             p.last_used = p.last_used.min(now);
@@ -335,6 +341,9 @@ impl<'a> Endpoint<'a> {
                 Some(t) if !resend => earliest(t),
                 _ => return Some(Instant::ZERO),
             }
+        }
+        if let Some(t) = self.arp_at {
+            earliest(t);
         }
         if !self.live.is_empty() {
             earliest(self.next_tick);

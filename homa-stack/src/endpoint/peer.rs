@@ -267,6 +267,10 @@ impl<'a> super::Endpoint<'a> {
             p.last_used = now;
         }
         self.peer_idle.remove(&mut self.peers[..], pi);
+        if !self.peer_resolved(pi) {
+            // An RPC now waits for this peer's link address: ask at once.
+            self.arp_at = Some(Instant::ZERO);
+        }
     }
 
     /// An RPC that referred to peer `pi` is gone: with the last one, the
@@ -290,6 +294,7 @@ impl<'a> super::Endpoint<'a> {
             .is_some_and(|p| p.probe || !p.resolved())
         {
             self.resolving.push_back(&mut self.peers[..], pi);
+            self.arp_at = Some(Instant::ZERO);
         }
     }
 

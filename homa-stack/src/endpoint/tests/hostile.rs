@@ -796,3 +796,26 @@ fn icmp_error_floods_buy_a_bounded_number_of_passes() {
     p.a.poll(now + Duration::from_millis(2), &mut p.da);
     assert_eq!(p.a.stats().drops.rate_limited, after.drops.rate_limited);
 }
+
+#[test]
+fn the_first_request_to_an_unresolved_peer_asks_at_once() {
+    // The RPC waits (parked) for its peer's link address; poll_at must say
+    // "now" for the ARP request, not sleep to the next tick (it did: the
+    // first RPC of every run took a millisecond longer).
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 4, 1 << 16),
+        endpoint(B_IP, B_MAC, 4, 1 << 16),
+    );
+    p.now = Instant::from_micros(100);
+    let c = p.a.socket().unwrap();
+    p.b.bind(500).unwrap();
+    // A first poll runs the tick: the next one is a millisecond away.
+    p.step();
+    p.now += Duration::from_micros(10);
+    p.a.send_request(c, B_IP, 500, b"x").unwrap();
+    assert!(p.a.poll_at().is_some_and(|t| t <= p.now));
+    p.step();
+    assert_eq!(p.a.stats().arp_requests, 1);
+    // Then it sleeps until the ARP retry, not in a loop.
+    assert!(p.a.poll_at().is_some_and(|t| t > p.now));
+}
