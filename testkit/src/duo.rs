@@ -26,6 +26,10 @@ pub type Duo<'a> = Pair<Endpoint<'a>, Endpoint<'a>, ClientSide, Side>;
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 /// The server's address.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// The client's IPv6 address (beside its link-local one).
+pub const CLIENT_IP6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+/// The server's IPv6 address.
+pub const SERVER_IP6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
 /// The client's link address.
 pub const CLIENT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 1]);
 /// The server's link address.

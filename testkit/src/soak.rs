@@ -10,6 +10,7 @@ use homa_phy::{Duration, Instant};
 use homa_stack::{Event, RpcHandle};
 use std::collections::HashMap;
 use std::io::Write;
+use std::net::IpAddr;
 
 /// The echo server's port.
 pub const PORT: u16 = 500;
@@ -17,6 +18,11 @@ pub const PORT: u16 = 500;
 /// The boundary sizes the default run sends, one RPC each.
 pub const SIZES: [usize; 10] = [
     1, 100, 1423, 1424, 1425, 39_999, 40_000, 40_001, 100_000, 1_000_000,
+];
+
+/// The same over IPv6, whose packets carry 1,404 bytes at MTU 1500.
+pub const SIZES_V6: [usize; 10] = [
+    1, 100, 1403, 1404, 1405, 39_999, 40_000, 40_001, 100_000, 1_000_000,
 ];
 
 /// A callback given each completed RPC's size, round-trip time and whether
@@ -44,6 +50,9 @@ pub struct Soak {
     pub server_vanishes_after: Option<usize>,
     /// Called for each completed RPC with its size and round-trip time.
     pub on_complete: Option<OnComplete>,
+    /// Both ends dual-stack and every RPC over IPv6 (link addresses from
+    /// neighbour discovery).
+    pub ipv6: bool,
 }
 
 impl Soak {
@@ -58,6 +67,7 @@ impl Soak {
             seed: 1,
             pcap: None,
             server_vanishes_after: None,
+            ipv6: false,
             on_complete: None,
         }
     }
@@ -120,8 +130,19 @@ pub fn run(mut soak: Soak) -> Report {
     let pool = (soak.concurrency * 2 + 2) * 1_100_000;
     let mut cmem = Storage::new(soak.concurrency + 8, pool);
     let mut smem = Storage::new(soak.concurrency + 8, pool);
-    let client = cmem.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, soak.seed, checksums));
-    let server = smem.endpoint(duo::config(SERVER_IP, SERVER_MAC, soak.seed + 1, checksums));
+    let mut cconf = duo::config(CLIENT_IP, CLIENT_MAC, soak.seed, checksums);
+    let mut sconf = duo::config(SERVER_IP, SERVER_MAC, soak.seed + 1, checksums);
+    let dest: IpAddr = if soak.ipv6 {
+        cconf.ipv6 = true;
+        cconf.ipv6_addrs[0] = Some(duo::CLIENT_IP6);
+        sconf.ipv6 = true;
+        sconf.ipv6_addrs[0] = Some(duo::SERVER_IP6);
+        duo::SERVER_IP6.into()
+    } else {
+        SERVER_IP.into()
+    };
+    let client = cmem.endpoint(cconf);
+    let server = smem.endpoint(sconf);
     let mut d = duo::duo(client, server, soak.faults, soak.seed, soak.pcap.take());
     let csock = d.a.socket().expect("a socket slot");
     let ssock = d.b.bind(PORT).expect("a socket slot");
@@ -178,7 +199,7 @@ pub fn run(mut soak: Soak) -> Report {
             let seed = rng.next_u64();
             buf.resize(len, 0);
             fill_pattern(seed, &mut buf);
-            match d.a.send_request(csock, SERVER_IP, PORT, &buf) {
+            match d.a.send_request(csock, dest, PORT, &buf) {
                 Ok(h) => {
                     pending.insert(
                         h,

@@ -10,12 +10,15 @@
 //! whenever `--corrupt` is set), reproducibly for `--seed`, and ends with the
 //! line `sent N completed N verified N failed N leaked N`. The exit status
 //! is 0 only when every RPC was verified and nothing leaked.
+//!
+//! `--ipv6` runs the same over IPv6 (both ends dual-stack, link addresses
+//! from neighbour discovery; the default sizes are IPv6's boundaries).
 
 use clap::Parser;
 use homa_examples::cli;
 use homa_phy::fault::{FaultConfig, PPM};
 use homa_phy::Duration;
-use homa_testkit::soak::{self, Soak, SIZES};
+use homa_testkit::soak::{self, Soak, SIZES, SIZES_V6};
 use std::process::ExitCode;
 
 /// Most RPCs in flight at once: each endpoint gets `(2K + 2) x 1.1 MB` of
@@ -58,6 +61,9 @@ struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = cli::MAX_MESSAGE,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(cli::MAX_MESSAGE)))]
     max_size: u32,
+    /// Every RPC over IPv6 (fd00::1 to fd00::2) instead of IPv4.
+    #[arg(long)]
+    ipv6: bool,
 }
 
 fn ppm(p: f64) -> u32 {
@@ -74,8 +80,10 @@ fn main() -> ExitCode {
     faults.reorder_timeout = Duration::from_micros(50);
     let mut s = match args.rpcs {
         Some(n) => Soak::mixed(n, 1),
+        None if args.ipv6 => Soak::sizes(&SIZES_V6),
         None => Soak::sizes(&SIZES),
     };
+    s.ipv6 = args.ipv6;
     let soak_mode = s.sizes.is_none();
     s.seed = args.seed;
     s.faults = faults;
