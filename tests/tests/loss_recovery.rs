@@ -83,3 +83,25 @@ fn a_vanished_server_makes_every_outstanding_rpc_time_out() {
     assert_eq!(r.timed_out, r.failed, "every failure is a timeout");
     assert_eq!(r.leaked, 0, "the client freed everything: {r}");
 }
+
+#[test]
+fn everything_at_once_over_ipv6() {
+    // The same faults over IPv6: neighbour discovery through the loss, and
+    // corrupted frames caught by the Homa checksum over the IPv6
+    // pseudo-header.
+    let mut f = loss(0.05);
+    f.duplicate_ppm = PPM / 50;
+    f.reorder_ppm = PPM / 50;
+    f.corrupt_ppm = PPM / 100;
+    f.reorder_timeout = homa_phy::Duration::from_micros(50);
+    let mut s = Soak::mixed(1000, 18);
+    s.faults = f;
+    s.ipv6 = true;
+    let r = run(s);
+    assert_eq!(
+        (r.sent, r.completed, r.verified, r.failed),
+        (1000, 1000, 1000, 0),
+        "{r}"
+    );
+    assert_eq!(r.leaked, 0, "{r}");
+}
