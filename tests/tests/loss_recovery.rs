@@ -55,14 +55,19 @@ fn single_bit_corruption_with_checksums() {
     soak(1000, 15, f);
 }
 
-#[test]
-fn everything_at_once() {
+/// 5% loss, 2% duplicates, 2% reordered, 1% corrupted.
+fn everything() -> FaultConfig {
     let mut f = loss(0.05);
     f.duplicate_ppm = PPM / 50;
     f.reorder_ppm = PPM / 50;
     f.corrupt_ppm = PPM / 100;
     f.reorder_timeout = homa_phy::Duration::from_micros(50);
-    soak(1000, 16, f);
+    f
+}
+
+#[test]
+fn everything_at_once() {
+    soak(1000, 16, everything());
 }
 
 #[test]
@@ -89,13 +94,8 @@ fn everything_at_once_over_ipv6() {
     // The same faults over IPv6: neighbour discovery through the loss, and
     // corrupted frames caught by the Homa checksum over the IPv6
     // pseudo-header.
-    let mut f = loss(0.05);
-    f.duplicate_ppm = PPM / 50;
-    f.reorder_ppm = PPM / 50;
-    f.corrupt_ppm = PPM / 100;
-    f.reorder_timeout = homa_phy::Duration::from_micros(50);
     let mut s = Soak::mixed(1000, 18);
-    s.faults = f;
+    s.faults = everything();
     s.ipv6 = true;
     let r = run(s);
     assert_eq!(

@@ -460,25 +460,34 @@ impl<'a> Endpoint<'a> {
         icmp: &Icmpv4Repr<'_>,
         priority: u8,
     ) {
-        let len = self.link_header_len() + IPV4_HEADER_LEN + icmp.buffer_len();
+        let fill = self.caps.checksum.icmpv4.tx();
+        let route = Route {
+            dst_mac,
+            dst: IpAddr::V4(dst_ip),
+            protocol: IpProtocol::Icmp,
+            ip_payload_len: icmp.buffer_len(),
+            priority,
+        };
+        self.emit_ip(tx, &route, |body| {
+            icmp.emit(&mut Icmpv4Packet::new_unchecked(body), fill)
+        });
+    }
+
+    /// Sends one frame along `route` whose IP payload `body` writes (an
+    /// answer or an ARP-like request; not DATA), if it fits the device.
+    pub(super) fn emit_ip<T: TxToken>(
+        &mut self,
+        tx: T,
+        route: &Route,
+        body: impl FnOnce(&mut [u8]),
+    ) {
+        let len = self.link_header_len() + ip_header_len(route.dst) + route.ip_payload_len;
         if !self.fits(len) {
             return;
         }
-        let fill = self.caps.checksum.icmpv4.tx();
         tx.consume(len, |frame| {
-            let at = emit_headers(
-                &self.config,
-                &self.caps,
-                frame,
-                &Route {
-                    dst_mac,
-                    dst: IpAddr::V4(dst_ip),
-                    protocol: IpProtocol::Icmp,
-                    ip_payload_len: icmp.buffer_len(),
-                    priority,
-                },
-            );
-            icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut frame[at..]), fill);
+            let at = emit_headers(&self.config, &self.caps, frame, route);
+            body(&mut frame[at..]);
         });
         self.stats.tx_frames += 1;
     }

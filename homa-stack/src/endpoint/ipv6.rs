@@ -10,7 +10,7 @@
 //! addresses is not done (a documented non-goal): we answer other nodes'
 //! detection for our addresses, so a duplicate elsewhere finds us.
 
-use super::iface::{emit_headers, Reply, Route, IPV6_HEADER_LEN};
+use super::iface::{Reply, Route, IPV6_HEADER_LEN};
 use super::input::{IpHeader, Unreachable};
 use super::Endpoint;
 use crate::phy::TxToken;
@@ -254,35 +254,20 @@ impl<'a> Endpoint<'a> {
         icmp: &Icmpv6Repr<'_>,
         priority: u8,
     ) {
-        let len = self.link_header_len() + IPV6_HEADER_LEN + icmp.buffer_len();
-        if !self.fits(len) {
-            return;
-        }
         let Some(src) = self.config.ipv6_src_for(dst_ip) else {
             return;
         };
         let fill = self.caps.checksum.icmpv6.tx();
-        tx.consume(len, |frame| {
-            let at = emit_headers(
-                &self.config,
-                &self.caps,
-                frame,
-                &Route {
-                    dst_mac,
-                    dst: IpAddr::V6(dst_ip),
-                    protocol: IpProtocol::Icmpv6,
-                    ip_payload_len: icmp.buffer_len(),
-                    priority,
-                },
-            );
-            icmp.emit(
-                &src,
-                &dst_ip,
-                &mut Icmpv6Packet::new_unchecked(&mut frame[at..]),
-                fill,
-            );
+        let route = Route {
+            dst_mac,
+            dst: IpAddr::V6(dst_ip),
+            protocol: IpProtocol::Icmpv6,
+            ip_payload_len: icmp.buffer_len(),
+            priority,
+        };
+        self.emit_ip(tx, &route, |body| {
+            icmp.emit(&src, &dst_ip, &mut Icmpv6Packet::new_unchecked(body), fill)
         });
-        self.stats.tx_frames += 1;
     }
 
     /// Asks the solicited-node group of `target` for its link address.
