@@ -104,6 +104,7 @@ fn rpcs_of_every_boundary_size_over_ipv6() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "moves 100 KB: minutes under Miri")]
 fn both_families_at_once_share_one_endpoint() {
     let mut p = pair(16, 4 << 20);
     let reqs: Vec<(IpAddr, Vec<u8>)> = (0..8)
