@@ -5,8 +5,9 @@
 //!
 //! The neighbour cache is the peer table, shared with ARP and under the same
 //! rules (see `peer`): a link address is learned from neighbour discovery
-//! for our address or a checked Homa packet, for a peer we hold, and is
-//! re-resolved when in doubt. Duplicate address detection for our own
+//! (whose link-address option must name the frame's own source) or a
+//! checked Homa packet, for a peer we hold, and is re-resolved when in
+//! doubt. Duplicate address detection for our own
 //! addresses is not done (a documented non-goal): we answer other nodes'
 //! detection for our addresses, so a duplicate elsewhere finds us.
 
@@ -206,9 +207,19 @@ impl<'a> Endpoint<'a> {
                 lladdr,
                 ..
             } => {
+                // As ARP: the advertised address must be the frame's own
+                // source (no third party redirects a peer).
                 match lladdr {
-                    Some(mac) if mac.is_unicast() => self.learn(IpAddr::V6(target_addr), mac),
-                    _ => {
+                    Some(mac) if mac.is_unicast() && mac == src_mac => {
+                        self.learn(IpAddr::V6(target_addr), mac)
+                    }
+                    Some(_) => {
+                        return self.drop_frame(
+                            Drop::Malformed,
+                            "advertisement's link address differs from its frame",
+                        )
+                    }
+                    None => {
                         return self
                             .drop_frame(Drop::Malformed, "advertisement without a link address")
                     }

@@ -296,6 +296,47 @@ fn neighbour_solicitations_for_our_addresses_are_answered() {
 }
 
 #[test]
+fn advertisements_must_name_their_frames_source() {
+    use crate::wire::Icmpv6Repr;
+    // A holds B6 as a peer (a request waits for it).
+    let mut p = pair(4, 1 << 16);
+    let c = p.a.socket().unwrap();
+    p.a.send_request(c, B6, 500, b"x").unwrap();
+    let evil = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
+    let na = |mac| Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: false,
+        override_: true,
+        target_addr: B6,
+        lladdr: Some(mac),
+    };
+    let all = super::super::ipv6::multicast_mac(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1));
+    // From another MAC than it advertises: dropped, nothing learned.
+    p.da.rx.push_back(icmpv6_frame(
+        evil,
+        all,
+        B6,
+        "ff02::1".parse().unwrap(),
+        255,
+        &na(B_MAC),
+    ));
+    let now = p.now;
+    p.a.poll(now, &mut p.da);
+    assert_eq!(p.a.stats().ndp_learned, 0);
+    // From the MAC it advertises: learned.
+    p.da.rx.push_back(icmpv6_frame(
+        B_MAC,
+        all,
+        B6,
+        "ff02::1".parse().unwrap(),
+        255,
+        &na(B_MAC),
+    ));
+    p.a.poll(now, &mut p.da);
+    assert_eq!(p.a.stats().ndp_learned, 1);
+}
+
+#[test]
 fn extension_headers_are_skipped_and_fragments_dropped() {
     // Every Homa frame to B gets a hop-by-hop header (8 bytes of padding
     // options) inserted: the RPC still completes.
