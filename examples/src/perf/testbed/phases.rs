@@ -133,7 +133,7 @@ pub(super) fn run_phase(
     let backlog = o.nic_backlog_us.to_string();
     let neighbors = |hosts: &mut dyn Iterator<Item = usize>| {
         hosts
-            .map(|h| format!("{}={}", homa_ip(h), mac_for(homa_ip(h))))
+            .map(|h| format!("{}={}", homa_ip(h), mac_for(homa_ip(h).into())))
             .collect::<Vec<_>>()
             .join(",")
     };
