@@ -296,6 +296,27 @@ fn over_ipv6_the_kernel_pings_and_resolves_the_endpoint_and_rpcs_complete() {
 #[test]
 #[ignore = "needs root"]
 fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
+    short_testbed_run(&[]);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_short_testbed_run_over_ipv6_compares_both_protocols_by_priority() {
+    let v = short_testbed_run(&["--ipv6"]);
+    assert!(v["testbed"].as_str().unwrap().contains("over IPv6"), "{v}");
+    // Homa's packets reach more than one band: the bottleneck's IPv6
+    // filters read the priority from the traffic class (unmatched
+    // packets would all go to the lowest band).
+    let homa = &v["phases"][0];
+    assert_eq!(homa["protocol"], "homa");
+    let bands = homa["bottleneck"]["band_bytes"].as_array().unwrap();
+    let used = bands.iter().filter(|b| b.as_u64().unwrap() > 0).count();
+    assert!(used > 1, "{bands:?}");
+}
+
+/// Runs a one-second testbed with `extra` options, checks it as a whole
+/// (no failures, the exit status, no namespace left) and returns its JSON.
+fn short_testbed_run(extra: &[&str]) -> Value {
     assert_privileges();
     let child = Command::new(EXE)
         .args([
@@ -310,6 +331,7 @@ fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
             "1",
             "--json",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -342,6 +364,7 @@ fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
         !String::from_utf8_lossy(&list.stdout).contains(&tag),
         "the testbed left namespaces behind"
     );
+    v
 }
 
 /// Mistakes on the command line are refused before anything runs, with

@@ -294,6 +294,9 @@ pub struct TestbedArgs {
     /// The results as JSON.
     #[arg(long)]
     json: bool,
+    /// Both protocols over IPv6 (fd00:77::/64) instead of IPv4 (10.77.0.0/24).
+    #[arg(long)]
+    ipv6: bool,
     /// Seconds of the closed-loop capacity probe per protocol, 0..=3600 (0: none).
     #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
     probe: f64,
@@ -519,6 +522,7 @@ impl TestbedArgs {
             resend_ticks: self.resend_ticks,
             timeout_ticks: self.timeout_ticks,
             probe_s: self.probe,
+            ipv6: self.ipv6,
         })
     }
 }

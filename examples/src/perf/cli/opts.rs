@@ -170,6 +170,8 @@ pub struct TestbedOpts {
     pub timeout_ticks: u32,
     /// Seconds of the closed-loop capacity probe per protocol (0: none).
     pub probe_s: f64,
+    /// Run both protocols over IPv6 (fd00:77::/64) instead of IPv4.
+    pub ipv6: bool,
 }
 
 /// A parsed command line.
