@@ -197,7 +197,126 @@ fn homa_client_and_server_over_tap_in_a_namespace() {
 
 #[test]
 #[ignore = "needs root"]
+fn over_ipv6_the_kernel_pings_and_resolves_the_endpoint_and_rpcs_complete() {
+    assert_privileges();
+    let ns = Netns(format!("hp6t{}", std::process::id()));
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap()
+        .success());
+    let in_ns = |program: &str, args: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &ns.0, program]).args(args);
+        c
+    };
+    let (server, ready) = start_server(&mut in_ns(
+        EXE,
+        &[
+            "server",
+            "--tap",
+            "hp6t0",
+            "--bridge",
+            "br0",
+            "--host-ip",
+            "fd00:77:9::1/64",
+            "--ip",
+            "fd00:77:9::2/64",
+            "--duration",
+            "20",
+            "--timeout-ticks",
+            "1000",
+            "--json",
+        ],
+    ));
+    ready
+        .recv_timeout(Duration::from_secs(10))
+        .expect("server ready");
+
+    // The kernel finds the endpoint by its own neighbour discovery (a
+    // solicitation to the solicited-node group, our advertisement), then
+    // gets its echo requests answered.
+    let ping = in_ns("ping", &["-6", "-c", "3", "-W", "2", "fd00:77:9::2"])
+        .output()
+        .expect("ping (iputils-ping)");
+    let ping_out = String::from_utf8_lossy(&ping.stdout);
+    eprintln!("{ping_out}");
+    assert!(
+        ping.status.success(),
+        "ping -6: {ping_out} {:?}",
+        ping.stderr
+    );
+    assert!(
+        ping_out.contains("3 packets transmitted, 3 received"),
+        "{ping_out}"
+    );
+    let neigh = in_ns("ip", &["-6", "neigh", "show", "fd00:77:9::2", "dev", "br0"])
+        .output()
+        .unwrap();
+    let neigh = String::from_utf8_lossy(&neigh.stdout);
+    eprintln!("{neigh}");
+    // The MAC homa-perf derives from fd00:77:9::2.
+    assert!(neigh.contains("lladdr 02:06:00:00:00:02"), "{neigh:?}");
+
+    // A second homa-stack endpoint, over IPv6 to the first.
+    let out = in_ns(
+        EXE,
+        &[
+            "client",
+            "--tap",
+            "hp6t1",
+            "--bridge",
+            "br0",
+            "--ip",
+            "fd00:77:9::3/64",
+            "--server",
+            "[fd00:77:9::2]:500",
+            "--size",
+            "100,1404,1405,100000,1000000",
+            "--outstanding",
+            "4",
+            "--duration",
+            "2",
+            "--timeout-ticks",
+            "1000",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    let v = json_of(&out);
+    assert_clean_client(&v);
+    assert_eq!(v["protocol"], "homa");
+    assert_eq!(v["unfinished"], 0, "{v}");
+    let s = stop(server);
+    assert_eq!(s["requests"], v["completed"], "{s}");
+    assert_eq!(s["corrupt"], 0, "{s}");
+}
+
+#[test]
+#[ignore = "needs root"]
 fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
+    short_testbed_run(&[]);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_short_testbed_run_over_ipv6_compares_both_protocols_by_priority() {
+    let v = short_testbed_run(&["--ipv6"]);
+    assert!(v["testbed"].as_str().unwrap().contains("over IPv6"), "{v}");
+    // Homa's packets reach more than one band: the bottleneck's IPv6
+    // filters read the priority from the traffic class (unmatched
+    // packets would all go to the lowest band).
+    let homa = &v["phases"][0];
+    assert_eq!(homa["protocol"], "homa");
+    let bands = homa["bottleneck"]["band_bytes"].as_array().unwrap();
+    let used = bands.iter().filter(|b| b.as_u64().unwrap() > 0).count();
+    assert!(used > 1, "{bands:?}");
+}
+
+/// Runs a one-second testbed with `extra` options, checks it as a whole
+/// (no failures, the exit status, no namespace left) and returns its JSON.
+fn short_testbed_run(extra: &[&str]) -> Value {
     assert_privileges();
     let child = Command::new(EXE)
         .args([
@@ -212,6 +331,7 @@ fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
             "1",
             "--json",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -244,6 +364,7 @@ fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
         !String::from_utf8_lossy(&list.stdout).contains(&tag),
         "the testbed left namespaces behind"
     );
+    v
 }
 
 /// Mistakes on the command line are refused before anything runs, with

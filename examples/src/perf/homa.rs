@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
 use homa_stack::stats::Drops;
-use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+use homa_stack::wire::{EthernetAddress, IpAddr, Ipv4Addr};
 use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
 use homa_testkit::Storage;
 use serde_json::{json, Value};
@@ -59,7 +59,7 @@ enum Opened {
     Raw(RawSocket),
 }
 
-fn open(transport: &Transport) -> Result<(Opened, Ipv4Addr, Option<EthernetAddress>), String> {
+fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
     match transport {
         Transport::Tap {
             name,
@@ -145,8 +145,18 @@ fn with_device<J: Job>(
     Ok((out, dev))
 }
 
-fn config(ip: Ipv4Addr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config {
-    let mut c = Config::new(ip, mac);
+/// The endpoint's configuration: IPv4-only for an IPv4 `ip`, IPv6-only
+/// (that address and the EUI-64 link-local one) for an IPv6 one.
+fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config {
+    let mut c = match ip {
+        IpAddr::V4(a) => Config::new(a, mac),
+        IpAddr::V6(a) => {
+            let mut c = Config::new(Ipv4Addr::UNSPECIFIED, mac);
+            c.ipv6 = true;
+            c.ipv6_addrs[0] = Some(a);
+            c
+        }
+    };
     c.random_seed = seed;
     c.link_mbps = o.link_mbps;
     c.max_nic_est_backlog = Duration::from_micros(o.nic_backlog_us);
@@ -296,7 +306,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
 struct Server<'a, 'b> {
     o: &'a ServerOpts,
     ep: Endpoint<'b>,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     mac: EthernetAddress,
 }
 
@@ -431,8 +441,9 @@ impl Job for Server<'_, '_> {
         }
         sys::set_timer_slack_ns(1_000);
         eprintln!(
-            "homa-perf: server ready: homa {}:{} mac {}",
-            self.ip, o.port, self.mac
+            "homa-perf: server ready: homa {} mac {}",
+            std::net::SocketAddr::new(self.ip, o.port),
+            self.mac
         );
         let end_ns = o.duration_s.map_or(u64::MAX, |s| (s * 1e9) as u64);
         let mut r = ServerReport {
@@ -625,7 +636,7 @@ impl Job for Client<'_, '_> {
                     filled = Some(a.index);
                 }
                 let t = o.targets[(a.index % o.targets.len() as u64) as usize];
-                match ep.send_request(sock, *t.ip(), t.port(), &buf) {
+                match ep.send_request(sock, t.ip(), t.port(), &buf) {
                     Ok(h) => {
                         backlog.pop_front();
                         pending.insert(

@@ -2,6 +2,7 @@
 //! does not exist), a bridge to join it to, and running `ip`/`tc`.
 
 use std::io;
+use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
 
@@ -56,11 +57,20 @@ pub fn interface_mac(name: &str) -> Result<EthernetAddress, String> {
     super::addr::parse_mac(text.trim())
 }
 
-/// A locally administered MAC derived from an IPv4 address
-/// (`02:00:a:b:c:d`), so every homa-stack instance has its own.
-pub fn mac_for(ip: std::net::Ipv4Addr) -> EthernetAddress {
-    let o = ip.octets();
-    EthernetAddress([0x02, 0x00, o[0], o[1], o[2], o[3]])
+/// A locally administered MAC derived from an IP address (`02:00:a:b:c:d`
+/// from IPv4 `a.b.c.d`, `02:06:` and the last four bytes from IPv6), so
+/// every homa-stack instance has its own.
+pub fn mac_for(ip: IpAddr) -> EthernetAddress {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            EthernetAddress([0x02, 0x00, o[0], o[1], o[2], o[3]])
+        }
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            EthernetAddress([0x02, 0x06, o[12], o[13], o[14], o[15]])
+        }
+    }
 }
 
 /// Stops the kernel from sending IPv6 chatter (router solicitations,
@@ -69,14 +79,30 @@ fn quiet_ipv6(name: &str) {
     let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
 }
 
+/// Gives interface `name` the address `a`. An IPv6 one skips duplicate
+/// address detection (`nodad`): the subnet is ours, and the kernel would
+/// otherwise not use the address for a second or more.
+fn add_address(name: &str, a: Cidr) -> Result<(), String> {
+    let a = a.to_string();
+    let mut args = vec!["addr", "add", &a, "dev", name];
+    if a.contains(':') {
+        args.push("nodad");
+    }
+    run("ip", &args)
+}
+
 /// Creates bridge `name` if it does not exist, with `addr` when given, and
-/// brings it up.
+/// brings it up. The kernel's IPv6 is turned off on it unless `addr` is
+/// IPv6.
 pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<(), String> {
     if !interface_exists(name) {
         run("ip", &["link", "add", name, "type", "bridge"])?;
-        quiet_ipv6(name);
+        match addr {
+            Some(a) if a.addr.is_ipv6() => {}
+            _ => quiet_ipv6(name),
+        }
         if let Some(a) = addr {
-            run("ip", &["addr", "add", &a.to_string(), "dev", name])?;
+            add_address(name, a)?;
         }
     }
     run("ip", &["link", "set", name, "up"])
@@ -98,18 +124,24 @@ pub fn open_tap(
     if existed {
         return Ok(tap);
     }
-    quiet_ipv6(name);
+    let host = host_ip.unwrap_or_else(|| ip.default_peer());
+    // The kernel's IPv6 stays on only where it has an IPv6 address (and
+    // does neighbour discovery with ours).
+    if bridge.is_some() || host.addr.is_ipv4() {
+        quiet_ipv6(name);
+    }
     run("ip", &["link", "set", name, "txqueuelen", "10000"])?;
     match bridge {
         Some(br) => {
             ensure_bridge(br, host_ip)?;
             run("ip", &["link", "set", name, "master", br])?;
         }
-        None => {
-            let h = host_ip.unwrap_or_else(|| ip.default_peer());
-            tap.set_ipv4_address(h.addr.octets(), h.prefix)
-                .map_err(|e| e.to_string())?;
-        }
+        None => match host.addr {
+            IpAddr::V4(a) => tap
+                .set_ipv4_address(a.octets(), host.prefix)
+                .map_err(|e| e.to_string())?,
+            IpAddr::V6(_) => add_address(name, host)?,
+        },
     }
     tap.set_up(true).map_err(|e: io::Error| e.to_string())?;
     Ok(tap)
@@ -121,8 +153,10 @@ mod tests {
 
     #[test]
     fn macs_are_local_and_follow_the_ip() {
-        let m = mac_for(std::net::Ipv4Addr::new(10, 77, 0, 5));
+        let m = mac_for(std::net::Ipv4Addr::new(10, 77, 0, 5).into());
         assert_eq!(m, EthernetAddress([2, 0, 10, 77, 0, 5]));
+        let m = mac_for("fd00::a:4d00:5".parse().unwrap());
+        assert_eq!(m, EthernetAddress([2, 6, 0x4d, 0, 0, 5]));
         assert!(interface_exists("lo"));
         assert!(!interface_exists("../lo"));
         assert_eq!(interface_mac("lo").unwrap(), EthernetAddress([0; 6]));

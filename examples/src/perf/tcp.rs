@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -181,7 +181,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
     sys::set_timer_slack_ns(1_000);
     let mut streams = Vec::new();
     for t in &o.targets {
-        let s = TcpStream::connect_timeout(&SocketAddr::V4(*t), StdDuration::from_secs(5))
+        let s = TcpStream::connect_timeout(t, StdDuration::from_secs(5))
             .map_err(|e| format!("connect {t}: {e}"))?;
         stream_for(&s)?;
         streams.push(s);

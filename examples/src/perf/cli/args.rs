@@ -2,7 +2,7 @@
 //! involve more than one value (device, targets, sizes and pace), which
 //! turn the parsed arguments into [`super::opts`].
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -18,14 +18,18 @@ use crate::cli;
 
 const DEVICE_HELP: &str = "\
 DEVICE (Homa over homa-stack, or the kernel's TCP), exactly one of:
-  --tap NAME --ip A.B.C.D/NN [--bridge BR] [--host-ip A.B.C.D/NN]
+  --tap NAME --ip ADDR/NN [--bridge BR] [--host-ip ADDR/NN]
         a TAP device, created and configured if it does not exist: joined to
         bridge BR (created if missing, with --host-ip as its address), or
         else given --host-ip (default: the first other address of the subnet)
-  --iface NAME --ip A.B.C.D/NN      an AF_PACKET socket on an existing interface
+  --iface NAME --ip ADDR/NN         an AF_PACKET socket on an existing interface
   --tcp                             kernel TCP, one connection per server,
                                     length-prefixed messages
---ip and --host-ip are private unicast host addresses with a prefix of 8..=30.";
+--ip and --host-ip are host addresses of one subnet: IPv4 A.B.C.D/NN, private
+(10/8, 172.16/12, 192.168/16) with a prefix of 8..=30, or IPv6 ADDR/NN,
+unique-local (fc00::/7) with a prefix of 16..=126 (e.g. fd00::2/64; the
+endpoint then speaks IPv6 only, on that address and its EUI-64 link-local
+one). IPv6 servers are given as [ADDR]:PORT.";
 
 /// Measure homa-stack over a TAP device or an AF_PACKET socket, and the
 /// kernel's TCP the same way; `testbed` compares them under load in network
@@ -71,25 +75,28 @@ pub struct DeviceArgs {
     /// The kernel's TCP instead of homa-stack.
     #[arg(long, group = "device", help_heading = "Device")]
     pub tcp: bool,
-    /// homa-stack's address and subnet (--tap, --iface).
-    #[arg(long, value_name = "A.B.C.D/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
+    /// homa-stack's address and subnet, IPv4 or IPv6 (--tap, --iface).
+    #[arg(long, value_name = "ADDR/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
     pub ip: Option<Cidr>,
     /// Bridge to join a created TAP to (created if missing).
     #[arg(long, value_name = "BR", help_heading = "Device")]
     pub bridge: Option<String>,
-    /// The kernel's address on the TAP or bridge (--tap).
-    #[arg(long, value_name = "A.B.C.D/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
+    /// The kernel's address on the TAP or bridge (--tap), --ip's family.
+    #[arg(long, value_name = "ADDR/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
     pub host_ip: Option<Cidr>,
 }
 
-fn neighbor(s: &str) -> Result<(Ipv4Addr, EthernetAddress), String> {
+fn neighbor(s: &str) -> Result<(IpAddr, EthernetAddress), String> {
     let (ip, mac) = s
         .split_once('=')
         .ok_or_else(|| format!("{s}: expected IP=MAC"))?;
-    let ip: Ipv4Addr = ip.parse().map_err(|e| format!("{s}: {e}"))?;
-    if !ip.is_private() {
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| format!("{s}: {ip} is neither an IPv4 nor an IPv6 address"))?;
+    if !is_private(ip) || ip.is_loopback() {
         return Err(format!(
-            "{s}: the address must be private (10/8, 172.16/12, 192.168/16)"
+            "{s}: the address must be private (10/8, 172.16/12, 192.168/16) or \
+             unique-local (fc00::/7)"
         ));
     }
     Ok((ip, parse_unicast_mac(mac)?))
@@ -112,7 +119,7 @@ pub struct HomaArgs {
     pub mac: Option<EthernetAddress>,
     /// Static neighbours, no ARP for them.
     #[arg(long, value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
-    pub neighbor: Vec<(Ipv4Addr, EthernetAddress)>,
+    pub neighbor: Vec<(IpAddr, EthernetAddress)>,
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<String>,
@@ -148,9 +155,10 @@ pub struct ServerArgs {
     /// Homa port 1..=32767 (default 500), or TCP port 1..=65535 (default 5000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
-    /// TCP: the listening address (default 0.0.0.0 and --port).
+    /// TCP: the listening address, IP:PORT or [IPV6]:PORT (default 0.0.0.0
+    /// and --port).
     #[arg(long, value_name = "IP:PORT")]
-    listen: Option<SocketAddrV4>,
+    listen: Option<SocketAddr>,
     /// Stop after this many seconds, 0..=86400 (default: at a signal).
     #[arg(long, value_name = "S", value_parser = cli::seconds)]
     duration: Option<f64>,
@@ -188,14 +196,15 @@ fn reply_len(s: &str) -> Result<u32, String> {
 pub struct ClientArgs {
     #[command(flatten)]
     device: DeviceArgs,
-    /// The servers, used in turn: private or loopback, on-link for Homa.
+    /// The servers, used in turn, each A.B.C.D:PORT or [IPV6]:PORT: private,
+    /// unique-local or loopback, on-link (in --ip's subnet) for Homa.
     #[arg(
         long,
         value_name = "IP:PORT[,IP:PORT]",
         value_delimiter = ',',
         required = true
     )]
-    server: Vec<SocketAddrV4>,
+    server: Vec<SocketAddr>,
     /// Request sizes, equally likely, each 1..=1000000.
     #[arg(long, value_name = "N[,N]", group = "sizes")]
     size: Option<String>,
@@ -285,6 +294,9 @@ pub struct TestbedArgs {
     /// The results as JSON.
     #[arg(long)]
     json: bool,
+    /// Both protocols over IPv6 (fd00:77::/64) instead of IPv4 (10.77.0.0/24).
+    #[arg(long)]
+    ipv6: bool,
     /// Seconds of the closed-loop capacity probe per protocol, 0..=3600 (0: none).
     #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
     probe: f64,
@@ -349,7 +361,7 @@ impl DeviceArgs {
         }
         let ip = self
             .ip
-            .ok_or("--tap and --iface need --ip A.B.C.D/NN (homa-stack's address)")?;
+            .ok_or("--tap and --iface need --ip A.B.C.D/NN or IPV6/NN (homa-stack's address)")?;
         if let Some(name) = &self.tap {
             if let Some(h) = self.host_ip {
                 if h.addr == ip.addr {
@@ -409,7 +421,7 @@ impl ServerArgs {
             port,
             listen: self
                 .listen
-                .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
+                .unwrap_or(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)),
             duration_s: self.duration,
             verify: !self.no_verify,
             json: self.json,
@@ -422,14 +434,14 @@ impl ClientArgs {
     fn check(&self) -> Result<ClientOpts, String> {
         let transport = self.device.transport()?;
         for t in &self.server {
-            if !is_private(*t.ip()) {
+            if !is_private(t.ip()) {
                 return Err(format!(
-                    "--server {t}: only private (10/8, 172.16/12, 192.168/16) or loopback \
-                     addresses are allowed"
+                    "--server {t}: only private (10/8, 172.16/12, 192.168/16), unique-local \
+                     (fc00::/7) or loopback addresses are allowed"
                 ));
             }
             if let Some(ip) = transport.homa_ip() {
-                if !ip.contains(*t.ip()) || *t.ip() == ip.addr {
+                if !ip.contains(t.ip()) || t.ip() == ip.addr {
                     return Err(format!(
                         "--server {t} is not another host in {ip}: homa-stack has no router, \
                          the server must be on-link"
@@ -510,6 +522,7 @@ impl TestbedArgs {
             resend_ticks: self.resend_ticks,
             timeout_ticks: self.timeout_ticks,
             probe_s: self.probe,
+            ipv6: self.ipv6,
         })
     }
 }

@@ -68,6 +68,83 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_addresses_are_accepted_for_homa() {
+        let Command::Server(s) = p("server --tap hp0 --ip fd00::2/64").unwrap() else {
+            panic!("not a server")
+        };
+        let Transport::Tap { ip, .. } = s.transport else {
+            panic!("not a TAP")
+        };
+        assert_eq!(ip.to_string(), "fd00::2/64");
+        assert_eq!(ip.default_peer().to_string(), "fd00::1/64");
+
+        let cmd = p("client --tap hp1 --ip fd00::3/64 --host-ip fd00::1/64 \
+                     --server [fd00::2]:500,[fd00::4]:501 --size 100 --rate 10 \
+                     --neighbor fd00::2=02:00:00:00:00:02");
+        let Command::Client(c) = cmd.unwrap() else {
+            panic!("not a client")
+        };
+        let targets: Vec<String> = c.targets.iter().map(|t| t.to_string()).collect();
+        assert_eq!(targets, ["[fd00::2]:500", "[fd00::4]:501"]);
+        assert_eq!(
+            c.homa.neighbors[0].0,
+            "fd00::2".parse::<std::net::IpAddr>().unwrap()
+        );
+
+        let Command::Server(s) = p("server --tcp --listen [::1]:5001").unwrap() else {
+            panic!("not a server")
+        };
+        assert_eq!(s.listen, "[::1]:5001".parse().unwrap());
+    }
+
+    #[test]
+    fn ipv6_mistakes_say_what_is_accepted() {
+        for (bad, says) in [
+            (
+                "server --tap t0 --ip 2001:db8::2/64",
+                "unique-local (fc00::/7)",
+            ),
+            ("server --tap t0 --ip fd00::2/127", "16..=126"),
+            ("server --tap t0 --ip fd00::/64", "host part zero"),
+            (
+                "server --tap t0 --ip fd00::2/64 --host-ip 10.0.0.1/24",
+                "not in --ip's subnet",
+            ),
+            (
+                "server --tap t0 --ip fd00::2/64 --host-ip fd00:1::1/64",
+                "not in --ip's subnet",
+            ),
+            (
+                "client --tap t --ip fd00::3/64 --server 10.0.0.2:500 --size 10 --rate 1",
+                "on-link",
+            ),
+            (
+                "client --tap t --ip 10.0.0.3/24 --server [fd00::2]:500 --size 10 --rate 1",
+                "on-link",
+            ),
+            (
+                "client --tap t --ip fd00::3/64 --server [fd00:0:0:1::2]:500 --size 10 --rate 1",
+                "on-link",
+            ),
+            (
+                "client --tcp --server [2001:db8::1]:5000 --size 10 --rate 1",
+                "unique-local (fc00::/7) or loopback",
+            ),
+            (
+                "client --tap t --ip fd00::3/64 --server [fd00::2]:40000 --size 10 --rate 1",
+                "1..=32767",
+            ),
+            (
+                "server --tcp --neighbor fe80::1=02:00:00:00:00:01",
+                "unique-local",
+            ),
+        ] {
+            let e = p(bad).expect_err(bad).to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn a_tcp_server_listens_on_5000_by_default() {
         let Command::Server(s) = p("server --tcp --duration 3").unwrap() else {
             panic!("not a server")

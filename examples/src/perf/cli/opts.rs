@@ -1,7 +1,7 @@
 //! homa-perf's options once checked: what the client, server and testbed
 //! loops read.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 use homa_stack::wire::EthernetAddress;
 
@@ -16,7 +16,8 @@ pub enum Transport {
     Tap {
         /// Interface name.
         name: String,
-        /// homa-stack's own address and subnet.
+        /// homa-stack's own address and subnet (IPv4, or IPv6 for an
+        /// IPv6-only endpoint).
         ip: Cidr,
         /// Bridge to join the TAP to, if it is created.
         bridge: Option<String>,
@@ -54,7 +55,7 @@ pub struct HomaOpts {
     /// homa-stack's MAC (default derived from its IP).
     pub mac: Option<EthernetAddress>,
     /// Static neighbours (no ARP for them).
-    pub neighbors: Vec<(Ipv4Addr, EthernetAddress)>,
+    pub neighbors: Vec<(IpAddr, EthernetAddress)>,
     /// Capture file.
     pub pcap: Option<String>,
     /// RPC slots.
@@ -83,7 +84,7 @@ pub struct ServerOpts {
     /// Homa port or TCP port.
     pub port: u16,
     /// TCP listening address.
-    pub listen: SocketAddrV4,
+    pub listen: SocketAddr,
     /// Stop after this many seconds (`None`: at a signal).
     pub duration_s: Option<f64>,
     /// Check every request byte.
@@ -102,7 +103,7 @@ pub struct ClientOpts {
     /// Endpoint settings (Homa).
     pub homa: HomaOpts,
     /// Servers, used in turn.
-    pub targets: Vec<SocketAddrV4>,
+    pub targets: Vec<SocketAddr>,
     /// Request sizes.
     pub dist: SizeDist,
     /// Pacing.
@@ -169,6 +170,8 @@ pub struct TestbedOpts {
     pub timeout_ticks: u32,
     /// Seconds of the closed-loop capacity probe per protocol (0: none).
     pub probe_s: f64,
+    /// Run both protocols over IPv6 (fd00:77::/64) instead of IPv4.
+    pub ipv6: bool,
 }
 
 /// A parsed command line.

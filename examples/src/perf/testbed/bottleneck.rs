@@ -10,7 +10,8 @@ use super::super::netcfg::{output, run};
 /// with one leaf per band: strict priority by htb `prio` (each leaf is
 /// assured only 0.1% of the rate; everything else is borrowed in
 /// priority order), a byte-limited FIFO per band, and u32 filters on
-/// the TOS bits 7..5, which carry the Homa priority.
+/// the TOS bits 7..5 (IPv4) or traffic-class bits 7..5 (IPv6), which
+/// carry the Homa priority.
 pub(super) fn install_bottleneck(sw: &str, o: &TestbedOpts) -> Result<(), String> {
     let rate = format!("{}mbit", o.bottleneck_mbps);
     let assured = format!("{}kbit", o.bottleneck_mbps.max(8));
@@ -74,6 +75,11 @@ pub(super) fn install_bottleneck(sw: &str, o: &TestbedOpts) -> Result<(), String
         tc(&[
             "filter", "add", "dev", "p0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
             "match", "ip", "tos", &tos, "0xe0", "flowid", &flow,
+        ])?;
+        // The same bits of IPv6's traffic class (`--ipv6`).
+        tc(&[
+            "filter", "add", "dev", "p0", "parent", "1:", "protocol", "ipv6", "prio", "2", "u32",
+            "match", "ip6", "priority", &tos, "0xe0", "flowid", &flow,
         ])?;
     }
     Ok(())

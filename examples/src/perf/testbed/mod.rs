@@ -73,7 +73,7 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
     let header = format!(
         "homa-perf testbed: {} clients -> 1 server (incast), workload {} (cp_node table{}; short = <= {} B), \
          Poisson open loop at {:.0}% of a {} Mbit/s bottleneck = {:.1} Mbit/s of requests ({:.1} RPC/s in all), \
-         {}-byte responses, {} strict-priority bands by IP TOS, {} s per protocol",
+         {}-byte responses, {} strict-priority bands by {}, {} s per protocol",
         o.clients,
         dist.name(),
         if dist.max() == 1_000_000 { ", sizes capped at 1,000,000 B" } else { "" },
@@ -84,6 +84,11 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         total_rate,
         o.reply_len,
         o.bands,
+        if o.ipv6 {
+            "IPv6 traffic class (over IPv6)"
+        } else {
+            "IP TOS"
+        },
         o.duration_s
     );
     if !o.json {

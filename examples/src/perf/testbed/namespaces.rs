@@ -3,6 +3,7 @@
 //! inside them, and the clean-up of everything, also after a crash.
 
 use std::io::{BufRead, BufReader, Read};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -14,15 +15,36 @@ use super::super::sys;
 use super::bottleneck::install_bottleneck;
 
 pub(super) const SUBNET: [u8; 3] = [10, 77, 0];
+/// The IPv6 plan's /64 (`--ipv6`): `fd00:77::/64`, the same host numbers.
+pub(super) const SUBNET6: [u16; 2] = [0xfd00, 0x77];
 pub(super) const HOMA_PORT: u16 = 500;
 pub(super) const TCP_PORT: u16 = 5000;
 
-pub(super) fn kernel_ip(host: usize) -> String {
-    format!("{}.{}.{}.{}", SUBNET[0], SUBNET[1], SUBNET[2], 10 + host)
+/// Prefix length of the testbed's subnet in the family chosen.
+pub(super) fn prefix(ipv6: bool) -> u8 {
+    if ipv6 {
+        64
+    } else {
+        24
+    }
 }
 
-pub(super) fn homa_ip(host: usize) -> std::net::Ipv4Addr {
-    std::net::Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], (100 + host) as u8)
+fn host_addr(n: usize, ipv6: bool) -> IpAddr {
+    if ipv6 {
+        Ipv6Addr::new(SUBNET6[0], SUBNET6[1], 0, 0, 0, 0, 0, n as u16).into()
+    } else {
+        Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], n as u8).into()
+    }
+}
+
+/// The kernel's address in host `host` (its bridge's), for TCP.
+pub(super) fn kernel_ip(host: usize, ipv6: bool) -> IpAddr {
+    host_addr(10 + host, ipv6)
+}
+
+/// homa-stack's address in host `host`.
+pub(super) fn homa_ip(host: usize, ipv6: bool) -> IpAddr {
+    host_addr(100 + host, ipv6)
 }
 
 pub(super) fn is_ours(name: &str) -> Option<u32> {
@@ -95,22 +117,17 @@ impl Testbed {
         format!("{}-{role}", self.tag)
     }
 
-    pub(super) fn add_ns(&mut self, role: &str) -> Result<String, String> {
+    pub(super) fn add_ns(&mut self, role: &str, ipv6: bool) -> Result<String, String> {
         let ns = self.ns(role);
         run("ip", &["netns", "add", &ns])?;
         self.made.push(ns.clone());
-        // No IPv6 chatter on the testbed's links.
+        // No IPv6 chatter on the testbed's links, unless the run is IPv6.
+        let off = if ipv6 { "0" } else { "1" };
+        let all = format!("net.ipv6.conf.all.disable_ipv6={off}");
+        let default = format!("net.ipv6.conf.default.disable_ipv6={off}");
         let _ = run(
             "ip",
-            &[
-                "netns",
-                "exec",
-                &ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
+            &["netns", "exec", &ns, "sysctl", "-qw", &all, &default],
         );
         run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
         Ok(ns)
@@ -118,7 +135,7 @@ impl Testbed {
 
     /// Builds the switch, the hosts and the bottleneck.
     pub(super) fn build(&mut self, o: &TestbedOpts) -> Result<(), String> {
-        let sw = self.add_ns("sw")?;
+        let sw = self.add_ns("sw", o.ipv6)?;
         run("ip", &["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
         run("ip", &["-n", &sw, "link", "set", "br0", "up"])?;
         for h in 0..=o.clients {
@@ -127,7 +144,7 @@ impl Testbed {
             } else {
                 format!("c{h}")
             };
-            let host = self.add_ns(&role)?;
+            let host = self.add_ns(&role, o.ipv6)?;
             let port = format!("p{h}");
             run(
                 "ip",
@@ -145,8 +162,13 @@ impl Testbed {
                 "ip",
                 &["-n", &host, "link", "set", "eth0", "master", "br0", "up"],
             )?;
-            let addr = format!("{}/24", kernel_ip(h));
-            run("ip", &["-n", &host, "addr", "add", &addr, "dev", "br0"])?;
+            let addr = format!("{}/{}", kernel_ip(h, o.ipv6), prefix(o.ipv6));
+            // nodad: an IPv6 address is usable at once, not after DAD.
+            let mut args = vec!["-n", &host, "addr", "add", &addr, "dev", "br0"];
+            if o.ipv6 {
+                args.push("nodad");
+            }
+            run("ip", &args)?;
             run("ip", &["-n", &host, "link", "set", "br0", "up"])?;
         }
         install_bottleneck(&sw, o)
@@ -226,8 +248,13 @@ mod tests {
 
     #[test]
     fn addresses_are_in_the_private_testbed_subnet() {
-        assert_eq!(kernel_ip(0), "10.77.0.10");
-        assert_eq!(homa_ip(3), std::net::Ipv4Addr::new(10, 77, 0, 103));
-        assert!(homa_ip(32).is_private());
+        assert_eq!(kernel_ip(0, false).to_string(), "10.77.0.10");
+        assert_eq!(homa_ip(3, false).to_string(), "10.77.0.103");
+        assert!(super::super::super::addr::is_private(homa_ip(32, false)));
+        assert_eq!(kernel_ip(0, true).to_string(), "fd00:77::a");
+        assert_eq!(homa_ip(3, true).to_string(), "fd00:77::67");
+        let subnet = super::super::super::addr::Cidr::parse_host("fd00:77::1/64").unwrap();
+        assert!(subnet.contains(homa_ip(32, true)));
+        assert!(subnet.contains(kernel_ip(32, true)));
     }
 }

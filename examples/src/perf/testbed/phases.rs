@@ -2,6 +2,7 @@
 //! set time at a set pace, their reports merged, the bottleneck's and the
 //! CPU's counters taken around it, and the verdict on what set the pace.
 
+use std::net::SocketAddr;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,7 +14,7 @@ use super::super::report::{drops_text, rtt_table, ClientReport, ServerReport};
 use super::super::sys;
 use super::bottleneck::{read_bottleneck, Bottleneck};
 use super::cpu::{children_cpu, cores, machine_jiffies};
-use super::namespaces::{homa_ip, kernel_ip, Testbed, HOMA_PORT, TCP_PORT};
+use super::namespaces::{homa_ip, kernel_ip, prefix, Testbed, HOMA_PORT, TCP_PORT};
 
 /// What one protocol's run found.
 #[derive(Debug, Clone)]
@@ -129,11 +130,12 @@ pub(super) fn run_phase(
     load: &Load,
 ) -> Result<Phase, String> {
     let homa = protocol == "homa";
+    let v6 = o.ipv6;
     let r = o.bottleneck_mbps.to_string();
     let backlog = o.nic_backlog_us.to_string();
     let neighbors = |hosts: &mut dyn Iterator<Item = usize>| {
         hosts
-            .map(|h| format!("{}={}", homa_ip(h), mac_for(homa_ip(h))))
+            .map(|h| format!("{}={}", homa_ip(h, v6), mac_for(homa_ip(h, v6))))
             .collect::<Vec<_>>()
             .join(",")
     };
@@ -144,7 +146,7 @@ pub(super) fn run_phase(
             "--bridge",
             "br0",
             "--ip",
-            &format!("{}/24", homa_ip(h)),
+            &format!("{}/{}", homa_ip(h, v6), prefix(v6)),
             "--link-mbps",
             &r,
             "--nic-backlog-us",
@@ -177,7 +179,7 @@ pub(super) fn run_phase(
         sargs.extend(strings(&[
             "--tcp",
             "--listen",
-            &format!("{}:{TCP_PORT}", kernel_ip(0)),
+            &SocketAddr::new(kernel_ip(0, v6), TCP_PORT).to_string(),
         ]));
     }
     let (si, sout, sready) = tb.spawn("s0", &sargs)?;
@@ -186,9 +188,9 @@ pub(super) fn run_phase(
     }
     let start_ms = unix_ms() + 1500;
     let target = if homa {
-        format!("{}:{HOMA_PORT}", homa_ip(0))
+        SocketAddr::new(homa_ip(0, v6), HOMA_PORT).to_string()
     } else {
-        format!("{}:{TCP_PORT}", kernel_ip(0))
+        SocketAddr::new(kernel_ip(0, v6), TCP_PORT).to_string()
     };
     let mut clients = Vec::new();
     for c in 1..=o.clients {
