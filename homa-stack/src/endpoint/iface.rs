@@ -276,7 +276,13 @@ pub(super) struct Route {
     pub protocol: IpProtocol,
     pub ip_payload_len: usize,
     pub priority: u8,
+    /// TTL or hop limit: [`HOP_LIMIT`], or 255 for neighbour discovery
+    /// (RFC 4861 checks it arrived unrouted).
+    pub hop_limit: u8,
 }
+
+/// The TTL / hop limit of what we send (Linux's default).
+pub(super) const HOP_LIMIT: u8 = 64;
 
 /// Length of the IP header we send to `dst` (no options, no extension
 /// headers).
@@ -336,7 +342,7 @@ pub(super) fn emit_headers(
                 dst_addr: dst,
                 next_header: to.protocol,
                 payload_len: to.ip_payload_len,
-                hop_limit: 64,
+                hop_limit: to.hop_limit,
                 tos,
             };
             ip.emit(
@@ -351,11 +357,7 @@ pub(super) fn emit_headers(
                 dst_addr: dst,
                 next_header: to.protocol,
                 payload_len: to.ip_payload_len,
-                hop_limit: if to.protocol == IpProtocol::Icmpv6 {
-                    255
-                } else {
-                    64
-                },
+                hop_limit: to.hop_limit,
                 traffic_class: tos,
             };
             ip.emit(&mut Ipv6Packet::new_unchecked(&mut frame[l2..]));
@@ -467,6 +469,7 @@ impl<'a> Endpoint<'a> {
             protocol: IpProtocol::Icmp,
             ip_payload_len: icmp.buffer_len(),
             priority,
+            hop_limit: HOP_LIMIT,
         };
         self.emit_ip(tx, &route, |body| {
             icmp.emit(&mut Icmpv4Packet::new_unchecked(body), fill)

@@ -11,7 +11,7 @@
 //! addresses is not done (a documented non-goal): we answer other nodes'
 //! detection for our addresses, so a duplicate elsewhere finds us.
 
-use super::iface::{Reply, Route, IPV6_HEADER_LEN};
+use super::iface::{Reply, Route, HOP_LIMIT, IPV6_HEADER_LEN};
 use super::input::{IpHeader, Unreachable};
 use super::Endpoint;
 use crate::phy::TxToken;
@@ -275,6 +275,10 @@ impl<'a> Endpoint<'a> {
             protocol: IpProtocol::Icmpv6,
             ip_payload_len: icmp.buffer_len(),
             priority,
+            hop_limit: match icmp {
+                Icmpv6Repr::NeighborSolicit { .. } | Icmpv6Repr::NeighborAdvert { .. } => 255,
+                _ => HOP_LIMIT,
+            },
         };
         self.emit_ip(tx, &route, |body| {
             icmp.emit(&src, &dst_ip, &mut Icmpv6Packet::new_unchecked(body), fill)

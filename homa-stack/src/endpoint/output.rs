@@ -3,7 +3,7 @@
 //! and the NIC-queue estimate allows. Each frame is built in place in the
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
-use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route};
+use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
 use super::pacer::DataPick;
 use super::{grant, Endpoint};
 use crate::phy::{Device, PacketMeta, TxToken};
@@ -153,6 +153,7 @@ impl<'a> Endpoint<'a> {
                     protocol: IpProtocol::Homa,
                     ip_payload_len: homa_len,
                     priority: pick.priority,
+                    hop_limit: HOP_LIMIT,
                 },
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
@@ -292,6 +293,7 @@ impl<'a> Endpoint<'a> {
                     protocol: IpProtocol::Homa,
                     ip_payload_len: homa_len,
                     priority: prio,
+                    hop_limit: HOP_LIMIT,
                 },
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
