@@ -31,6 +31,29 @@ fn short_rack_run_delivers_every_message_intact_with_both_protocols() {
     }
 }
 
+/// `--ipv6`: Homa runs over IPv6 on the fabric; every message arrives
+/// intact from the client the server sees by its IPv6 address (a request
+/// from an unknown or IPv4 peer would count in `unknown_requests`).
+#[test]
+fn short_ipv6_run_delivers_every_homa_message_intact() {
+    let mut o = short_run("w3", 300);
+    o.load = 0.5;
+    o.protocols = vec![Protocol::Homa];
+    o.ipv6 = true;
+    let r = run(&o).unwrap();
+    assert!(r.homa.ipv6);
+    assert!(r.messages > 100, "{} messages", r.messages);
+    let p = &r.results[0];
+    assert_eq!(p.sent, r.messages);
+    assert_eq!(p.verified, r.messages);
+    assert_eq!(p.failed, 0);
+    let counter = |name| p.counters.iter().find(|c| c.0 == name).unwrap().1;
+    assert_eq!(counter("unknown_requests"), 0);
+    assert_eq!(counter("endpoint_drops"), 0);
+    let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+    assert_eq!(v["homa_config"]["ipv6"], true);
+}
+
 #[test]
 fn same_seed_gives_identical_json_and_another_seed_does_not() {
     let mut o = short_run("w2", 100);
@@ -63,8 +86,12 @@ fn lone_homa_message_on_an_idle_fabric_has_slowdown_one() {
         (Topology::Rack { hosts: 16 }, "rack"),
         (Topology::Paper, "paper"),
     ] {
-        for size in [1u32, 1_000, 5_000, 200_000] {
+        for (size, ipv6) in [1u32, 1_000, 5_000, 200_000]
+            .into_iter()
+            .flat_map(|s| [(s, false), (s, true)])
+        {
             let mut o = short_run("w4", 10);
+            o.ipv6 = ipv6;
             o.topology = topology;
             o.topology_name = name.into();
             o.protocols = vec![Protocol::Homa];
@@ -81,7 +108,7 @@ fn lone_homa_message_on_an_idle_fabric_has_slowdown_one() {
             let b = p.buckets.iter().find(|b| b.count == 1).unwrap();
             assert!(
                 (b.p50 - 1.0).abs() < 0.01,
-                "{name}, {size} bytes: slowdown {}",
+                "{name}, {size} bytes, ipv6 {ipv6}: slowdown {}",
                 b.p50
             );
         }

@@ -230,26 +230,33 @@ fn backlog(f: &mut Fabric, n: u32, priority: u8) {
 }
 
 /// Delivery order at host 2 of the backlog plus one frame (tag 999) from host
-/// 3 sent at 5 us with `priority`.
-fn overtake(priority: u8, meta: bool) -> Vec<Rx> {
+/// 3 sent at 5 us with `priority`; without metadata the frame carries it as
+/// an IPv4 TOS byte, or with `ipv6` an IPv6 traffic class (both priority << 5).
+fn overtake(priority: u8, meta: bool, ipv6: bool) -> Vec<Rx> {
     let mut f = rack(4);
     backlog(&mut f, 8, 1);
     f.advance_to(Instant::from_micros(5));
     let mut data = frame(&f, 3, 2, 1514, 999);
-    // Without metadata the priority comes from an IPv4 TOS byte.
-    data[12..16].copy_from_slice(&[0x08, 0x00, 0x45, priority << 5]);
+    let class = priority << 5;
+    let head = if ipv6 {
+        // Version 6, then the traffic class across the next two nibbles.
+        [0x86, 0xdd, 0x60 | class >> 4, (class & 0x0f) << 4]
+    } else {
+        [0x08, 0x00, 0x45, class]
+    };
+    data[12..16].copy_from_slice(&head);
     send_raw(&mut f, 3, &data, meta.then_some(priority));
     run(&mut f)
 }
 
 #[test]
 fn high_priority_frame_overtakes_a_switch_backlog() {
-    for meta in [true, false] {
-        let rx = overtake(7, meta);
+    for (meta, ipv6) in [(true, false), (false, false), (false, true)] {
+        let rx = overtake(7, meta, ipv6);
         let pos = rx.iter().position(|r| r.tag == 999).unwrap();
         // At 5 us + 500 + 1231 + 250 = 6981 ns the port is on its 5th frame
         // (frames leave every 1231 ns from 1981 ns); the rest wait behind.
-        assert_eq!(pos, 5, "meta {meta}");
+        assert_eq!(pos, 5, "meta {meta}, ipv6 {ipv6}");
         let start_of_6th = 1981 + 5 * 1231;
         assert_eq!(rx[pos].at, start_of_6th + 1231 + 500);
         // The low-priority frames keep their own order.
@@ -258,7 +265,7 @@ fn high_priority_frame_overtakes_a_switch_backlog() {
     }
     // At the backlog's priority it waits behind the 10 frames that reached
     // the switch before it (each host's k-th at 1981 + 1231k ns, k < 5).
-    let rx = overtake(1, true);
+    let rx = overtake(1, true, false);
     assert_eq!(rx.iter().position(|r| r.tag == 999), Some(10));
 }
 

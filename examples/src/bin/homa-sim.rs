@@ -116,6 +116,10 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Homa",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=u64::from(cli::MAX_MESSAGE)))]
     response_bytes: usize,
+    /// Homa over IPv6 (host addresses fd00::rack:slot, 1,404 payload bytes per
+    /// DATA packet); TCP stays on IPv4.
+    #[arg(long, help_heading = "Homa")]
+    ipv6: bool,
     /// TCP socket buffer in bytes, 2048..=16777216.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, help_heading = "TCP",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
@@ -158,6 +162,7 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     o.pool_bytes = a.pool_mb << 20;
     o.response_bytes = a.response_bytes;
     o.tcp_buffer = a.tcp_buffer;
+    o.ipv6 = a.ipv6;
     if let Some(p) = &a.plot {
         plot::Format::of_path(p)?;
     }

@@ -7,7 +7,7 @@ use homa_phy::sim::Fabric;
 use homa_stack::config::{PriorityEncoding, NUM_PRIORITIES};
 use homa_stack::time::Duration;
 use homa_stack::wire::homa::MAX_MESSAGE_LENGTH;
-use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+use homa_stack::wire::{EthernetAddress, Ipv4Addr, Ipv6Addr};
 use homa_stack::Config;
 
 use super::packets::Packetiser;
@@ -89,6 +89,8 @@ pub struct HomaParams {
     /// Most the pacer lets the estimated NIC queue reach
     /// (`Config::max_nic_est_backlog`), ns.
     pub nic_backlog_ns: u64,
+    /// Homa over IPv6 (each host's fabric IPv6 address) instead of IPv4.
+    pub ipv6: bool,
 }
 
 /// Which Homa: the paper's, or homa-stack's Linux defaults for the sender
@@ -128,9 +130,14 @@ impl HomaStyle {
 pub const LINUX_NIC_BACKLOG_NS: u64 = 5_000;
 
 impl HomaParams {
-    /// The endpoint configuration of one host.
-    pub fn config(&self, ip: [u8; 4], mac: [u8; 6], seed: u64) -> Config {
+    /// The endpoint configuration of one host with addresses `ip` and
+    /// `ip6` (the latter enabled only with [`HomaParams::ipv6`]).
+    pub fn config(&self, ip: [u8; 4], ip6: [u8; 16], mac: [u8; 6], seed: u64) -> Config {
         let mut c = Config::new(Ipv4Addr::from(ip), EthernetAddress(mac));
+        if self.ipv6 {
+            c.ipv6 = true;
+            c.ipv6_addrs[0] = Some(Ipv6Addr::from(ip6));
+        }
         c.random_seed = seed;
         c.link_mbps = self.link_mbps;
         c.priority_encoding = PriorityEncoding::Tos;

@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use homa_phy::sim::Fabric;
 use homa_phy::Instant;
 use homa_stack::stats::Stats;
-use homa_stack::wire::Ipv4Addr;
+use homa_stack::wire::{IpAddr, Ipv4Addr, Ipv6Addr};
 use homa_stack::{Endpoint, Event, RpcHandle, SendError, SocketHandle};
 use homa_testkit::Storage;
 
@@ -73,7 +73,10 @@ pub struct HomaDriverStats {
 pub struct HomaDriver<'m> {
     eps: Vec<Endpoint<'m>>,
     socks: Vec<SocketHandle>,
-    ips: Vec<Ipv4Addr>,
+    /// Each host's address in the family the run uses.
+    ips: Vec<IpAddr>,
+    /// Whether Homa runs over IPv6.
+    ipv6: bool,
     deadlines: Deadlines,
     /// Messages whose `send_request` failed, per source host, in order.
     backlog: Vec<VecDeque<usize>>,
@@ -98,7 +101,8 @@ pub struct HomaDriver<'m> {
 
 impl<'m> HomaDriver<'m> {
     /// One endpoint per fabric host over `mem` (one [`Storage`] per host),
-    /// each with every other host as a static neighbour.
+    /// each with every other host as a static neighbour, in the family of
+    /// [`HomaParams::ipv6`].
     pub fn new(
         fabric: &mut Fabric,
         mem: &'m mut [Storage],
@@ -108,13 +112,22 @@ impl<'m> HomaDriver<'m> {
         seed: u64,
     ) -> Result<HomaDriver<'m>, String> {
         let n = fabric.hosts();
-        let ips: Vec<Ipv4Addr> = (0..n).map(|h| Ipv4Addr::from(fabric.host_ip(h))).collect();
+        let ips: Vec<IpAddr> = (0..n)
+            .map(|h| {
+                if params.ipv6 {
+                    IpAddr::V6(Ipv6Addr::from(fabric.host_ipv6(h)))
+                } else {
+                    IpAddr::V4(Ipv4Addr::from(fabric.host_ip(h)))
+                }
+            })
+            .collect();
         let mut eps = Vec::with_capacity(n);
         let mut socks = Vec::with_capacity(n);
         let now = fabric.now();
         for (h, m) in mem.iter_mut().enumerate().take(n) {
             let cfg = params.config(
                 fabric.host_ip(h),
+                fabric.host_ipv6(h),
                 fabric.host_mac(h),
                 seed ^ (h as u64) << 20,
             );
@@ -132,6 +145,7 @@ impl<'m> HomaDriver<'m> {
             eps,
             socks,
             ips,
+            ipv6: params.ipv6,
             deadlines: Deadlines::new(n),
             backlog: vec![VecDeque::new(); n],
             by_rpc: HashMap::new(),
@@ -267,15 +281,8 @@ impl<'m> HomaDriver<'m> {
         while let Some(ev) = self.eps[h].recv(self.socks[h]) {
             acted = true;
             match ev {
-                // The simulated fabric is IPv4: every peer is.
-                Event::Request {
-                    rpc,
-                    peer: std::net::IpAddr::V4(peer),
-                    len,
-                    ..
-                } => self.request(fabric, now, h, rpc, peer, len, out),
-                Event::Request { rpc, .. } => {
-                    let _ = self.eps[h].abort(rpc);
+                Event::Request { rpc, peer, len, .. } => {
+                    self.request(fabric, now, h, rpc, peer, len, out)
                 }
                 Event::Response { rpc, len } => {
                     // The request was timed when it arrived; a response of
@@ -314,11 +321,16 @@ impl<'m> HomaDriver<'m> {
         now: u64,
         h: usize,
         rpc: RpcHandle,
-        peer: Ipv4Addr,
+        peer: IpAddr,
         len: usize,
         out: &mut Outcomes,
     ) {
-        let client = fabric.host_by_ip(peer.octets());
+        // A peer of the other family than the run's is no client of ours.
+        let client = match peer {
+            IpAddr::V4(a) if !self.ipv6 => fabric.host_by_ip(a.octets()),
+            IpAddr::V6(a) if self.ipv6 => fabric.host_by_ipv6(a.octets()),
+            _ => None,
+        };
         let entry = client.and_then(|c| Some((c, self.by_rpc.get(&(c as u32, rpc.id() ^ 1))?)));
         let Some((client, &(id, handle))) = entry else {
             self.stats.unknown_requests += 1;

@@ -4,8 +4,14 @@
 use homa_phy::sim::wire_bytes;
 use homa_stack::wire::homa::DATA_HEADER_LEN;
 
-/// Ethernet (14) and IPv4 (20) headers in front of every Homa packet.
-pub const LINK_IP_HEADERS: usize = 14 + 20;
+/// The Ethernet header in front of every Homa packet.
+pub const LINK_HEADER: usize = 14;
+
+/// The IPv4 header of a Homa packet (no options).
+pub const IPV4_HEADER: usize = 20;
+
+/// The IPv6 header of a Homa packet (no extension headers).
+pub const IPV6_HEADER: usize = 40;
 
 /// Homa's packetisation of a message for a fabric of frame MTU `mtu`
 /// (Ethernet header included, as the fabric counts it).
@@ -15,16 +21,21 @@ pub struct Packetiser {
     pub seg: usize,
     /// Unscheduled bytes: one packet boundary is forced here.
     pub unsched: usize,
+    /// Ethernet and IP headers in front of each Homa header.
+    pub headers: usize,
 }
 
 impl Packetiser {
     /// The cut homa-stack makes with `unsched_bytes` and an IP MTU of
-    /// `mtu - 14` (at most 1500, the endpoint's default `Config::mtu`).
-    pub fn new(frame_mtu: usize, unsched_bytes: usize) -> Packetiser {
-        let ip_mtu = (frame_mtu - 14).min(1500);
+    /// `mtu - 14` (at most 1500, the endpoint's default `Config::mtu`), over
+    /// IPv4 or, with `ipv6`, over IPv6 (20 bytes less payload per packet).
+    pub fn new(frame_mtu: usize, unsched_bytes: usize, ipv6: bool) -> Packetiser {
+        let ip_mtu = (frame_mtu - LINK_HEADER).min(1500);
+        let ip_header = if ipv6 { IPV6_HEADER } else { IPV4_HEADER };
         Packetiser {
-            seg: ip_mtu - 20 - DATA_HEADER_LEN,
+            seg: ip_mtu - ip_header - DATA_HEADER_LEN,
             unsched: unsched_bytes.max(1),
+            headers: LINK_HEADER + ip_header,
         }
     }
 
@@ -49,7 +60,7 @@ impl Packetiser {
         while off < len {
             let limit = if off < unsched { unsched } else { len };
             let end = (off + self.seg).min(limit);
-            f(LINK_IP_HEADERS + DATA_HEADER_LEN + end - off);
+            f(self.headers + DATA_HEADER_LEN + end - off);
             off = end;
         }
     }
@@ -61,7 +72,7 @@ mod tests {
 
     #[test]
     fn frames_split_at_the_unscheduled_limit() {
-        let p = Packetiser::new(1514, 10_000);
+        let p = Packetiser::new(1514, 10_000, false);
         assert_eq!(p.seg, 1424);
         let f = p.frames(12_000);
         // 8 packets up to 10000 (the 8th cut at 10000), then 2 for 2000.
@@ -72,5 +83,14 @@ mod tests {
         assert_eq!(f.iter().map(|x| x - 90).sum::<usize>(), 12_000);
         assert_eq!(p.frames(1), [91]);
         assert_eq!(p.wire_bytes(1), 115);
+    }
+
+    #[test]
+    fn ipv6_packets_carry_1404_bytes_behind_110_bytes_of_headers() {
+        let p = Packetiser::new(1514, 10_000, true);
+        assert_eq!(p.seg, 1404);
+        let f = p.frames(3_000);
+        assert_eq!(f, [1514, 1514, 110 + 3_000 - 2 * 1404]);
+        assert_eq!(p.frames(1), [111]);
     }
 }

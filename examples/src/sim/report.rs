@@ -36,8 +36,9 @@ fn homa_line(r: &SimResult) -> String {
         n => format!("RPCs with {n}-byte responses"),
     };
     format!(
-        "homa: {mode}, unscheduled bytes {}, {} scheduled levels, overcommit {}, cutoffs {:?}, \
-         NIC queue limit {} ns, {} style",
+        "homa: {mode} over {}, unscheduled bytes {}, {} scheduled levels, overcommit {}, \
+         cutoffs {:?}, NIC queue limit {} ns, {} style",
+        if h.ipv6 { "IPv6" } else { "IPv4" },
         h.unsched_bytes,
         h.sched_levels,
         h.overcommit,
@@ -214,6 +215,7 @@ pub fn json_value(r: &SimResult) -> Value {
             "unsched_cutoffs": h.cutoffs,
             "nic_backlog_ns": h.nic_backlog_ns,
             "style": h.style.name(),
+            "ipv6": h.ipv6,
         },
         "protocols": protocols,
     });

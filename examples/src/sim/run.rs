@@ -74,6 +74,8 @@ pub struct SimOptions {
     pub response_bytes: usize,
     /// TCP socket buffer size, bytes.
     pub tcp_buffer: usize,
+    /// Homa over IPv6 instead of IPv4 (TCP stays on IPv4).
+    pub ipv6: bool,
     /// Number of size buckets.
     pub buckets: usize,
     /// No progress lines.
@@ -103,6 +105,7 @@ impl SimOptions {
             pool_bytes: 128 << 20,
             response_bytes: 0,
             tcp_buffer: 64 << 10,
+            ipv6: false,
             buckets: 10,
             quiet: false,
             parallel: true,
@@ -199,11 +202,11 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
     let hosts = probe.hosts();
     let link_mbps = probe.config().host_link_mbps;
     let workload = o.workload.capped(MAX_MESSAGE);
-    let seg_only = Packetiser::new(probe.config().mtu, 1);
+    let seg_only = Packetiser::new(probe.config().mtu, 1, o.ipv6);
     let unsched = o
         .unsched_bytes
         .unwrap_or_else(|| homa_config::rtt_unsched_bytes(&probe, &seg_only));
-    let packets = Packetiser::new(probe.config().mtu, unsched as usize);
+    let packets = Packetiser::new(probe.config().mtu, unsched as usize, o.ipv6);
     let sched = o
         .sched_levels
         .or_else(|| homa_config::paper_sched_levels(&workload.name))
@@ -217,6 +220,7 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
         style: o.style,
         link_mbps,
         nic_backlog_ns: o.nic_backlog_ns.unwrap_or(o.style.nic_backlog_ns()),
+        ipv6: o.ipv6,
     };
     let spec = TrafficSpec {
         hosts,

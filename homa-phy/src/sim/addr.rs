@@ -3,8 +3,10 @@
 //! Host `i` has the locally administered unicast MAC `02:00:00:00:hh:ll`, where
 //! `hh:ll` is `i` as a big-endian 16-bit number, and the IPv4 address
 //! `10.0.r.s` where `r` is its rack and `s` its slot in the rack plus one (so
-//! no host ends in `.0`). The fabric forwards on the destination MAC only; the
-//! IPv4 address is a convention for the stacks running on top.
+//! no host ends in `.0`), and the IPv6 address `fd00::r:s` (the same rack and
+//! slot plus one in its last two 16-bit groups). The fabric forwards on the
+//! destination MAC only, so IPv4 and IPv6 frames travel alike; the IP
+//! addresses are a convention for the stacks running on top.
 
 use super::topology::Layout;
 
@@ -34,6 +36,15 @@ pub(crate) fn ip(layout: &Layout, host: usize) -> [u8; 4] {
     ]
 }
 
+pub(crate) fn ipv6(layout: &Layout, host: usize) -> [u8; 16] {
+    let [_, _, r, s] = ip(layout, host);
+    let mut a = [0u8; 16];
+    a[..2].copy_from_slice(&[0xfd, 0x00]);
+    a[13] = r;
+    a[15] = s;
+    a
+}
+
 pub(crate) fn host_by_mac(layout: &Layout, mac: [u8; 6]) -> Option<usize> {
     match mac {
         [0x02, 0, 0, 0, hh, ll] => {
@@ -50,6 +61,14 @@ pub(crate) fn host_by_ip(layout: &Layout, ip: [u8; 4]) -> Option<usize> {
             let (rack, slot) = (usize::from(r), usize::from(s) - 1);
             (rack < layout.racks && slot < layout.per_rack).then_some(rack * layout.per_rack + slot)
         }
+        _ => None,
+    }
+}
+
+pub(crate) fn host_by_ipv6(layout: &Layout, ip: [u8; 16]) -> Option<usize> {
+    let prefix = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    match ip {
+        [head @ .., r, 0, s] if head == prefix => host_by_ip(layout, [10, 0, r, s]),
         _ => None,
     }
 }
@@ -82,6 +101,19 @@ mod tests {
             assert_eq!(host_by_mac(&l, mac(h)), Some(h));
             assert_eq!(host_by_ip(&l, ip(&l, h)), Some(h));
         }
+        assert_eq!(
+            ipv6(&l, 17),
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2]
+        );
+        for h in 0..l.hosts() {
+            assert_eq!(host_by_ipv6(&l, ipv6(&l, h)), Some(h));
+        }
+        let mut other = ipv6(&l, 3);
+        other[1] = 1;
+        assert_eq!(host_by_ipv6(&l, other), None);
+        other = ipv6(&l, 3);
+        other[14] = 1;
+        assert_eq!(host_by_ipv6(&l, other), None);
         assert_eq!(host_by_mac(&l, mac(144)), None);
         assert_eq!(host_by_ip(&l, [10, 0, 9, 1]), None);
         assert_eq!(host_by_ip(&l, [10, 0, 0, 0]), None);

@@ -27,9 +27,11 @@
 //! [`priority_from_frame`] (802.1Q PCP, else the IPv4 TOS or IPv6 traffic
 //! class top 3 bits, else 0). The priority is fixed when the host sends.
 //!
-//! Addresses: host `i` has MAC `02:00:00:00:hh:ll` (`i` big-endian) and IPv4
-//! `10.0.r.s` (rack `r`, slot in rack `s - 1`). Frames to a MAC no host has
-//! are dropped at the first switch. Broadcast and multicast frames (ARP) are a
+//! Addresses: host `i` has MAC `02:00:00:00:hh:ll` (`i` big-endian), IPv4
+//! `10.0.r.s` (rack `r`, slot in rack `s - 1`) and IPv6 `fd00::r:s`. Frames
+//! travel by destination MAC whatever their network layer, so IPv4 and IPv6
+//! are routed alike. Frames to a MAC no host has are dropped at the first
+//! switch. Broadcast and multicast frames (ARP, neighbour discovery) are a
 //! simplification: each other host gets a copy after the ideal one-way time of
 //! that frame, without touching any link or queue.
 //!
@@ -175,6 +177,16 @@ impl Fabric {
     /// IPv4 address of `host`: `10.0.rack.(slot + 1)`.
     pub fn host_ip(&self, host: usize) -> [u8; 4] {
         addr::ip(&self.layout, host)
+    }
+
+    /// IPv6 address of `host`: `fd00::rack:(slot + 1)`.
+    pub fn host_ipv6(&self, host: usize) -> [u8; 16] {
+        addr::ipv6(&self.layout, host)
+    }
+
+    /// The host owning IPv6 address `ip`, if any.
+    pub fn host_by_ipv6(&self, ip: [u8; 16]) -> Option<usize> {
+        addr::host_by_ipv6(&self.layout, ip)
     }
 
     /// The host owning `mac`, if any.
