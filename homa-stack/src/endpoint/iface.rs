@@ -50,6 +50,8 @@ pub(super) enum Reply<'f> {
     #[cfg(feature = "ipv6")]
     Echo6 {
         dst_mac: EthernetAddress,
+        /// The address the request was sent to: the reply comes from it.
+        src_ip: Ipv6Addr,
         dst_ip: Ipv6Addr,
         ident: u16,
         seq_no: u16,
@@ -58,6 +60,7 @@ pub(super) enum Reply<'f> {
     #[cfg(feature = "ipv6")]
     PortUnreachable6 {
         dst_mac: EthernetAddress,
+        src_ip: Ipv6Addr,
         dst_ip: Ipv6Addr,
         header: Ipv6Repr,
         data: &'f [u8],
@@ -279,6 +282,9 @@ pub(super) struct Route {
     /// TTL or hop limit: [`HOP_LIMIT`], or 255 for neighbour discovery
     /// (RFC 4861 checks it arrived unrouted).
     pub hop_limit: u8,
+    /// Our IPv6 source, when it must be a given one (an answer comes from
+    /// the address it was sent to); `None`: chosen for `dst`.
+    pub src_v6: Option<Ipv6Addr>,
 }
 
 /// The TTL / hop limit of what we send (Linux's default).
@@ -353,7 +359,10 @@ pub(super) fn emit_headers(
         }
         IpAddr::V6(dst) => {
             let ip = Ipv6Repr {
-                src_addr: config.ipv6_src_for(dst).unwrap_or(Ipv6Addr::UNSPECIFIED),
+                src_addr: to
+                    .src_v6
+                    .or_else(|| config.ipv6_src_for(dst))
+                    .unwrap_or(Ipv6Addr::UNSPECIFIED),
                 dst_addr: dst,
                 next_header: to.protocol,
                 payload_len: to.ip_payload_len,
@@ -406,6 +415,7 @@ impl<'a> Endpoint<'a> {
             #[cfg(feature = "ipv6")]
             Reply::Echo6 {
                 dst_mac,
+                src_ip,
                 dst_ip,
                 ident,
                 seq_no,
@@ -416,12 +426,13 @@ impl<'a> Endpoint<'a> {
                     seq_no,
                     data,
                 };
-                self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
+                self.emit_icmpv6(tx, dst_mac, Some(src_ip), dst_ip, &icmp, top);
                 self.stats.icmp_echo_replies += 1;
             }
             #[cfg(feature = "ipv6")]
             Reply::PortUnreachable6 {
                 dst_mac,
+                src_ip,
                 dst_ip,
                 header,
                 data,
@@ -431,7 +442,7 @@ impl<'a> Endpoint<'a> {
                     header,
                     data,
                 };
-                self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
+                self.emit_icmpv6(tx, dst_mac, Some(src_ip), dst_ip, &icmp, top);
                 self.stats.icmp_unreachable_sent += 1;
             }
             #[cfg(feature = "ipv6")]
@@ -448,7 +459,7 @@ impl<'a> Endpoint<'a> {
                     target_addr: target,
                     lladdr: Some(self.config.ethernet_addr),
                 };
-                self.emit_icmpv6(tx, dst_mac, dst_ip, &icmp, top);
+                self.emit_icmpv6(tx, dst_mac, Some(target), dst_ip, &icmp, top);
                 self.stats.ndp_adverts += 1;
             }
         }
@@ -470,6 +481,7 @@ impl<'a> Endpoint<'a> {
             ip_payload_len: icmp.buffer_len(),
             priority,
             hop_limit: HOP_LIMIT,
+            src_v6: None,
         };
         self.emit_ip(tx, &route, |body| {
             icmp.emit(&mut Icmpv4Packet::new_unchecked(body), fill)
@@ -568,7 +580,10 @@ impl<'a> Endpoint<'a> {
                 self.resolving.remove(&mut self.peers[..], i);
                 continue;
             }
-            let wanted_later = p.rpcs > 0;
+            // Wanted while an RPC waits to send to it (parked) or, with
+            // RPCs, while its address is in doubt; not for a finished RPC
+            // the application has yet to release.
+            let wanted_later = p.parked > 0 || (p.probe && p.rpcs > 0);
             if let Some(t) = p.arp_sent.filter(|&t| now < t + ARP_RETRY) {
                 if wanted_later {
                     due(t + ARP_RETRY);
@@ -576,7 +591,7 @@ impl<'a> Endpoint<'a> {
                 continue;
             }
             let addr = p.addr;
-            let wanted = p.rpcs > 0
+            let wanted = wanted_later
                 || self
                     .ctrl
                     .iter()

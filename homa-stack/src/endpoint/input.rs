@@ -135,6 +135,7 @@ impl<'a> Endpoint<'a> {
                 #[cfg(feature = "ipv6")]
                 IpHeader::V6 { header, payload } => Reply::PortUnreachable6 {
                     dst_mac: mac,
+                    src_ip: header.dst_addr,
                     dst_ip: header.src_addr,
                     header,
                     data: payload,

@@ -98,6 +98,11 @@ impl<'a> Endpoint<'a> {
         if ip.src_addr.is_multicast() {
             return self.drop_frame(Drop::Malformed, "IPv6 packet from a multicast address");
         }
+        // Only duplicate address detection's solicitations come from `::`
+        // (checked in process_icmpv6); nothing else may.
+        if ip.src_addr.is_unspecified() && ip.next_header != IpProtocol::Icmpv6 {
+            return self.drop_frame(Drop::Malformed, "IPv6 packet from the unspecified address");
+        }
         // Past the fixed header, up to its payload length (trailing frame
         // padding is not ours).
         let rest = &payload[IPV6_HEADER_LEN..IPV6_HEADER_LEN + ip.payload_len];
@@ -134,6 +139,9 @@ impl<'a> Endpoint<'a> {
         else {
             return self.drop_frame(Drop::Malformed, "bad ICMPv6");
         };
+        if ip.src_addr.is_unspecified() && !matches!(repr, Icmpv6Repr::NeighborSolicit { .. }) {
+            return self.drop_frame(Drop::Malformed, "ICMPv6 from the unspecified address");
+        }
         match repr {
             Icmpv6Repr::EchoRequest {
                 ident,
@@ -149,6 +157,7 @@ impl<'a> Endpoint<'a> {
                 }
                 Some(Reply::Echo6 {
                     dst_mac: src_mac,
+                    src_ip: ip.dst_addr,
                     dst_ip: ip.src_addr,
                     ident,
                     seq_no,
@@ -205,13 +214,21 @@ impl<'a> Endpoint<'a> {
             Icmpv6Repr::NeighborAdvert {
                 target_addr,
                 lladdr,
+                solicited,
                 ..
             } => {
                 // As ARP: the advertised address must be the frame's own
-                // source (no third party redirects a peer).
+                // source (no third party redirects a peer), and only an
+                // answer to us (solicited, unicast) is learned; an
+                // unsolicited one for a peer we hold only puts its known
+                // address in doubt, so we ask ourselves.
                 match lladdr {
                     Some(mac) if mac.is_unicast() && mac == src_mac => {
-                        self.learn(IpAddr::V6(target_addr), mac)
+                        if solicited && !ip.dst_addr.is_multicast() {
+                            self.learn(IpAddr::V6(target_addr), mac);
+                        } else {
+                            self.unsolicited_advert(target_addr, mac);
+                        }
                     }
                     Some(_) => {
                         return self.drop_frame(
@@ -256,16 +273,34 @@ impl<'a> Endpoint<'a> {
         }
     }
 
+    /// An unsolicited advertisement says `target` is at `mac`: a peer we
+    /// hold that has no link address yet, or a different one, is asked
+    /// about (a solicitation at the next egress); nothing is replaced.
+    fn unsolicited_advert(&mut self, target: Ipv6Addr, mac: EthernetAddress) {
+        let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
+            return;
+        };
+        if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+            if p.link_addr != Some(mac) {
+                p.probe = true;
+                p.arp_sent = None;
+            }
+        }
+        self.peer_doubted(pi);
+    }
+
     /// Sends an ICMPv6 message to `dst_ip` at `dst_mac`.
+    /// From `src`, or the address chosen for `dst_ip` when `None`.
     pub(super) fn emit_icmpv6<T: TxToken>(
         &mut self,
         tx: T,
         dst_mac: EthernetAddress,
+        src: Option<Ipv6Addr>,
         dst_ip: Ipv6Addr,
         icmp: &Icmpv6Repr<'_>,
         priority: u8,
     ) {
-        let Some(src) = self.config.ipv6_src_for(dst_ip) else {
+        let Some(src) = src.or_else(|| self.config.ipv6_src_for(dst_ip)) else {
             return;
         };
         let fill = self.caps.checksum.icmpv6.tx();
@@ -279,6 +314,7 @@ impl<'a> Endpoint<'a> {
                 Icmpv6Repr::NeighborSolicit { .. } | Icmpv6Repr::NeighborAdvert { .. } => 255,
                 _ => HOP_LIMIT,
             },
+            src_v6: Some(src),
         };
         self.emit_ip(tx, &route, |body| {
             icmp.emit(&src, &dst_ip, &mut Icmpv6Packet::new_unchecked(body), fill)
@@ -293,7 +329,7 @@ impl<'a> Endpoint<'a> {
             lladdr: Some(self.config.ethernet_addr),
         };
         let top = self.config.highest_priority();
-        self.emit_icmpv6(tx, multicast_mac(group), group, &icmp, top);
+        self.emit_icmpv6(tx, multicast_mac(group), None, group, &icmp, top);
         self.stats.ndp_solicits += 1;
     }
 }

@@ -154,6 +154,7 @@ impl<'a> Endpoint<'a> {
                     ip_payload_len: homa_len,
                     priority: pick.priority,
                     hop_limit: HOP_LIMIT,
+                    src_v6: None,
                 },
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
@@ -294,6 +295,7 @@ impl<'a> Endpoint<'a> {
                     ip_payload_len: homa_len,
                     priority: prio,
                     hop_limit: HOP_LIMIT,
+                    src_v6: None,
                 },
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);

@@ -819,3 +819,29 @@ fn the_first_request_to_an_unresolved_peer_asks_at_once() {
     // Then it sleeps until the ARP retry, not in a loop.
     assert!(p.a.poll_at().is_some_and(|t| t > p.now));
 }
+
+#[test]
+fn a_failed_rpc_the_application_holds_does_not_keep_arp_going() {
+    // A request to a peer that never answers ARP fails Unresolved; until
+    // the application releases it, the endpoint must not ask ARP every
+    // retry interval (it did: 100 requests a second).
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 4, 1 << 16),
+        endpoint(B_IP, B_MAC, 4, 1 << 16),
+    );
+    p.filter = Box::new(|_, _, _| false);
+    let c = p.a.socket().unwrap();
+    let h = p.a.send_request(c, B_IP, 500, b"x").unwrap();
+    let mut failed = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        failed |= matches!(p.a.recv(c), Some(Event::Failed { rpc, error: RpcError::Unresolved }) if rpc == h);
+        failed
+    });
+    assert!(failed);
+    // A probe already due may still go once; then nothing.
+    p.run_until(Duration::from_millis(50), |_| false);
+    let before = p.a.stats().arp_requests;
+    p.run_until(Duration::from_secs(1), |_| false);
+    assert_eq!(p.a.stats().arp_requests, before, "ARP for a failed RPC");
+    p.a.release(h).unwrap();
+}

@@ -298,73 +298,70 @@ fn neighbour_solicitations_for_our_addresses_are_answered() {
 }
 
 #[test]
-fn advertisements_must_name_their_frames_source() {
+fn advertisements_must_name_their_frames_source_and_answer_us() {
     use crate::wire::Icmpv6Repr;
     // A holds B6 as a peer (a request waits for it).
     let mut p = pair(4, 1 << 16);
     let c = p.a.socket().unwrap();
     p.a.send_request(c, B6, 500, b"x").unwrap();
     let evil = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
-    let na = |mac| Icmpv6Repr::NeighborAdvert {
+    let na = |mac, solicited| Icmpv6Repr::NeighborAdvert {
         router: false,
-        solicited: false,
+        solicited,
         override_: true,
         target_addr: B6,
         lladdr: Some(mac),
     };
-    let all = super::super::ipv6::multicast_mac(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1));
-    // From another MAC than it advertises: dropped, nothing learned.
-    p.da.rx.push_back(icmpv6_frame(
-        evil,
-        all,
-        B6,
-        "ff02::1".parse().unwrap(),
-        255,
-        &na(B_MAC),
-    ));
+    let all: Ipv6Addr = "ff02::1".parse().unwrap();
+    let all_mac = super::super::ipv6::multicast_mac(all);
     let now = p.now;
+    // From another MAC than it advertises: dropped, nothing learned.
+    p.da.rx
+        .push_back(icmpv6_frame(evil, A_MAC, B6, A6, 255, &na(B_MAC, true)));
     p.a.poll(now, &mut p.da);
     assert_eq!(p.a.stats().ndp_learned, 0);
-    // From the MAC it advertises: learned.
-    p.da.rx.push_back(icmpv6_frame(
-        B_MAC,
-        all,
-        B6,
-        "ff02::1".parse().unwrap(),
-        255,
-        &na(B_MAC),
-    ));
+    // Unsolicited, to all nodes: not learned; A asks B itself.
+    p.da.tx.clear();
+    p.da.rx
+        .push_back(icmpv6_frame(evil, all_mac, B6, all, 255, &na(evil, false)));
+    p.a.poll(now, &mut p.da);
+    assert_eq!(p.a.stats().ndp_learned, 0);
+    assert!(p.a.stats().ndp_solicits >= 1);
+    // An answer to us from the MAC it advertises: learned.
+    p.da.rx
+        .push_back(icmpv6_frame(B_MAC, A_MAC, B6, A6, 255, &na(B_MAC, true)));
     p.a.poll(now, &mut p.da);
     assert_eq!(p.a.stats().ndp_learned, 1);
 }
 
 #[test]
-fn extension_headers_are_skipped_and_fragments_dropped() {
-    // Every Homa frame to B gets a hop-by-hop header (8 bytes of padding
-    // options) inserted: the RPC still completes.
-    let mut p = pair(8, 1 << 20);
-    p.rewrite = Box::new(|to_b, f: &mut Vec<u8>| {
-        if to_b && f[12..14] == [0x86, 0xdd] && f[20] == 146 {
-            let len = u16::from_be_bytes([f[18], f[19]]) + 8;
-            f[18..20].copy_from_slice(&len.to_be_bytes());
-            f[20] = 0; // hop-by-hop
-            let hbh = [146u8, 0, 1, 4, 0, 0, 0, 0]; // PadN
-            f.splice(54..54, hbh);
-        }
-    });
-    let (resps, _) = echo_all(&mut p, &[(IpAddr::V6(B6), pattern(4000, 3))]);
-    assert_eq!(resps[0], pattern(4000, 3));
-    // A fragment header (44) is refused and counted, not a panic.
-    let mut p = pair(8, 1 << 20);
-    p.rewrite = Box::new(|to_b, f: &mut Vec<u8>| {
-        if to_b && f[12..14] == [0x86, 0xdd] && f[20] == 146 {
-            f[20] = 44;
-        }
-    });
-    let client = p.a.socket().unwrap();
-    p.b.bind(500).unwrap();
-    p.a.send_request(client, B6, 500, b"hi").unwrap();
-    p.run_until(Duration::from_millis(3), |_| false);
-    assert!(p.b.stats().drops.unsupported >= 1);
-    assert_eq!(p.b.rpcs_in_use(), 0);
+fn echo_replies_come_from_the_address_pinged_and_none_go_to_the_unspecified() {
+    use crate::wire::Icmpv6Repr;
+    let second: Ipv6Addr = "fd00::b".parse().unwrap();
+    let mut cfg = dual(B_IP, B6, B_MAC);
+    cfg.ipv6_addrs[1] = Some(second);
+    let mut p = Pair::new(
+        endpoint_with(dual(A_IP, A6, A_MAC), 4, 1 << 16),
+        endpoint_with(cfg, 4, 1 << 16),
+    );
+    let req = Icmpv6Repr::EchoRequest {
+        ident: 1,
+        seq_no: 2,
+        data: b"x",
+    };
+    let out = into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, A6, second, 64, &req));
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        &out[0][22..38],
+        &second.octets(),
+        "source = the address pinged"
+    );
+    // From `::` (only duplicate address detection may use it): no answer,
+    // no peer entry.
+    let out = into_b(
+        &mut p,
+        icmpv6_frame(A_MAC, B_MAC, Ipv6Addr::UNSPECIFIED, B6, 64, &req),
+    );
+    assert!(out.is_empty());
+    assert_eq!((p.b.rpcs_in_use(), p.b.peers_in_use()), (0, 0));
 }
