@@ -281,8 +281,12 @@ pub fn next_fifo(config: &Config, link_mbps: u32, now: Instant) -> Instant {
 }
 
 /// Candidates the scheduler looks at: the best of the grant heap. The
-/// active set is chosen among these, so at most this many messages are
-/// considered for the per-peer spread (Linux also ranks a bounded list).
+/// active set is chosen among these, so the one-message-per-peer spread
+/// holds only among them: when one peer has 16 or more messages with fewer
+/// bytes left than another peer's, that other one waits for them (SRPT
+/// order itself holds, and FIFO grants still reach it). Linux keeps a list
+/// of peers by their best message instead; a per-peer heap would do that
+/// here (not done).
 const CONSIDERED: usize = 2 * MAX_ACTIVE;
 
 /// Applying the scheduler: the endpoint's grantable messages in, GRANTs out.
