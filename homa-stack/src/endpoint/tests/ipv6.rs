@@ -152,22 +152,7 @@ fn an_ipv4_only_endpoint_refuses_ipv6_destinations() {
 
 #[test]
 fn a_request_to_a_closed_port_over_ipv6_fails_with_port_unreachable() {
-    let mut p = pair(4, 1 << 20);
-    let client = p.a.socket().unwrap();
-    let h = p.a.send_request(client, B6, 999, b"hello").unwrap();
-    let mut ev = None;
-    p.run_until(Duration::from_millis(50), |p| {
-        ev = p.a.recv(client);
-        ev.is_some()
-    });
-    assert_eq!(
-        ev,
-        Some(Event::Failed {
-            rpc: h,
-            error: RpcError::PortUnreachable
-        })
-    );
-    assert_eq!(p.b.stats().icmp_unreachable_sent, 1);
+    closed_port_fails(&mut pair(4, 1 << 20), IpAddr::V6(B6));
 }
 
 /// An ICMPv6 message from `src` (at `mac`) to `dst`, checksummed.

@@ -346,9 +346,14 @@ fn peers_are_resolved_with_arp() {
 
 #[test]
 fn request_to_a_closed_port_fails_with_port_unreachable() {
-    let mut p = Pair::linked(4, 1 << 20);
+    closed_port_fails(&mut Pair::linked(4, 1 << 20), B_IP.into());
+}
+
+/// A request from A to port 999 at `dest` (B, which has no socket there)
+/// fails with `PortUnreachable` after B's one ICMP error, and frees.
+pub(crate) fn closed_port_fails(p: &mut Pair, dest: crate::wire::IpAddr) {
     let client = p.a.socket().unwrap();
-    let h = p.a.send_request(client, B_IP, 999, b"hello").unwrap();
+    let h = p.a.send_request(client, dest, 999, b"hello").unwrap();
     let mut ev = None;
     p.run_until(Duration::from_millis(50), |p| {
         ev = p.a.recv(client);
