@@ -281,9 +281,10 @@ impl<'a> Endpoint<'a> {
             return;
         };
         if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+            // The retry interval still applies: a flood of forged adverts
+            // buys at most one solicitation per ARP_RETRY.
             if p.link_addr != Some(mac) {
                 p.probe = true;
-                p.arp_sent = None;
             }
         }
         self.peer_doubted(pi);
