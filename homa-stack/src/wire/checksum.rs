@@ -11,32 +11,128 @@ use super::{IpProtocol, Ipv4Addr, Ipv6Addr};
 ///
 /// Fast on long buffers: the ones'-complement sum does not depend on how the
 /// words are grouped or in which byte order they are read (RFC 1071 section
-/// 2), so 4-byte native-endian words are added into a 64-bit accumulator
-/// (the compiler can vectorise that loop), folded once per block of
-/// 64 KiB, and the folded sum is byte-swapped on little-endian
-/// machines. The result equals the word-by-word definition on every input
-/// (a test compares the two).
+/// 2), so native-endian machine words (8 bytes, or 4 on 32-bit targets)
+/// are added into an accumulator twice as wide (an add and an
+/// add-with-carry per word; it cannot overflow on any slice), folded once
+/// at the end, and the folded sum is byte-swapped on little-endian
+/// machines. The result equals the word-by-word definition on
+/// every input (a test compares the two).
 pub fn sum(data: &[u8]) -> u32 {
-    let mut acc: u64 = 0;
-    let mut blocks = data.chunks_exact(BLOCK);
+    // Two accumulators: two carry chains the processor runs side by side.
+    let (mut a, mut b) = (0, 0);
+    let mut blocks = data.chunks_exact(BLOCK_BYTES);
     for block in &mut blocks {
-        acc += sum_words(block);
-        // Fold between blocks so no length can overflow the accumulator.
-        acc = fold64(acc);
+        a += word(block, 0);
+        b += word(block, 1);
+        a += word(block, 2);
+        b += word(block, 3);
     }
-    let tail = blocks.remainder();
-    acc += sum_words(tail);
-    // What `sum_words` left: at most 3 bytes, starting at an even offset.
-    let mut rest = tail.chunks_exact(4).remainder();
+    finish_native(a + b, blocks.remainder())
+}
+
+/// Copies `src` into `dst` and returns what [`sum`] would of the bytes
+/// copied, in one pass over them: how a sender fills a payload and its
+/// checksum without reading the payload twice. Copies the shorter length.
+#[inline(never)]
+pub fn copy_sum(dst: &mut [u8], src: &[u8]) -> u32 {
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    let (mut a, mut b) = (0, 0);
+    let mut to = dst.chunks_exact_mut(BLOCK_BYTES);
+    let mut from = src.chunks_exact(BLOCK_BYTES);
+    for (d, s) in (&mut to).zip(&mut from) {
+        // Through a local block: loaded once, summed and stored from it.
+        let mut block = [0u8; BLOCK_BYTES];
+        block.copy_from_slice(s);
+        a += word(&block, 0);
+        b += word(&block, 1);
+        a += word(&block, 2);
+        b += word(&block, 3);
+        d.copy_from_slice(&block);
+    }
+    let rest = from.remainder();
+    to.into_remainder().copy_from_slice(rest);
+    finish_native(a + b, rest)
+}
+
+/// A machine word, and the accumulator its sums go into (twice as wide: a
+/// slice cannot hold enough words to overflow it).
+#[cfg(target_pointer_width = "64")]
+type Word = u64;
+#[cfg(target_pointer_width = "64")]
+type Acc = u128;
+#[cfg(not(target_pointer_width = "64"))]
+type Word = u32;
+#[cfg(not(target_pointer_width = "64"))]
+type Acc = u64;
+
+const WORD_BYTES: usize = core::mem::size_of::<Word>();
+/// The loops take four words at a time.
+const BLOCK_BYTES: usize = 4 * WORD_BYTES;
+
+/// The `k`th native-endian word of a block, widened.
+#[inline(always)]
+fn word(block: &[u8], k: usize) -> Acc {
+    let mut w = [0u8; WORD_BYTES];
+    w.copy_from_slice(&block[WORD_BYTES * k..WORD_BYTES * (k + 1)]);
+    Acc::from(Word::from_ne_bytes(w))
+}
+
+/// Folds the accumulator to 64 bits, keeping its sum modulo 2^16 - 1.
+#[inline(always)]
+fn fold_acc(acc: Acc) -> u64 {
+    #[cfg(target_pointer_width = "64")]
+    {
+        // 2^64 is 1 modulo 2^16 - 1: adding the halves keeps the sum.
+        let acc = (acc as u64 as u128) + (acc >> 64);
+        let acc = (acc as u64 as u128) + (acc >> 64);
+        acc as u64
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        acc
+    }
+}
+
+/// A [`sum`] of bytes that sit at `offset` in the summed data: a piece at
+/// an odd offset has its bytes in the other halves of the 16-bit words, so
+/// its sum is byte-swapped (RFC 1071 section 2).
+pub fn at_offset(sum: u32, offset: usize) -> u32 {
+    let folded = fold(sum) as u16;
+    if offset & 1 == 1 {
+        u32::from(folded.swap_bytes())
+    } else {
+        u32::from(folded)
+    }
+}
+
+/// Adds `rest` (less than a block, starting at an even offset) to `acc` (a
+/// sum of native-endian words), folds, and returns it as a big-endian sum.
+fn finish_native(mut acc: Acc, rest: &[u8]) -> u32 {
+    // Whole words (at most three), then a 4-byte word on 64-bit targets:
+    // few steps, as most sums are of short headers.
+    let mut rest = rest;
+    while rest.len() >= WORD_BYTES {
+        acc += word(rest, 0);
+        rest = &rest[WORD_BYTES..];
+    }
+    if let [a, b, c, d, more @ ..] = rest {
+        acc += Acc::from(u32::from_ne_bytes([*a, *b, *c, *d]));
+        rest = more;
+    }
     if let [a, b, more @ ..] = rest {
-        acc += u64::from(u16::from_ne_bytes([*a, *b]));
+        acc += Acc::from(u16::from_ne_bytes([*a, *b]));
         rest = more;
     }
     if let [last] = rest {
         // The pad byte follows `last`, so `last` is the word's first byte.
-        acc += u64::from(u16::from_ne_bytes([*last, 0]));
+        acc += Acc::from(u16::from_ne_bytes([*last, 0]));
     }
-    let folded = fold64(acc) as u16;
+    // 2^32 is 1 modulo 2^16 - 1 too: folding by halves keeps the sum.
+    let mut acc = fold_acc(acc);
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    let folded = fold(acc as u32) as u16;
     // Sums of native-endian words are the byte-swapped big-endian sum.
     let be = if cfg!(target_endian = "little") {
         folded.swap_bytes()
@@ -44,29 +140,6 @@ pub fn sum(data: &[u8]) -> u32 {
         folded
     };
     u32::from(be)
-}
-
-/// Bytes summed between two folds in [`sum`]: small enough that the 64-bit
-/// accumulator cannot overflow (each 4-byte word adds less than 2^32).
-const BLOCK: usize = 1 << 16;
-
-/// The sum of `data`'s whole 4-byte native-endian words (any 0 to 3 trailing
-/// bytes are left to the caller). At most `BLOCK` bytes, so it cannot
-/// overflow: 2^14 words of less than 2^32 each.
-fn sum_words(data: &[u8]) -> u64 {
-    let mut acc: u64 = 0;
-    for word in data.chunks_exact(4) {
-        acc += u64::from(u32::from_ne_bytes([word[0], word[1], word[2], word[3]]));
-    }
-    acc
-}
-
-/// Folds a 64-bit sum of 16-bit words to 16 bits (end-around carry).
-fn fold64(mut acc: u64) -> u64 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc
 }
 
 /// Folds a partial sum to 16 bits (without complementing).
@@ -161,6 +234,35 @@ mod tests {
             }
             prop_assert_eq!(sum(&data), reference_sum(&data));
         }
+        #[test]
+        fn copy_sum_copies_and_sums_like_sum(
+            data in proptest::collection::vec(any::<u8>(), 0..3000),
+            start in 0usize..8,
+        ) {
+            let start = start.min(data.len());
+            let src = &data[start..];
+            let mut dst = vec![0u8; src.len() + 3];
+            let s = copy_sum(&mut dst[1..], src);
+            prop_assert_eq!(s, reference_sum(src));
+            prop_assert_eq!(&dst[1..=src.len()], src);
+            prop_assert_eq!(dst[0], 0);
+        }
+
+        #[test]
+        fn pieces_at_their_offsets_combine_to_the_whole(
+            data in proptest::collection::vec(any::<u8>(), 0..1500),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+        ) {
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(data.len() + 1)).collect();
+            at.push(0);
+            at.push(data.len());
+            at.sort_unstable();
+            let parts: Vec<u32> = at
+                .windows(2)
+                .map(|w| at_offset(sum(&data[w[0]..w[1]]), w[0]))
+                .collect();
+            prop_assert_eq!(combine(&parts), reference_sum(&data));
+        }
     }
 
     fn check_lengths(lengths: impl Iterator<Item = usize>) {
@@ -181,6 +283,10 @@ mod tests {
         assert_eq!(sum(&[]), 0);
     }
 
+    /// Where sums of 16-bit words reach 2^32: an accumulator too narrow
+    /// would overflow past here.
+    const BLOCK: usize = 1 << 17;
+
     #[test]
     #[cfg_attr(miri, ignore = "too slow under Miri")]
     fn lengths_around_a_block_match_the_reference() {
@@ -191,6 +297,7 @@ mod tests {
                 BLOCK,
                 BLOCK + 1,
                 BLOCK + 2,
+                BLOCK + 31,
                 3 * BLOCK + 5,
             ]
             .into_iter(),
