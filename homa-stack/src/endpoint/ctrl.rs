@@ -2,6 +2,7 @@
 //! RPC_UNKNOWN, CUTOFFS, ACK) waiting for the next egress, at most
 //! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
 
+use super::iface::Local;
 use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
@@ -21,6 +22,8 @@ pub(super) struct Ctrl {
     pub(super) dport: u16,
     pub(super) sender_id: u64,
     pub(super) kind: CtrlKind,
+    /// Our address it leaves from (an answer: the one the question came to).
+    pub(super) local: Local,
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +117,6 @@ impl<'a> Endpoint<'a> {
             sender_id,
             kind,
         };
-        self.emit_control(now, tx, mac, c.addr, &repr);
+        self.emit_control(now, tx, mac, c.addr, c.local, &repr);
     }
 }

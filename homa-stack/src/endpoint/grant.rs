@@ -378,8 +378,8 @@ impl<'a> super::Endpoint<'a> {
                 priority: m.grant_priority,
             },
         };
-        let dst = r.peer_addr;
-        self.emit_control(now, tx, mac, dst, &repr);
+        let (dst, local) = (r.peer_addr, r.local);
+        self.emit_control(now, tx, mac, dst, local, &repr);
     }
 }
 

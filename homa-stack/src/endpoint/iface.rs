@@ -301,10 +301,45 @@ pub(super) const fn ip_header_len(dst: IpAddr) -> usize {
 
 /// Our source address for packets to `dst` (unspecified when we do not
 /// speak its family; such packets are refused before they are built).
-pub(super) fn src_for(config: &Config, dst: IpAddr) -> IpAddr {
+pub(super) fn src_for(config: &Config, dst: IpAddr, local: Local) -> IpAddr {
     match dst {
         IpAddr::V4(_) => IpAddr::V4(config.ipv4_addr),
-        IpAddr::V6(d) => IpAddr::V6(config.ipv6_src_for(d).unwrap_or(Ipv6Addr::UNSPECIFIED)),
+        IpAddr::V6(d) => IpAddr::V6(
+            local
+                .v6(config)
+                .or_else(|| config.ipv6_src_for(d))
+                .unwrap_or(Ipv6Addr::UNSPECIFIED),
+        ),
+    }
+}
+
+/// Which of our addresses packets for an RPC leave from: the one its peer
+/// sent to, so that a host with several IPv6 addresses answers from the
+/// address it was asked at (the peer matches answers by address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Local(u8);
+
+impl Local {
+    /// The destination chooses ([`Config::ipv6_src_for`]): what a client,
+    /// IPv4, and a packet to link-local or our first global address use.
+    pub(super) const CHOSEN: Local = Local(0);
+
+    /// The address `addr` (a packet's destination, one of ours) as a source.
+    pub(super) fn of(config: &Config, addr: IpAddr) -> Local {
+        match addr {
+            IpAddr::V4(_) => Local::CHOSEN,
+            IpAddr::V6(a) => config
+                .ipv6_addrs
+                .iter()
+                .position(|&k| k == Some(a))
+                .map_or(Local::CHOSEN, |k| Local(k as u8 + 1)),
+        }
+    }
+
+    /// The IPv6 address it names; `None` when the destination chooses.
+    pub(super) fn v6(self, config: &Config) -> Option<Ipv6Addr> {
+        let k = usize::from(self.0).checked_sub(1)?;
+        config.ipv6_addrs.get(k).copied().flatten()
     }
 }
 

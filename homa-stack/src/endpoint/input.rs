@@ -6,7 +6,7 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
-use super::iface::Reply;
+use super::iface::{Local, Reply};
 use super::rpc::{MsgIn, Rpc, State};
 use super::{Ctrl, CtrlKind, Endpoint, RpcError};
 use crate::stats::Drop;
@@ -30,6 +30,8 @@ pub(super) struct From {
     pub(super) dport: u16,
     /// Our id for the RPC (`sender_id XOR 1`).
     pub(super) local_id: u64,
+    /// Our address it came to.
+    pub(super) local: Local,
 }
 
 impl From {
@@ -42,6 +44,7 @@ impl From {
             dport: self.sport,
             sender_id: self.local_id,
             kind,
+            local: self.local,
         }
     }
 }
@@ -106,6 +109,7 @@ impl<'a> Endpoint<'a> {
             sport: repr.sport,
             dport: repr.dport,
             local_id: repr.sender_id ^ 1,
+            local: Local::of(&self.config, dst),
         };
         let server_side = from.local_id & 1 == 1;
         // A packet for a port with no socket, or a request for a socket that
@@ -397,6 +401,8 @@ impl<'a> Endpoint<'a> {
             State::ServerIncoming,
             self.births,
         );
+        // Answers leave from the address the request came to.
+        rpc.local = from.local;
         rpc.inp = Some(MsgIn::new(
             h.message_length,
             h.incoming,

@@ -401,6 +401,7 @@ impl<'a> Endpoint<'a> {
                     length: crate::wire::homa::RESEND_ALL,
                     priority: prio,
                 },
+                local: r.local,
             };
             self.push_ctrl(c);
             self.refresh(slot);

@@ -3,7 +3,9 @@
 //! and the NIC-queue estimate allows. Each frame is built in place in the
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
-use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
+use super::iface::{
+    emit_headers, ip_header_len, link_header_len, src_for, Local, Route, HOP_LIMIT,
+};
 use super::pacer::DataPick;
 use super::{grant, Endpoint};
 use crate::phy::{Device, PacketMeta, TxToken};
@@ -146,7 +148,8 @@ impl<'a> Endpoint<'a> {
         };
         let homa_len = homa::DATA_HEADER_LEN + payload_len;
         tx.set_meta(PacketMeta::with_priority(pick.priority));
-        let dst = r.peer_addr;
+        let (dst, local) = (r.peer_addr, r.local);
+        let src = src_for(config, dst, local);
         tx.consume(frame_len, |frame| {
             let at = emit_headers(
                 config,
@@ -159,7 +162,7 @@ impl<'a> Endpoint<'a> {
                     ip_payload_len: homa_len,
                     priority: pick.priority,
                     hop_limit: HOP_LIMIT,
-                    src_v6: None,
+                    src_v6: local.v6(config),
                 },
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
@@ -172,12 +175,11 @@ impl<'a> Endpoint<'a> {
                 let sum = pool
                     .read_at_summed(&mut out.buf, pick.start as usize, payload)
                     .unwrap_or(0);
-                let src = src_for(config, dst);
                 packet.fill_checksum_with_tail(&src, &dst, homa::DATA_HEADER_LEN, sum);
             } else {
                 let _ = pool.read_at(&mut out.buf, pick.start as usize, payload);
                 if checksum {
-                    packet.fill_checksum(&src_for(config, dst), &dst);
+                    packet.fill_checksum(&src, &dst);
                 }
             }
         });
@@ -187,7 +189,7 @@ impl<'a> Endpoint<'a> {
         stats.tx_data_bytes += payload_len as u64;
         net_trace!(
             "homa: tx {}",
-            repr.display_with(src_for(config, dst), dst, Some(pick.priority))
+            repr.display_with(src, dst, Some(pick.priority))
         );
         if pick.retransmit {
             stats.retransmissions += 1;
@@ -274,8 +276,8 @@ impl<'a> Endpoint<'a> {
             sender_id: r.id,
             kind: Kind::NeedAck,
         };
-        let dst = r.peer_addr;
-        self.emit_control(now, tx, mac, dst, &repr);
+        let (dst, local) = (r.peer_addr, r.local);
+        self.emit_control(now, tx, mac, dst, local, &repr);
     }
 
     /// Sends a control packet at the highest priority.
@@ -285,6 +287,7 @@ impl<'a> Endpoint<'a> {
         mut tx: T,
         mac: EthernetAddress,
         dst: IpAddr,
+        local: Local,
         repr: &Repr<'_>,
     ) {
         let prio = self.config.highest_priority();
@@ -295,6 +298,7 @@ impl<'a> Endpoint<'a> {
         }
         tx.set_meta(PacketMeta::with_priority(prio));
         let (config, caps) = (&self.config, &self.caps);
+        let src = src_for(config, dst, local);
         tx.consume(frame_len, |frame| {
             let at = emit_headers(
                 config,
@@ -307,21 +311,18 @@ impl<'a> Endpoint<'a> {
                     ip_payload_len: homa_len,
                     priority: prio,
                     hop_limit: HOP_LIMIT,
-                    src_v6: None,
+                    src_v6: local.v6(config),
                 },
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
             repr.emit(&mut packet);
             if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                packet.fill_checksum(&src_for(config, dst), &dst);
+                packet.fill_checksum(&src, &dst);
             }
         });
         self.pacer.on_transmit(now, frame_len);
         self.stats.tx.count(u8::from(repr.kind.packet_type()));
         self.stats.tx_frames += 1;
-        net_trace!(
-            "homa: tx {}",
-            repr.display_with(src_for(&self.config, dst), dst, Some(prio))
-        );
+        net_trace!("homa: tx {}", repr.display_with(src, dst, Some(prio)));
     }
 }

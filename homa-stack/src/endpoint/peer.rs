@@ -342,6 +342,8 @@ impl<'a> super::Endpoint<'a> {
             dport: 0,
             sender_id: 0,
             kind,
+            // Acks are a client's: its chosen address, as its requests.
+            local: super::iface::Local::CHOSEN,
         });
         if !queued {
             self.stats.acks_dropped += lost;

@@ -122,7 +122,8 @@ impl<'a> Endpoint<'a> {
                     let _ = ranges.push((0, homa::RESEND_ALL));
                 }
             }
-            let (sport, dport, id, dst) = (r.local_port, r.peer_port, r.id, r.peer_addr);
+            let (sport, dport, id, dst, local) =
+                (r.local_port, r.peer_port, r.id, r.peer_addr, r.local);
             for &(offset, length) in ranges.iter() {
                 if !first {
                     // The caller counts one frame; count the rest here.
@@ -147,7 +148,7 @@ impl<'a> Endpoint<'a> {
                         priority: top,
                     },
                 };
-                self.emit_control(now, tx, mac, dst, &repr);
+                self.emit_control(now, tx, mac, dst, local, &repr);
                 self.stats.resends_requested += 1;
             }
             let last_end = ranges

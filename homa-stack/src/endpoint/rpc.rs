@@ -179,6 +179,8 @@ pub(crate) struct Rpc {
     pub parked: bool,
     /// Its heap keys at the last refresh (see `queues`).
     pub keys: super::queues::HeapKeys,
+    /// Our address its packets leave from (a server RPC: the one asked).
+    pub local: super::iface::Local,
 }
 
 impl Rpc {
@@ -214,6 +216,7 @@ impl Rpc {
             counted: 0,
             parked: false,
             keys: super::queues::HeapKeys::default(),
+            local: super::iface::Local::CHOSEN,
         }
     }
 }

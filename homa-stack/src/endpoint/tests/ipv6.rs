@@ -350,3 +350,38 @@ fn echo_replies_come_from_the_address_pinged_and_none_go_to_the_unspecified() {
     assert!(out.is_empty());
     assert_eq!((p.b.rpcs_in_use(), p.b.peers_in_use()), (0, 0));
 }
+
+#[test]
+fn a_server_with_two_addresses_answers_from_the_one_asked() {
+    // B holds B6 and `second`; A asks at `second`. A matches answers by
+    // address, so every Homa packet of B's (DATA, GRANTs for the long
+    // request, acks' answers) must come from `second`.
+    let second: Ipv6Addr = "fd00::b".parse().unwrap();
+    let mut cfg = dual(B_IP, B6, B_MAC);
+    cfg.ipv6_addrs[1] = Some(second);
+    let mut p = Pair::new(
+        endpoint_with(dual(A_IP, A6, A_MAC), 8, 1 << 20),
+        endpoint_with(cfg, 8, 1 << 20),
+    );
+    let reqs: Vec<(IpAddr, Vec<u8>)> = [100usize, 60_000]
+        .iter()
+        .map(|&n| (IpAddr::V6(second), pattern(n, n as u64)))
+        .collect();
+    let (resps, peers) = echo_all(&mut p, &reqs);
+    for ((_, req), resp) in reqs.iter().zip(&resps) {
+        assert_eq!(req, resp);
+    }
+    assert!(peers.iter().all(|&a| a == IpAddr::V6(A6)));
+    let from_b: Vec<&Vec<u8>> = p
+        .log
+        .iter()
+        .filter(|(_, to_b, f, _)| {
+            !*to_b && f.len() > 54 && f[12..14] == [0x86, 0xdd] && f[20] == 146
+        })
+        .map(|(_, _, f, _)| f)
+        .collect();
+    assert!(from_b.len() >= 2 + 2, "B sent DATA and GRANTs");
+    for f in from_b {
+        assert_eq!(&f[22..38], &second.octets(), "B's Homa source address");
+    }
+}
