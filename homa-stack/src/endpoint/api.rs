@@ -329,13 +329,9 @@ impl<'a> Endpoint<'a> {
             }
         }
         let i = socket.0;
-        if let Some(k) = self.sockets[usize::from(i)].sock.take() {
-            let h = self.hash.port(k.client_port);
-            self.client_ports.remove(&mut self.sockets[..], i, h);
-            if let Some(p) = k.server_port {
-                let h = self.hash.port(p);
-                self.server_ports.remove(&mut self.sockets[..], i, h);
-            }
+        if self.sockets[usize::from(i)].sock.take().is_some() {
+            self.client_ports.remove(&mut self.sockets[..], i);
+            self.server_ports.remove(&mut self.sockets[..], i);
         }
         self.socket_free.push_back(&mut self.sockets[..], i);
     }

@@ -251,10 +251,7 @@ impl<'a> super::Endpoint<'a> {
 
     /// Takes an evicted peer out of the index and the resolve list.
     fn forget_peer(&mut self, i: u16) {
-        if let Some(addr) = self.peers[usize::from(i)].peer.as_ref().map(|p| p.addr) {
-            let h = self.hash.addr(addr);
-            self.peer_addrs.remove(&mut self.peers[..], i, h);
-        }
+        self.peer_addrs.remove(&mut self.peers[..], i);
         self.resolving.remove(&mut self.peers[..], i);
         self.peers[usize::from(i)].peer = None;
     }

@@ -411,10 +411,7 @@ impl<'a> super::Endpoint<'a> {
         {
             s.ready.remove(&mut self.rpcs[..], i);
         }
-        if r.id & 1 == 1 {
-            let h = self.hash.rpc(r.peer_addr, r.id);
-            self.servers.remove(&mut self.rpcs[..], i, h);
-        }
+        self.servers.remove(&mut self.rpcs[..], i);
 
         self.peer_released(r.peer);
         if let Some(out) = r.out {

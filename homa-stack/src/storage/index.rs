@@ -15,8 +15,8 @@
 //! evenly. The [`Index`] header is two `u16`s.
 //!
 //! The index stores no keys: [`Index::find`] takes the hash and a predicate
-//! that compares the slot's own key fields, and [`Index::remove`] takes the
-//! hash the slot was inserted with (recompute it from the slot's fields).
+//! that compares the slot's own key fields; a slot in the index remembers
+//! its bucket, so [`Index::remove`] needs no hash.
 //!
 //! # The hash, and how strong it is
 //!
@@ -79,7 +79,7 @@
 //! let h = hasher.rpc_v4(peer, 42);
 //! let found = index.find(&slots, h, |s| s.peer == Some(peer) && s.id == 42);
 //! assert_eq!(found, Some(3));
-//! assert!(index.remove(&mut slots, 3, h));
+//! assert!(index.remove(&mut slots, 3));
 //! assert_eq!(index.find(&slots, h, |s| s.id == 42), None);
 //! ```
 
@@ -98,7 +98,9 @@ pub struct IndexLink {
     bucket_head: u16,
     /// Next slot in this slot's chain.
     next: u16,
-    in_index: bool,
+    /// The bucket this slot is in, `NONE` when it is in no index of this
+    /// kind: removal needs no hash.
+    bucket: u16,
 }
 
 impl IndexLink {
@@ -106,12 +108,12 @@ impl IndexLink {
     pub const EMPTY: IndexLink = IndexLink {
         bucket_head: NONE,
         next: NONE,
-        in_index: false,
+        bucket: NONE,
     };
 
     /// Whether the slot is in an index of this link's kind.
     pub const fn is_linked(&self) -> bool {
-        self.in_index
+        self.bucket != NONE
     }
 }
 
@@ -177,7 +179,7 @@ impl<Tag> Index<Tag> {
         i != NONE
             && slots
                 .get(usize::from(i))
-                .is_some_and(|s| s.index_link().in_index)
+                .is_some_and(|s| s.index_link().is_linked())
     }
 
     /// The slots whose hash falls in `hash`'s bucket, most recently
@@ -218,7 +220,7 @@ impl<Tag> Index<Tag> {
         if let Some(s) = slots.get_mut(usize::from(i)) {
             let link = s.index_link_mut();
             link.next = head;
-            link.in_index = true;
+            link.bucket = b as u16;
         }
         if let Some(s) = slots.get_mut(b) {
             s.index_link_mut().bucket_head = i;
@@ -227,14 +229,17 @@ impl<Tag> Index<Tag> {
         true
     }
 
-    /// Removes `i`, found in `hash`'s chain (the hash it was inserted
-    /// with). Returns `false` (and changes nothing) when `i` is not in that
-    /// chain. O(chain).
-    pub fn remove<T: IndexNode<Tag>>(&mut self, slots: &mut [T], i: u16, hash: u64) -> bool {
-        if !self.contains(slots, i) {
+    /// Removes `i` from its bucket's chain. Returns `false` (and changes
+    /// nothing) when `i` is in no index of this tag or not in its chain.
+    /// O(chain).
+    pub fn remove<T: IndexNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+        let Some(b) = slots
+            .get(usize::from(i))
+            .map(|s| usize::from(s.index_link().bucket))
+            .filter(|&b| b != usize::from(NONE))
+        else {
             return false;
-        }
-        let b = usize::from(self.bucket_of(hash));
+        };
         let mut prev = NONE;
         let mut cur = match slots.get(b) {
             Some(s) => s.index_link().bucket_head,
@@ -257,7 +262,7 @@ impl<Tag> Index<Tag> {
                 let link = s.index_link_mut();
                 let next = link.next;
                 link.next = NONE;
-                link.in_index = false;
+                link.bucket = NONE;
                 next
             }
             None => return false,
@@ -639,31 +644,28 @@ mod tests {
             assert!(index.chain(&slots, h).count() <= longest);
         }
         for i in 0..1000u16 {
-            let h = hasher.rpc_v4(peer, slots[usize::from(i)].key);
-            assert!(index.remove(&mut slots, i, h));
+            assert!(index.remove(&mut slots, i));
         }
         assert!(index.is_empty());
         assert!(slots.iter().all(|s| s.by_id == IndexLink::EMPTY));
     }
 
     #[test]
-    fn absent_wrong_hash_and_out_of_range() {
+    fn absent_and_out_of_range() {
         let mut slots = [Slot::default(); 4];
         let mut index: Index<ById> = Index::new(&mut slots);
         assert_eq!(index.buckets(), 4);
-        assert!(!index.remove(&mut slots, 1, 0));
+        assert!(!index.remove(&mut slots, 1));
         assert!(index.insert(&mut slots, 1, 5 << 32));
         assert!(!index.insert(&mut slots, 1, 5 << 32), "duplicate");
         assert!(!index.insert(&mut slots, 4, 0), "out of range");
         assert!(!index.insert(&mut slots, NONE, 0));
-        assert!(!index.remove(&mut slots, 4, 0));
-        assert!(!index.remove(&mut slots, 0, 0), "absent");
-        let other_bucket = (u64::from(u32::MAX)) << 32;
-        assert_ne!(index.bucket_of(other_bucket), index.bucket_of(5 << 32));
-        assert!(!index.remove(&mut slots, 1, other_bucket), "wrong hash");
+        assert!(!index.remove(&mut slots, 4));
+        assert!(!index.remove(&mut slots, 0), "absent");
         assert!(index.contains(&slots, 1));
         assert_eq!(index.find(&slots, 5 << 32, |_| true), Some(1));
-        assert!(index.remove(&mut slots, 1, 5 << 32));
+        assert!(index.remove(&mut slots, 1));
+        assert!(!index.remove(&mut slots, 1), "twice");
         assert_eq!(index.find(&slots, 5 << 32, |_| true), None);
 
         let mut none: [Slot; 0] = [];
@@ -693,7 +695,7 @@ mod tests {
             .filter(|&i| slots[usize::from(i)].port == 4001)
             .collect();
         assert_eq!(on_4001, [4, 1], "most recent first");
-        assert!(by_id.remove(&mut slots, 4, hasher.rpc_v6([1; 16], 400)));
+        assert!(by_id.remove(&mut slots, 4));
         assert_eq!(
             by_port.find(&slots, hasher.port(4001), |s| s.port == 4001),
             Some(4)
@@ -716,10 +718,9 @@ mod tests {
         slots[1].by_id.bucket_head = 99;
         assert_eq!(index.chain(&slots, 0).count(), 4);
         assert_eq!(index.find(&slots, 0, |s| s.key == 1), None);
+        slots[2].by_id.bucket = 77;
         for i in 0..5u16 {
-            for h in [0, u64::MAX] {
-                index.remove(&mut slots, i, h);
-            }
+            index.remove(&mut slots, i);
         }
         let _ = index.chain(&slots, u64::MAX).count();
     }
@@ -728,8 +729,6 @@ mod tests {
     enum Op {
         Insert(u16, u64),
         Remove(u16),
-        /// Remove with a hash other than the one inserted with.
-        RemoveWrongHash(u16),
         Find(u64),
     }
 
@@ -739,8 +738,7 @@ mod tests {
         let key = 0u64..30;
         prop_oneof![
             (i.clone(), key.clone()).prop_map(|(i, k)| Op::Insert(i, k)),
-            i.clone().prop_map(Op::Remove),
-            i.prop_map(Op::RemoveWrongHash),
+            i.prop_map(Op::Remove),
             key.prop_map(Op::Find),
         ]
     }
@@ -768,18 +766,8 @@ mod tests {
                 }
                 Op::Remove(i) => {
                     let k = model.get(&i).copied();
-                    let hash = h(k.unwrap_or(0));
-                    assert_eq!(index.remove(&mut slots, i, hash), k.is_some());
+                    assert_eq!(index.remove(&mut slots, i), k.is_some());
                     model.remove(&i);
-                }
-                Op::RemoveWrongHash(i) => {
-                    if let Some(&k) = model.get(&i) {
-                        let home = index.bucket_of(h(k));
-                        let wrong = (0..1000).map(h).find(|&w| index.bucket_of(w) != home);
-                        if let Some(w) = wrong {
-                            assert!(!index.remove(&mut slots, i, w));
-                        }
-                    }
                 }
                 Op::Find(k) => {
                     let found = index.find(&slots, h(k), |s| s.key == k);
