@@ -408,7 +408,8 @@ impl<'a> Endpoint<'a> {
             h.incoming,
             self.config.unsched_bytes,
         ));
-        self.insert_rpc(slot, rpc);
+        // Named by the packet: process_homa refreshes it after the handler.
+        self.insert_rpc(slot, rpc, false);
         net_trace!(
             "homa: new server rpc {} from {}:{}",
             from.local_id,

@@ -331,8 +331,11 @@ impl<'a> super::Endpoint<'a> {
             .filter(|r| r.id == h.id)
     }
 
-    /// Puts a new RPC in `slot`; its peer counts it.
-    pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc) {
+    /// Puts a new RPC in `slot`; its peer counts it. `queued`: brought in
+    /// step with the queues now; `false` only where the caller's caller
+    /// refreshes it next (a server RPC made by a DATA packet, which
+    /// `process_homa` refreshes as the RPC the packet named).
+    pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc, queued: bool) {
         self.peer_taken(rpc.peer);
         let i = slot as u16;
         self.free.remove(&mut self.rpcs[..], i);
@@ -342,7 +345,9 @@ impl<'a> super::Endpoint<'a> {
             self.servers.insert(&mut self.rpcs[..], i, h);
         }
         self.rpcs[slot].rpc = Some(rpc);
-        self.refresh(slot);
+        if queued {
+            self.refresh(slot);
+        }
     }
 
     /// A free RPC slot, if any (the free list's front: no search).
@@ -396,9 +401,14 @@ impl<'a> super::Endpoint<'a> {
     /// Frees an RPC slot and its pool pages.
     pub(super) fn free_rpc(&mut self, slot: usize) {
         self.unqueue(slot);
-        let Some(r) = self.rpcs[slot].rpc.take() else {
+        // What freeing needs, read in place: the RPC is not moved out.
+        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
+        let (socket, peer) = (r.socket, r.peer);
+        let out = r.out.take().map(|o| o.buf);
+        let inp = r.inp.take().and_then(|m| m.buf);
+        self.rpcs[slot].rpc = None;
         let i = slot as u16;
         self.live.remove(&mut self.rpcs[..], i);
         self.free.push_back(&mut self.rpcs[..], i);
@@ -406,21 +416,18 @@ impl<'a> super::Endpoint<'a> {
         self.waiters.remove(&mut self.rpcs[..], i);
         if let Some(s) = self
             .sockets
-            .get_mut(usize::from(r.socket))
+            .get_mut(usize::from(socket))
             .and_then(|s| s.sock.as_mut())
         {
             s.ready.remove(&mut self.rpcs[..], i);
         }
         self.servers.remove(&mut self.rpcs[..], i);
-
-        self.peer_released(r.peer);
-        if let Some(out) = r.out {
-            self.pool.free(out.buf);
+        self.peer_released(peer);
+        if let Some(b) = out {
+            self.pool.free(b);
         }
-        if let Some(inp) = r.inp {
-            if let Some(b) = inp.buf {
-                self.pool.free(b);
-            }
+        if let Some(b) = inp {
+            self.pool.free(b);
         }
     }
 }
