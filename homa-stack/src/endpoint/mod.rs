@@ -73,11 +73,11 @@ pub struct Endpoint<'a> {
     /// peer: they wait for ARP, not for a poll.
     ctrl_blocked: usize,
     /// RPCs with DATA to send, in SRPT order and by age (see `queues`).
-    send: Heap<queues::SendTag>,
-    send_fifo: Heap<queues::SendFifoTag>,
+    send: Heap,
+    send_fifo: Heap,
     /// Incoming messages that may get grants, in SRPT order and by age.
-    grant: Heap<queues::GrantTag>,
-    grant_fifo: Heap<queues::GrantFifoTag>,
+    grant: Heap,
+    grant_fifo: Heap,
     /// Granted-but-missing bytes of scheduled messages with pool space.
     incoming: u64,
     /// Socket slots with no socket; sockets by client and server port.
@@ -198,10 +198,10 @@ impl<'a> Endpoint<'a> {
             ctrl_due: List::new(),
             waiters: List::new(),
             ctrl_blocked: 0,
-            send: Heap::new(),
-            send_fifo: Heap::new(),
-            grant: Heap::new(),
-            grant_fifo: Heap::new(),
+            send: Heap::new(queues::SEND),
+            send_fifo: Heap::new(queues::SEND_FIFO),
+            grant: Heap::new(queues::GRANT),
+            grant_fifo: Heap::new(queues::GRANT_FIFO),
             incoming: 0,
             socket_free,
             client_ports,

@@ -27,96 +27,59 @@ use super::rpc::{RpcSlot, State};
 use super::Endpoint;
 use crate::storage::{HeapLink, HeapNode};
 
-/// Marker of the sender's SRPT heap.
-pub(crate) struct SendTag;
-/// Marker of the sender's by-age heap.
-pub(crate) struct SendFifoTag;
-/// Marker of the receiver's grant-candidate heap.
-pub(crate) struct GrantTag;
-/// Marker of the receiver's by-age candidate heap.
-pub(crate) struct GrantFifoTag;
+/// The sender's SRPT heap (see the module docs for the four).
+pub(crate) const SEND: u8 = 0;
+/// The sender's by-age heap.
+pub(crate) const SEND_FIFO: u8 = 1;
+/// The receiver's grant-candidate heap.
+pub(crate) const GRANT: u8 = 2;
+/// The receiver's by-age candidate heap.
+pub(crate) const GRANT_FIFO: u8 = 3;
 
-/// The per-slot links of the four heaps.
+/// The per-slot links of the four heaps, by heap number.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct QueueLinks {
-    send: HeapLink,
-    send_fifo: HeapLink,
-    grant: HeapLink,
-    grant_fifo: HeapLink,
-}
+pub(crate) struct QueueLinks([HeapLink; 4]);
 
 impl QueueLinks {
-    pub(crate) const EMPTY: QueueLinks = QueueLinks {
-        send: HeapLink::EMPTY,
-        send_fifo: HeapLink::EMPTY,
-        grant: HeapLink::EMPTY,
-        grant_fifo: HeapLink::EMPTY,
-    };
+    pub(crate) const EMPTY: QueueLinks = QueueLinks([HeapLink::EMPTY; 4]);
 }
 
-impl HeapNode<SendTag> for RpcSlot {
-    /// (no retransmission pending, bytes left to send once, birth).
-    type Key = (bool, u32, u64);
-    fn heap_link(&self) -> &HeapLink {
-        &self.queues.send
+/// One key type for the four heaps, so one copy of the heap code serves
+/// them: a `u128` whose order is the tuple's.
+///
+/// - `SEND`: (no retransmission pending, bytes left to send once, birth);
+/// - `GRANT`: (bytes still to receive, birth);
+/// - the by-age heaps: birth.
+impl HeapNode for RpcSlot {
+    type Key = u128;
+    #[inline(always)]
+    fn heap_link(&self, heap: u8) -> &HeapLink {
+        &self.queues.0[usize::from(heap & 3)]
     }
-    fn heap_link_mut(&mut self) -> &mut HeapLink {
-        &mut self.queues.send
+    #[inline(always)]
+    fn heap_link_mut(&mut self, heap: u8) -> &mut HeapLink {
+        &mut self.queues.0[usize::from(heap & 3)]
     }
-    fn heap_key(&self) -> (bool, u32, u64) {
-        match &self.rpc {
-            Some(r) => match &r.out {
-                Some(o) => (o.resend.is_empty(), o.bytes_left(), r.birth),
-                None => (true, u32::MAX, r.birth),
-            },
-            None => (true, u32::MAX, u64::MAX),
+    #[inline(always)]
+    fn heap_key(&self, heap: u8) -> u128 {
+        let Some(r) = &self.rpc else {
+            return u128::MAX;
+        };
+        let birth = u128::from(r.birth);
+        match heap {
+            SEND => {
+                let (no_resend, left) = r
+                    .out
+                    .as_ref()
+                    .map_or((true, u32::MAX), |o| (o.resend.is_empty(), o.bytes_left()));
+                u128::from(no_resend) << 96 | u128::from(left) << 64 | birth
+            }
+            GRANT => {
+                let left = r.inp.as_ref().map_or(u32::MAX, |m| m.length - m.received());
+                u128::from(left) << 64 | birth
+            }
+            _ => birth,
         }
-    }
-}
-
-impl HeapNode<SendFifoTag> for RpcSlot {
-    type Key = u64;
-    fn heap_link(&self) -> &HeapLink {
-        &self.queues.send_fifo
-    }
-    fn heap_link_mut(&mut self) -> &mut HeapLink {
-        &mut self.queues.send_fifo
-    }
-    fn heap_key(&self) -> u64 {
-        self.rpc.as_ref().map_or(u64::MAX, |r| r.birth)
-    }
-}
-
-impl HeapNode<GrantTag> for RpcSlot {
-    /// (bytes still to receive, birth).
-    type Key = (u32, u64);
-    fn heap_link(&self) -> &HeapLink {
-        &self.queues.grant
-    }
-    fn heap_link_mut(&mut self) -> &mut HeapLink {
-        &mut self.queues.grant
-    }
-    fn heap_key(&self) -> (u32, u64) {
-        match &self.rpc {
-            Some(r) => (
-                r.inp.as_ref().map_or(u32::MAX, |m| m.length - m.received()),
-                r.birth,
-            ),
-            None => (u32::MAX, u64::MAX),
-        }
-    }
-}
-
-impl HeapNode<GrantFifoTag> for RpcSlot {
-    type Key = u64;
-    fn heap_link(&self) -> &HeapLink {
-        &self.queues.grant_fifo
-    }
-    fn heap_link_mut(&mut self) -> &mut HeapLink {
-        &mut self.queues.grant_fifo
-    }
-    fn heap_key(&self) -> u64 {
-        self.rpc.as_ref().map_or(u64::MAX, |r| r.birth)
     }
 }
 
@@ -329,13 +292,13 @@ impl<'a> Endpoint<'a> {
             senders += usize::from(sends);
             candidates += usize::from(p.grant);
             if sends {
-                let k = HeapNode::<SendTag>::heap_key(&rpcs[slot]);
+                let k = rpcs[slot].heap_key(SEND);
                 if best_send.is_none_or(|b| k < b) {
                     best_send = Some(k);
                 }
             }
             if p.grant {
-                let k = HeapNode::<GrantTag>::heap_key(&rpcs[slot]);
+                let k = rpcs[slot].heap_key(GRANT);
                 if best_grant.is_none_or(|b| k < b) {
                     best_grant = Some(k);
                 }
@@ -350,11 +313,11 @@ impl<'a> Endpoint<'a> {
         let top_send = self
             .send
             .peek(rpcs)
-            .map(|i| HeapNode::<SendTag>::heap_key(&rpcs[usize::from(i)]));
+            .map(|i| rpcs[usize::from(i)].heap_key(SEND));
         let top_grant = self
             .grant
             .peek(rpcs)
-            .map(|i| HeapNode::<GrantTag>::heap_key(&rpcs[usize::from(i)]));
+            .map(|i| rpcs[usize::from(i)].heap_key(GRANT));
         if top_send != best_send || top_grant != best_grant {
             return Err("a heap's top is not the minimum");
         }

@@ -14,18 +14,19 @@
 //! index sits in the heap (`pos`, [`NONE`] when absent). A heap
 //! of `len` elements uses the `entry` fields of slots `0..len`, which exist
 //! because the elements are `len` distinct slots. The [`Heap`] header is a
-//! single `u16`.
+//! `u16` and the heap's number.
 //!
 //! # Keys
-//!
-//! A slot type implements [`HeapNode<Tag>`] per heap it can sit in, giving
-//! the link and the key (any `Ord` value read from the slot, e.g.
-//! `(bytes_left, birth)`). After changing a slot's key, call
-//! [`Heap::update`]; the heap is ordered by the keys as they were at the
-//! last insert/update of each slot. Equal keys come out in no particular
-//! order; add a tie-breaker (a birth counter) to the key when order
-//! matters.
-//!
+//! A slot type implements [`HeapNode`] once for all the heaps it can sit
+//! in, which it tells apart by the number each [`Heap`] was made with
+//! ([`Heap::new`]): it gives that heap's link and key (any `Ord` value read
+//! from the slot, e.g. `(bytes_left, birth)`). One copy of the heap's code
+//! then serves every heap of a slot type, whatever its number (on a
+//! microcontroller each copy costs about a kilobyte of flash). After
+//! changing a slot's key, call [`Heap::update`]; the heap is ordered by the
+//! keys as they were at the last insert/update of each slot. Equal keys
+//! come out in no particular order; add a tie-breaker (a birth counter) to
+//! the key when order matters.
 //! # Robustness
 //!
 //! No operation panics: an index out of range, [`NONE`], or an element not
@@ -34,22 +35,20 @@
 //! bounds or loop (each sift takes at most `log2(len)` steps).
 //!
 //! # Example
-//!
 //! ```
 //! use homa_stack::storage::{Heap, HeapLink, HeapNode};
-//!
-//! struct Srpt;
+//! const SRPT: u8 = 0;
 //! #[derive(Default)]
 //! struct Slot { srpt: HeapLink, bytes_left: u32 }
-//! impl HeapNode<Srpt> for Slot {
+//! impl HeapNode for Slot {
 //!     type Key = u32;
-//!     fn heap_link(&self) -> &HeapLink { &self.srpt }
-//!     fn heap_link_mut(&mut self) -> &mut HeapLink { &mut self.srpt }
-//!     fn heap_key(&self) -> u32 { self.bytes_left }
+//!     // One heap here: every number names it.
+//!     fn heap_link(&self, _heap: u8) -> &HeapLink { &self.srpt }
+//!     fn heap_link_mut(&mut self, _heap: u8) -> &mut HeapLink { &mut self.srpt }
+//!     fn heap_key(&self, _heap: u8) -> u32 { self.bytes_left }
 //! }
-//!
 //! let mut slots: [Slot; 4] = Default::default();
-//! let mut heap: Heap<Srpt> = Heap::new();
+//! let mut heap = Heap::new(SRPT);
 //! for (i, left) in [(0, 900), (1, 300), (2, 600)] {
 //!     slots[i].bytes_left = left;
 //!     heap.insert(&mut slots, i as u16);
@@ -66,7 +65,6 @@
 //! ```
 
 use core::fmt;
-use core::marker::PhantomData;
 
 use super::NONE;
 
@@ -98,31 +96,35 @@ impl Default for HeapLink {
     }
 }
 
-/// Access to a slot's [`HeapLink`] and key for the heaps tagged `Tag`.
-pub trait HeapNode<Tag> {
-    /// The order of the heap: the smallest key is at the top.
+/// Access to a slot's [`HeapLink`] and key in each heap it can sit in,
+/// named by the number the heap was made with.
+pub trait HeapNode {
+    /// The order of the heaps: the smallest key is at the top.
     type Key: Ord;
-    /// The link used by heaps of this tag.
-    fn heap_link(&self) -> &HeapLink;
+    /// The link used by heap number `heap`.
+    fn heap_link(&self, heap: u8) -> &HeapLink;
     /// The same, mutably.
-    fn heap_link_mut(&mut self) -> &mut HeapLink;
-    /// This slot's current key.
-    fn heap_key(&self) -> Self::Key;
+    fn heap_link_mut(&mut self, heap: u8) -> &mut HeapLink;
+    /// This slot's current key in heap number `heap`.
+    fn heap_key(&self, heap: u8) -> Self::Key;
 }
 
 /// An indexed binary min-heap over slot indices (see the module docs).
-pub struct Heap<Tag> {
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Heap {
+    id: u8,
     len: u16,
-    _tag: PhantomData<fn() -> Tag>,
 }
 
-impl<Tag> Heap<Tag> {
-    /// An empty heap.
-    pub const fn new() -> Heap<Tag> {
-        Heap {
-            len: 0,
-            _tag: PhantomData,
-        }
+impl Heap {
+    /// An empty heap, number `id` among its slot type's heaps.
+    pub const fn new(id: u8) -> Heap {
+        Heap { id, len: 0 }
+    }
+
+    /// The number it was made with.
+    pub const fn id(&self) -> u8 {
+        self.id
     }
 
     /// Number of elements.
@@ -137,54 +139,54 @@ impl<Tag> Heap<Tag> {
 }
 
 /// Heap element at position `p`.
-fn entry<T: HeapNode<Tag>, Tag>(slots: &[T], p: usize) -> Option<u16> {
-    let e = slots.get(p)?.heap_link().entry;
+fn entry<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<u16> {
+    let e = slots.get(p)?.heap_link(h).entry;
     (e != NONE).then_some(e)
 }
 
 /// Key of the heap element at position `p`.
-fn key_at<T: HeapNode<Tag>, Tag>(slots: &[T], p: usize) -> Option<T::Key> {
-    let e = entry::<T, Tag>(slots, p)?;
-    Some(slots.get(usize::from(e))?.heap_key())
+fn key_at<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<T::Key> {
+    let e = entry(slots, h, p)?;
+    Some(slots.get(usize::from(e))?.heap_key(h))
 }
 
 /// Puts slot `i` at position `p`, both ways.
-fn place<T: HeapNode<Tag>, Tag>(slots: &mut [T], p: usize, i: u16) {
+fn place<T: HeapNode>(slots: &mut [T], h: u8, p: usize, i: u16) {
     if let Some(s) = slots.get_mut(p) {
-        s.heap_link_mut().entry = i;
+        s.heap_link_mut(h).entry = i;
     }
     if let Some(s) = slots.get_mut(usize::from(i)) {
         // p < len <= u16::MAX, checked by every caller.
-        s.heap_link_mut().pos = u16::try_from(p).unwrap_or(NONE);
+        s.heap_link_mut(h).pos = u16::try_from(p).unwrap_or(NONE);
     }
 }
 
-impl<Tag> Heap<Tag> {
+impl Heap {
     /// Whether slot `i` is in this heap. O(1).
-    pub fn contains<T: HeapNode<Tag>>(&self, slots: &[T], i: u16) -> bool {
+    pub fn contains<T: HeapNode>(&self, slots: &[T], i: u16) -> bool {
         self.position(slots, i).is_some()
     }
 
     /// Where `i` sits, checked both ways.
-    fn position<T: HeapNode<Tag>>(&self, slots: &[T], i: u16) -> Option<usize> {
+    fn position<T: HeapNode>(&self, slots: &[T], i: u16) -> Option<usize> {
         if i == NONE {
             return None;
         }
-        let p = usize::from(slots.get(usize::from(i))?.heap_link().pos);
-        (p < self.len() && entry::<T, Tag>(slots, p) == Some(i)).then_some(p)
+        let p = usize::from(slots.get(usize::from(i))?.heap_link(self.id).pos);
+        (p < self.len() && entry(slots, self.id, p) == Some(i)).then_some(p)
     }
 
     /// The element with the smallest key. O(1).
-    pub fn peek<T: HeapNode<Tag>>(&self, slots: &[T]) -> Option<u16> {
+    pub fn peek<T: HeapNode>(&self, slots: &[T]) -> Option<u16> {
         if self.len == 0 {
             return None;
         }
-        entry::<T, Tag>(slots, 0)
+        entry(slots, self.id, 0)
     }
 
     /// Adds `i`. Returns `false` (and changes nothing) when `i` is out of
     /// range or already in the heap. O(log n).
-    pub fn insert<T: HeapNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    pub fn insert<T: HeapNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         if i == NONE
             || usize::from(i) >= slots.len()
             || self.len() >= slots.len()
@@ -194,7 +196,7 @@ impl<Tag> Heap<Tag> {
             return false;
         }
         let p = self.len();
-        place(slots, p, i);
+        place(slots, self.id, p, i);
         self.len += 1;
         self.sift_up(slots, p);
         true
@@ -202,22 +204,22 @@ impl<Tag> Heap<Tag> {
 
     /// Removes `i`. Returns `false` (and changes nothing) when `i` is not
     /// in the heap. O(log n).
-    pub fn remove<T: HeapNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    pub fn remove<T: HeapNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         let Some(p) = self.position(slots, i) else {
             return false;
         };
         let last = self.len() - 1;
-        let moved = entry::<T, Tag>(slots, last);
+        let moved = entry(slots, self.id, last);
         if let Some(s) = slots.get_mut(last) {
-            s.heap_link_mut().entry = NONE;
+            s.heap_link_mut(self.id).entry = NONE;
         }
         if let Some(s) = slots.get_mut(usize::from(i)) {
-            s.heap_link_mut().pos = NONE;
+            s.heap_link_mut(self.id).pos = NONE;
         }
         self.len -= 1;
         if p != last {
             if let Some(m) = moved {
-                place(slots, p, m);
+                place(slots, self.id, p, m);
                 if !self.sift_up(slots, p) {
                     self.sift_down(slots, p);
                 }
@@ -227,14 +229,14 @@ impl<Tag> Heap<Tag> {
     }
 
     /// Removes and returns the element with the smallest key. O(log n).
-    pub fn pop<T: HeapNode<Tag>>(&mut self, slots: &mut [T]) -> Option<u16> {
+    pub fn pop<T: HeapNode>(&mut self, slots: &mut [T]) -> Option<u16> {
         let i = self.peek(slots)?;
         self.remove(slots, i).then_some(i)
     }
 
     /// Restores the order after `i`'s key changed. Returns `false` when `i`
     /// is not in the heap. O(log n).
-    pub fn update<T: HeapNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    pub fn update<T: HeapNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         let Some(p) = self.position(slots, i) else {
             return false;
         };
@@ -246,7 +248,7 @@ impl<Tag> Heap<Tag> {
 
     /// Inserts `i` if absent, else [`update`](Heap::update)s it. Returns
     /// `false` when `i` is out of range. O(log n).
-    pub fn upsert<T: HeapNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    pub fn upsert<T: HeapNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         self.update(slots, i) || self.insert(slots, i)
     }
 
@@ -256,7 +258,7 @@ impl<Tag> Heap<Tag> {
     /// tree: the next smallest is always a child of one already taken, so
     /// it looks at no more than `2k + 1` elements, choosing each among at
     /// most `k` candidates (O(k²) comparisons, at most a few hundred).
-    pub fn smallest<T: HeapNode<Tag>, const N: usize>(
+    pub fn smallest<T: HeapNode, const N: usize>(
         &self,
         slots: &[T],
         k: usize,
@@ -274,7 +276,7 @@ impl<Tag> Heap<Tag> {
             // The candidate with the smallest key.
             let mut best: Option<(usize, T::Key)> = None;
             for (c, &p) in cand.iter().enumerate() {
-                let Some(key) = key_at::<T, Tag>(slots, p) else {
+                let Some(key) = key_at(slots, self.id, p) else {
                     continue;
                 };
                 if best.as_ref().is_none_or(|(_, b)| key < *b) {
@@ -285,7 +287,7 @@ impl<Tag> Heap<Tag> {
                 break;
             };
             let p = cand.swap_remove(c);
-            let Some(e) = entry::<T, Tag>(slots, p) else {
+            let Some(e) = entry(slots, self.id, p) else {
                 break;
             };
             if out.push(e).is_err() {
@@ -302,15 +304,15 @@ impl<Tag> Heap<Tag> {
     }
 
     /// Removes every element. O(len).
-    pub fn clear<T: HeapNode<Tag>>(&mut self, slots: &mut [T]) {
+    pub fn clear<T: HeapNode>(&mut self, slots: &mut [T]) {
         for p in 0..self.len() {
-            if let Some(e) = entry::<T, Tag>(slots, p) {
+            if let Some(e) = entry(slots, self.id, p) {
                 if let Some(s) = slots.get_mut(usize::from(e)) {
-                    s.heap_link_mut().pos = NONE;
+                    s.heap_link_mut(self.id).pos = NONE;
                 }
             }
             if let Some(s) = slots.get_mut(p) {
-                s.heap_link_mut().entry = NONE;
+                s.heap_link_mut(self.id).entry = NONE;
             }
         }
         self.len = 0;
@@ -318,32 +320,32 @@ impl<Tag> Heap<Tag> {
 
     /// Moves the element at `p` up while its parent's key is larger.
     /// Returns whether it moved.
-    fn sift_up<T: HeapNode<Tag>>(&self, slots: &mut [T], mut p: usize) -> bool {
-        let (Some(i), Some(key)) = (entry::<T, Tag>(slots, p), key_at::<T, Tag>(slots, p)) else {
+    fn sift_up<T: HeapNode>(&self, slots: &mut [T], mut p: usize) -> bool {
+        let (Some(i), Some(key)) = (entry(slots, self.id, p), key_at(slots, self.id, p)) else {
             return false;
         };
         let start = p;
         while p > 0 {
             let parent = (p - 1) / 2;
             let (Some(pi), Some(pkey)) = (
-                entry::<T, Tag>(slots, parent),
-                key_at::<T, Tag>(slots, parent),
+                entry(slots, self.id, parent),
+                key_at(slots, self.id, parent),
             ) else {
                 break;
             };
             if pkey <= key {
                 break;
             }
-            place(slots, p, pi);
+            place(slots, self.id, p, pi);
             p = parent;
         }
-        place(slots, p, i);
+        place(slots, self.id, p, i);
         p != start
     }
 
     /// Moves the element at `p` down while a child's key is smaller.
-    fn sift_down<T: HeapNode<Tag>>(&self, slots: &mut [T], mut p: usize) {
-        let (Some(i), Some(key)) = (entry::<T, Tag>(slots, p), key_at::<T, Tag>(slots, p)) else {
+    fn sift_down<T: HeapNode>(&self, slots: &mut [T], mut p: usize) {
+        let (Some(i), Some(key)) = (entry(slots, self.id, p), key_at(slots, self.id, p)) else {
             return;
         };
         let len = self.len();
@@ -352,58 +354,39 @@ impl<Tag> Heap<Tag> {
             if left >= len {
                 break;
             }
-            let Some(lkey) = key_at::<T, Tag>(slots, left) else {
+            let Some(lkey) = key_at(slots, self.id, left) else {
                 break;
             };
-            let (child, ckey) = match key_at::<T, Tag>(slots, left + 1) {
+            let (child, ckey) = match key_at(slots, self.id, left + 1) {
                 Some(rkey) if left + 1 < len && rkey < lkey => (left + 1, rkey),
                 _ => (left, lkey),
             };
             if ckey >= key {
                 break;
             }
-            let Some(ci) = entry::<T, Tag>(slots, child) else {
+            let Some(ci) = entry(slots, self.id, child) else {
                 break;
             };
-            place(slots, p, ci);
+            place(slots, self.id, p, ci);
             p = child;
         }
-        place(slots, p, i);
+        place(slots, self.id, p, i);
     }
 }
 
-impl<Tag> Default for Heap<Tag> {
-    fn default() -> Heap<Tag> {
-        Heap::new()
-    }
-}
-
-impl<Tag> Clone for Heap<Tag> {
-    fn clone(&self) -> Heap<Tag> {
-        *self
-    }
-}
-
-impl<Tag> Copy for Heap<Tag> {}
-
-impl<Tag> PartialEq for Heap<Tag> {
-    fn eq(&self, other: &Heap<Tag>) -> bool {
-        self.len == other.len
-    }
-}
-
-impl<Tag> Eq for Heap<Tag> {}
-
-impl<Tag> fmt::Debug for Heap<Tag> {
+impl fmt::Debug for Heap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Heap").field("len", &self.len).finish()
+        f.debug_struct("Heap")
+            .field("id", &self.id)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
 #[cfg(feature = "defmt")]
-impl<Tag> defmt::Format for Heap<Tag> {
+impl defmt::Format for Heap {
     fn format(&self, f: defmt::Formatter) {
-        defmt::write!(f, "Heap {{ len: {} }}", self.len)
+        defmt::write!(f, "Heap {{ id: {}, len: {} }}", self.id, self.len)
     }
 }
 
@@ -415,8 +398,8 @@ mod tests {
     use std::collections::BTreeMap;
     use std::vec::Vec;
 
-    struct Srpt;
-    struct Deadline;
+    const SRPT: u8 = 0;
+    const DEADLINE: u8 = 1;
     struct Live;
 
     #[derive(Clone, Copy, Default, Debug)]
@@ -428,29 +411,28 @@ mod tests {
         when: u64,
     }
 
-    impl HeapNode<Srpt> for Slot {
-        type Key = u32;
-        fn heap_link(&self) -> &HeapLink {
-            &self.srpt
-        }
-        fn heap_link_mut(&mut self) -> &mut HeapLink {
-            &mut self.srpt
-        }
-        fn heap_key(&self) -> u32 {
-            self.left
-        }
-    }
-
-    impl HeapNode<Deadline> for Slot {
+    impl HeapNode for Slot {
         type Key = u64;
-        fn heap_link(&self) -> &HeapLink {
-            &self.deadline
+        fn heap_link(&self, heap: u8) -> &HeapLink {
+            if heap == SRPT {
+                &self.srpt
+            } else {
+                &self.deadline
+            }
         }
-        fn heap_link_mut(&mut self) -> &mut HeapLink {
-            &mut self.deadline
+        fn heap_link_mut(&mut self, heap: u8) -> &mut HeapLink {
+            if heap == SRPT {
+                &mut self.srpt
+            } else {
+                &mut self.deadline
+            }
         }
-        fn heap_key(&self) -> u64 {
-            self.when
+        fn heap_key(&self, heap: u8) -> u64 {
+            if heap == SRPT {
+                u64::from(self.left)
+            } else {
+                self.when
+            }
         }
     }
 
@@ -464,16 +446,16 @@ mod tests {
     }
 
     /// The heap property and both directions of the position links.
-    fn check_invariants<Tag>(heap: &Heap<Tag>, slots: &[Slot])
-    where
-        Slot: HeapNode<Tag>,
-    {
+    fn check_invariants(heap: &Heap, slots: &[Slot]) {
         for p in 0..heap.len() {
-            let e = entry::<Slot, Tag>(slots, p).expect("entry");
-            assert_eq!(usize::from(slots[usize::from(e)].heap_link().pos), p);
+            let e = entry(slots, heap.id(), p).expect("entry");
+            assert_eq!(
+                usize::from(slots[usize::from(e)].heap_link(heap.id()).pos),
+                p
+            );
             if p > 0 {
                 let parent = (p - 1) / 2;
-                assert!(key_at::<Slot, Tag>(slots, parent) <= key_at::<Slot, Tag>(slots, p));
+                assert!(key_at(slots, heap.id(), parent) <= key_at(slots, heap.id(), p));
             }
         }
         let members = (0..slots.len() as u16)
@@ -485,7 +467,7 @@ mod tests {
     #[test]
     fn pops_in_key_order() {
         let mut slots = [Slot::default(); 8];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         for (i, left) in [50u32, 10, 70, 30, 20, 60, 40, 0].into_iter().enumerate() {
             slots[i].left = left;
             assert!(h.insert(&mut slots, i as u16));
@@ -502,7 +484,7 @@ mod tests {
     #[test]
     fn absent_out_of_range_and_duplicates_are_refused() {
         let mut slots = [Slot::default(); 3];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         assert!(!h.remove(&mut slots, 0));
         assert!(!h.update(&mut slots, 0));
         assert_eq!(h.peek(&slots), None);
@@ -527,7 +509,7 @@ mod tests {
     #[test]
     fn update_moves_both_ways() {
         let mut slots = [Slot::default(); 6];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         for i in 0..6u16 {
             slots[usize::from(i)].left = (u32::from(i) + 1) * 10;
             h.insert(&mut slots, i);
@@ -551,7 +533,7 @@ mod tests {
     #[test]
     fn smallest_takes_at_most_the_capacity_and_the_length() {
         let mut slots = [Slot::default(); 30];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         let mut out = heapless::Vec::<u16, 4>::new();
         h.smallest(&slots, 3, &mut out);
         assert!(out.is_empty());
@@ -575,7 +557,7 @@ mod tests {
     #[test]
     fn full_table_of_1000() {
         let mut slots = std::vec![Slot::default(); 1000];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         for i in 0..1000u16 {
             slots[usize::from(i)].left = (u32::from(i) * 617) % 1000;
             assert!(h.insert(&mut slots, i));
@@ -599,8 +581,8 @@ mod tests {
     #[test]
     fn two_heaps_and_a_list_on_one_slot_type() {
         let mut slots = [Slot::default(); 5];
-        let mut srpt: Heap<Srpt> = Heap::new();
-        let mut timers: Heap<Deadline> = Heap::new();
+        let mut srpt = Heap::new(SRPT);
+        let mut timers = Heap::new(DEADLINE);
         let mut live: List<Live> = List::new();
         for i in 0..5u16 {
             slots[usize::from(i)].left = u32::from(i);
@@ -623,7 +605,7 @@ mod tests {
     #[test]
     fn clear_and_corruption_never_panic() {
         let mut slots = [Slot::default(); 6];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         for i in 0..6u16 {
             slots[usize::from(i)].left = 6 - u32::from(i);
             h.insert(&mut slots, i);
@@ -674,7 +656,7 @@ mod tests {
     /// `k` smallest keys in order, after every step.
     fn run(n: u16, ops: &[Op]) {
         let mut slots = std::vec![Slot::default(); usize::from(n)];
-        let mut h: Heap<Srpt> = Heap::new();
+        let mut h = Heap::new(SRPT);
         let mut model: BTreeMap<u16, u32> = BTreeMap::new();
         let sorted = |m: &BTreeMap<u16, u32>| {
             let mut v: Vec<u32> = m.values().copied().collect();
