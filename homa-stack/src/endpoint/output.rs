@@ -167,9 +167,9 @@ impl<'a> Endpoint<'a> {
             );
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
             repr.emit(&mut packet);
-            // Cannot fail: the range lies inside the message.
             let payload = &mut packet.payload_mut()[..payload_len];
             let checksum = config.homa_checksum_tx && caps.checksum.homa.tx();
+            // The reads cannot fail: the range lies inside the message.
             if checksum && payload_len >= SUM_WHILE_COPYING {
                 // Summed as it is copied: the payload is read once.
                 let sum = pool
