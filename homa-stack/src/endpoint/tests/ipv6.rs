@@ -319,26 +319,33 @@ fn advertisements_must_name_their_frames_source_and_answer_us() {
     assert_eq!(p.a.stats().ndp_learned, 1);
 }
 
+/// B's second global address (beside `B6`).
+const SECOND: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0xb);
+
+/// The dual-stack pair, B holding `SECOND` too.
+fn b_with_second_address(rpcs: usize, pool: usize) -> Pair {
+    let mut cfg = dual(B_IP, B6, B_MAC);
+    cfg.ipv6_addrs[1] = Some(SECOND);
+    Pair::new(
+        endpoint_with(dual(A_IP, A6, A_MAC), rpcs, pool),
+        endpoint_with(cfg, rpcs, pool),
+    )
+}
+
 #[test]
 fn echo_replies_come_from_the_address_pinged_and_none_go_to_the_unspecified() {
     use crate::wire::Icmpv6Repr;
-    let second: Ipv6Addr = "fd00::b".parse().unwrap();
-    let mut cfg = dual(B_IP, B6, B_MAC);
-    cfg.ipv6_addrs[1] = Some(second);
-    let mut p = Pair::new(
-        endpoint_with(dual(A_IP, A6, A_MAC), 4, 1 << 16),
-        endpoint_with(cfg, 4, 1 << 16),
-    );
+    let mut p = b_with_second_address(4, 1 << 16);
     let req = Icmpv6Repr::EchoRequest {
         ident: 1,
         seq_no: 2,
         data: b"x",
     };
-    let out = into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, A6, second, 64, &req));
+    let out = into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, A6, SECOND, 64, &req));
     assert_eq!(out.len(), 1);
     assert_eq!(
         &out[0][22..38],
-        &second.octets(),
+        &SECOND.octets(),
         "source = the address pinged"
     );
     // From `::` (only duplicate address detection may use it): no answer,
@@ -353,19 +360,13 @@ fn echo_replies_come_from_the_address_pinged_and_none_go_to_the_unspecified() {
 
 #[test]
 fn a_server_with_two_addresses_answers_from_the_one_asked() {
-    // B holds B6 and `second`; A asks at `second`. A matches answers by
+    // B holds B6 and SECOND; A asks at SECOND. A matches answers by
     // address, so every Homa packet of B's (DATA, GRANTs for the long
-    // request, acks' answers) must come from `second`.
-    let second: Ipv6Addr = "fd00::b".parse().unwrap();
-    let mut cfg = dual(B_IP, B6, B_MAC);
-    cfg.ipv6_addrs[1] = Some(second);
-    let mut p = Pair::new(
-        endpoint_with(dual(A_IP, A6, A_MAC), 8, 1 << 20),
-        endpoint_with(cfg, 8, 1 << 20),
-    );
+    // request, acks' answers) must come from SECOND.
+    let mut p = b_with_second_address(8, 1 << 20);
     let reqs: Vec<(IpAddr, Vec<u8>)> = [100usize, 60_000]
         .iter()
-        .map(|&n| (IpAddr::V6(second), pattern(n, n as u64)))
+        .map(|&n| (IpAddr::V6(SECOND), pattern(n, n as u64)))
         .collect();
     let (resps, peers) = echo_all(&mut p, &reqs);
     for ((_, req), resp) in reqs.iter().zip(&resps) {
@@ -382,6 +383,6 @@ fn a_server_with_two_addresses_answers_from_the_one_asked() {
         .collect();
     assert!(from_b.len() >= 2 + 2, "B sent DATA and GRANTs");
     for f in from_b {
-        assert_eq!(&f[22..38], &second.octets(), "B's Homa source address");
+        assert_eq!(&f[22..38], &SECOND.octets(), "B's Homa source address");
     }
 }
