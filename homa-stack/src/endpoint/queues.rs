@@ -94,7 +94,7 @@ struct Placement {
     grant: bool,
     /// Its share of the incoming total.
     counted: u32,
-    /// Its keys in the SRPT heaps (see the `HeapNode` impls).
+    /// Its keys in the SRPT heaps (see the `HeapNode` impl).
     keys: HeapKeys,
 }
 
