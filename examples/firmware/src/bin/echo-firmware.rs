@@ -20,7 +20,7 @@ use core::future::poll_fn;
 use core::task::{Context, Poll};
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
+use cortex_m_semihosting::hprintln;
 use embassy_executor::{Executor, Spawner};
 use embassy_futures::join::join;
 use panic_semihosting as _;
@@ -31,7 +31,7 @@ use static_cell::{ConstStaticCell, StaticCell};
 
 use homa_firmware::alarm::AlarmClock;
 use homa_firmware::check::{fill, matches, pattern, reply_seed, request_seed};
-use homa_firmware::Clock;
+use homa_firmware::{finish, Clock};
 use homa_phy::share::{Share, Side};
 use homa_phy::{forward, Device, Instant, Loopback, Split};
 use homa_stack::asynch::{Clock as _, Stack, WakerCell};
@@ -323,7 +323,7 @@ impl World {
                 finish(Err("homa-stack answered for the shared address"));
             }
         }
-        finish(Ok(()))
+        finish(Ok::<(), &str>(()))
     }
 }
 
@@ -436,22 +436,6 @@ async fn client(
     done.set(true);
     kick.wake();
     core::future::pending().await
-}
-
-/// Prints the verdict and leaves QEMU with its exit status.
-fn finish(verdict: Result<(), &str>) -> ! {
-    match verdict {
-        Ok(()) => hprintln!("PASS"),
-        Err(why) => hprintln!("FAIL: {}", why),
-    }
-    debug::exit(if verdict.is_ok() {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    loop {
-        cortex_m::asm::wfi();
-    }
 }
 
 fn endpoint(
