@@ -33,7 +33,8 @@ use homa_firmware::alarm::AlarmClock;
 use homa_firmware::check::{fill, matches, pattern, reply_seed, request_seed};
 use homa_firmware::{finish, Clock};
 use homa_phy::share::{Share, Side};
-use homa_phy::{forward, Device, Instant, Loopback, Split};
+use homa_phy::smoltcp::{from_smoltcp, to_smoltcp, SmoltcpDevice};
+use homa_phy::{forward, Instant, Loopback, Split};
 use homa_stack::asynch::{Clock as _, Stack, WakerCell};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::storage::{buffer_len_for, pages_for};
@@ -107,61 +108,6 @@ static EXECUTOR: StaticCell<Executor> = StaticCell::new();
 
 // ---- smoltcp on a Share half -------------------------------------------------
 
-/// A homa-phy device (a `Share` half) as a smoltcp device.
-struct SmolDevice<'a, D>(&'a mut D);
-struct SmolRx<T>(T);
-struct SmolTx<T>(T);
-
-impl<T: homa_phy::RxToken> smoltcp::phy::RxToken for SmolRx<T> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        self.0.consume(f)
-    }
-}
-
-impl<T: homa_phy::TxToken> smoltcp::phy::TxToken for SmolTx<T> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        self.0.consume(len, f)
-    }
-}
-
-fn homa_time(t: smoltcp::time::Instant) -> Instant {
-    Instant::from_micros(t.total_micros().max(0) as u64)
-}
-
-fn smol_time(t: Instant) -> smoltcp::time::Instant {
-    smoltcp::time::Instant::from_micros(t.total_micros() as i64)
-}
-
-impl<D: Device> smoltcp::phy::Device for SmolDevice<'_, D> {
-    type RxToken<'b>
-        = SmolRx<D::RxToken<'b>>
-    where
-        Self: 'b;
-    type TxToken<'b>
-        = SmolTx<D::TxToken<'b>>
-    where
-        Self: 'b;
-
-    fn receive(
-        &mut self,
-        t: smoltcp::time::Instant,
-    ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        let (rx, tx) = self.0.receive(homa_time(t))?;
-        Some((SmolRx(rx), SmolTx(tx)))
-    }
-
-    fn transmit(&mut self, t: smoltcp::time::Instant) -> Option<Self::TxToken<'_>> {
-        self.0.transmit(homa_time(t)).map(SmolTx)
-    }
-
-    fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
-        let mut caps = smoltcp::phy::DeviceCapabilities::default();
-        caps.medium = smoltcp::phy::Medium::Ethernet;
-        caps.max_transmission_unit = self.0.capabilities().max_transmission_unit;
-        caps
-    }
-}
-
 /// A host's smoltcp interface with one UDP socket.
 struct Smol {
     iface: Interface,
@@ -183,8 +129,8 @@ impl Smol {
         config.random_seed = u64::from(mac[5]);
         let mut iface = Interface::new(
             config,
-            &mut SmolDevice(&mut share.other()),
-            smol_time(Instant::ZERO),
+            &mut SmoltcpDevice(&mut share.other()),
+            to_smoltcp(Instant::ZERO),
         );
         iface.update_ip_addrs(|a| {
             let _ = a.push(IpCidr::new(IpAddress::Ipv4(ip), 24));
@@ -207,8 +153,8 @@ impl Smol {
     fn poll(&mut self, now: Instant, share: &mut Shared) {
         let mut half = share.half(Side::Other);
         self.iface.poll(
-            smol_time(now),
-            &mut SmolDevice(&mut half),
+            to_smoltcp(now),
+            &mut SmoltcpDevice(&mut half),
             &mut self.sockets,
         );
     }
@@ -227,8 +173,8 @@ impl Smol {
 
     fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         self.iface
-            .poll_at(smol_time(now), &self.sockets)
-            .map(homa_time)
+            .poll_at(to_smoltcp(now), &self.sockets)
+            .map(from_smoltcp)
     }
 }
 
