@@ -265,6 +265,29 @@ pub mod check {
     }
 }
 
+/// The server task of the async programs (feature `async`): binds `port`
+/// on `stack` and answers every request, checked in place to be pattern
+/// [`request_seed`](check::request_seed), with as many bytes of pattern
+/// [`reply_seed`](check::reply_seed). Any failure ends the run
+/// ([`finish`]).
+#[cfg(feature = "async")]
+pub async fn serve<const N: usize>(stack: &homa_stack::asynch::Stack<'static, N>, port: u16) -> ! {
+    use check::{fill, matches, reply_seed, request_seed};
+    let Ok(mut server) = stack.bind(port) else {
+        finish(Err("bind"))
+    };
+    loop {
+        let mut request = server.accept().await;
+        let n = request.len();
+        if request.read(|m| matches(m, request_seed(n), n)) != Some(true) {
+            finish(Err("request corrupted"));
+        }
+        if request.reply_with(n, |w| fill(reply_seed(n), w)).is_err() {
+            finish(Err("reply"));
+        }
+    }
+}
+
 /// The async runners' timer (feature `async`): each [`AlarmClock`] has one
 /// alarm slot, checked by the SysTick interrupt every millisecond, which
 /// wakes the runner's waker once its instant has come. Instead of an

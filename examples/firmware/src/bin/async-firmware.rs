@@ -52,20 +52,7 @@ async fn runner(stack: &'static HomaStack, end: End, clock: AlarmClock) -> ! {
 
 #[embassy_executor::task]
 async fn server(stack: &'static HomaStack) -> ! {
-    let mut server = match stack.bind(PORT) {
-        Ok(s) => s,
-        Err(_) => finish(Err("bind")),
-    };
-    loop {
-        let mut request = server.accept().await;
-        let n = request.len();
-        if request.read(|m| matches(m, request_seed(n), n)) != Some(true) {
-            finish(Err("request corrupted"));
-        }
-        if request.reply_with(n, |w| fill(reply_seed(n), w)).is_err() {
-            finish(Err("reply"));
-        }
-    }
+    homa_firmware::serve(stack, PORT).await
 }
 
 #[embassy_executor::task]

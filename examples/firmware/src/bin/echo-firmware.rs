@@ -293,19 +293,7 @@ async fn runner(world: &'static mut World) -> ! {
 
 #[embassy_executor::task]
 async fn server(stack: &'static HomaStack) -> ! {
-    let Ok(mut server) = stack.bind(HOMA_PORT) else {
-        finish(Err("bind"))
-    };
-    loop {
-        let mut request = server.accept().await;
-        let n = request.len();
-        if request.read(|m| matches(m, request_seed(n), n)) != Some(true) {
-            finish(Err("request corrupted"));
-        }
-        if request.reply_with(n, |w| fill(reply_seed(n), w)).is_err() {
-            finish(Err("reply"));
-        }
-    }
+    homa_firmware::serve(stack, HOMA_PORT).await
 }
 
 /// Sends one datagram of pattern `seed` to the board's echo port and
