@@ -22,6 +22,7 @@
 //! | [`PcapWriter`] over a [`PcapSink`]: captures for Wireshark/tcpdump | yes | files under `std` |
 //! | `embassy::DriverAdapter`: any embassy-net driver | yes | feature `embassy` |
 //! | [`Share`]: one device for homa-stack and another stack | yes | |
+//! | `smoltcp::SmoltcpDevice`: any device as a smoltcp device (for smoltcp on a `Share` half) | yes | feature `smoltcp` |
 //! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
 //! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
 //! | [`testing`]: the test kit (generator, payload patterns; devices, frames and a two-host driver under `std`) | partly | `std` for the devices |
@@ -165,6 +166,8 @@ pub mod raw_socket;
 pub mod share;
 #[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(feature = "smoltcp")]
+pub mod smoltcp;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod tap;
 pub mod testing;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use homa_stack::asynch::{CallError, Clock, Runner, Stack, Wire};
+use homa_stack::asynch::{CallError, Client, Clock, Runner, Stack, Wire};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::storage::{MessageRef, MessageWriter};
 use homa_stack::time::{Duration, Instant};
@@ -152,31 +152,70 @@ fn endpoint(ip: Ipv4Addr, mac: u8, rpcs: usize, pool: usize) -> Endpoint<'static
     .unwrap()
 }
 
-/// Client and server stacks of up to 8 async sockets.
-fn stacks(client_rpcs: usize, pool: usize) -> (Stack<'static, 8>, Stack<'static, 8>) {
-    (
-        Stack::new(endpoint(CLIENT_IP, 1, client_rpcs, pool)),
-        Stack::new(endpoint(SERVER_IP, 2, 16, pool)),
-    )
+type Stack8 = Stack<'static, 8>;
+
+/// What every test here starts from: virtual time, client and server
+/// stacks of up to 8 async sockets each, and an in-memory wire between
+/// them (no runner on it yet).
+struct Net {
+    time: Rc<Time>,
+    cs: Stack8,
+    ss: Stack8,
+    wire: Wire<8>,
 }
 
-fn runners<'s>(
-    time: &Rc<Time>,
-    wire: &'s Wire<8>,
-    client: &'s Stack<'static, 8>,
-    server: &'s Stack<'static, 8>,
-) -> Vec<Task<'s>> {
-    let (a, b) = wire.ends();
-    let mut ra = Runner::new(client, a, SimClock::new(time));
-    let mut rb = Runner::new(server, b, SimClock::new(time));
-    vec![
-        Box::pin(async move {
-            ra.run().await;
-        }),
-        Box::pin(async move {
-            rb.run().await;
-        }),
-    ]
+impl Net {
+    /// `client_rpcs` RPC slots on the client (16 on the server), pools of
+    /// `pool` bytes.
+    fn new(client_rpcs: usize, pool: usize) -> Net {
+        Net {
+            time: Rc::new(Time::default()),
+            cs: Stack::new(endpoint(CLIENT_IP, 1, client_rpcs, pool)),
+            ss: Stack::new(endpoint(SERVER_IP, 2, 16, pool)),
+            wire: Wire::new(),
+        }
+    }
+
+    /// The two runners on the wire's ends.
+    fn runners(&self) -> Vec<Task<'_>> {
+        let (a, b) = self.wire.ends();
+        let mut ra = Runner::new(&self.cs, a, SimClock::new(&self.time));
+        let mut rb = Runner::new(&self.ss, b, SimClock::new(&self.time));
+        vec![
+            Box::pin(async move {
+                ra.run().await;
+            }),
+            Box::pin(async move {
+                rb.run().await;
+            }),
+        ]
+    }
+
+    /// The runners and a server task running [`serve`]; the count of
+    /// requests it answered.
+    fn serving(&self) -> (Vec<Task<'_>>, Rc<Cell<u32>>) {
+        let answered = Rc::new(Cell::new(0));
+        let mut tasks = self.runners();
+        tasks.push(Box::pin(serve(&self.ss, answered.clone())));
+        (tasks, answered)
+    }
+
+    /// Runs `main` beside `tasks` on this net's clock.
+    fn run<'a, T>(&self, main: impl Future<Output = T> + 'a, tasks: Vec<Task<'a>>) -> T {
+        run(&self.time, main, tasks)
+    }
+}
+
+/// One call of `len` bytes of pattern `len` to [`serve`], its response
+/// checked in place to be `len` bytes of pattern `!len`.
+async fn checked_call(client: &mut Client<'_, 'static, 8>, len: usize) {
+    let ok = client
+        .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
+            matches(m, !(len as u32), len)
+        })
+        .await
+        .unwrap();
+    assert!(ok, "response of {len} bytes");
 }
 
 fn pattern(seed: u32, i: usize) -> u8 {
@@ -211,7 +250,7 @@ fn matches(msg: MessageRef<'_>, seed: u32, len: usize) -> bool {
 
 /// A server that answers every request with `len` bytes of pattern `!len`
 /// after checking it is pattern `len`; counts what it answered.
-async fn serve(stack: &Stack<'static, 8>, answered: Rc<Cell<u32>>) {
+async fn serve(stack: &Stack8, answered: Rc<Cell<u32>>) {
     let mut server = stack.bind(PORT).unwrap();
     loop {
         let mut req = server.accept().await;
@@ -226,23 +265,14 @@ async fn serve(stack: &Stack<'static, 8>, answered: Rc<Cell<u32>>) {
 
 #[test]
 fn calls_of_several_sizes_complete_with_their_responses_checked_in_place() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 2 << 20);
-    let wire: Wire<8> = Wire::new();
-    let answered = Rc::new(Cell::new(0));
-    let mut tasks = runners(&time, &wire, &cs, &ss);
-    tasks.push(Box::pin(serve(&ss, answered.clone())));
+    let net = Net::new(8, 2 << 20);
+    let Net { cs, .. } = &net;
+    let (tasks, answered) = net.serving();
     let sizes = [1, 100, 1424, 1425, 40_001, 500_000];
     let main = async {
         let mut client = cs.client().unwrap();
         for len in sizes {
-            let ok = client
-                .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
-                    matches(m, !(len as u32), len)
-                })
-                .await
-                .unwrap();
-            assert!(ok, "response of {len} bytes");
+            checked_call(&mut client, len).await;
         }
         // And the copying form, response into a caller buffer.
         let mut buf = [0u8; 2000];
@@ -258,7 +288,7 @@ fn calls_of_several_sizes_complete_with_their_responses_checked_in_place() {
         let e = client.call(SERVER_IP, PORT, &request, &mut small).await;
         assert_eq!(e, Err(CallError::Truncated { len: 1500 }));
     };
-    run(&time, main, tasks);
+    net.run(main, tasks);
     assert_eq!(answered.get(), sizes.len() as u32 + 2);
     cs.with(|ep| {
         assert_eq!(ep.rpcs_in_use(), 0, "every client RPC released");
@@ -269,26 +299,17 @@ fn calls_of_several_sizes_complete_with_their_responses_checked_in_place() {
 
 #[test]
 fn calls_complete_through_random_loss() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
-    let wire: Wire<8> = Wire::new();
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, ss, wire, .. } = &net;
     wire.set_loss(10, 0x1234_5678);
-    let answered = Rc::new(Cell::new(0));
-    let mut tasks = runners(&time, &wire, &cs, &ss);
-    tasks.push(Box::pin(serve(&ss, answered.clone())));
+    let (tasks, _) = net.serving();
     let main = async {
         let mut client = cs.client().unwrap();
         for len in [1425, 40_001, 200_000] {
-            let ok = client
-                .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
-                    matches(m, !(len as u32), len)
-                })
-                .await
-                .unwrap();
-            assert!(ok);
+            checked_call(&mut client, len).await;
         }
     };
-    run(&time, main, tasks);
+    net.run(main, tasks);
     assert!(
         wire.dropped() > 10,
         "frames were dropped: {}",
@@ -301,10 +322,9 @@ fn calls_complete_through_random_loss() {
 
 #[test]
 fn concurrent_calls_are_in_service_at_the_server_at_once() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
-    let wire: Wire<8> = Wire::new();
-    let mut tasks = runners(&time, &wire, &cs, &ss);
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, ss, .. } = &net;
+    let mut tasks = net.runners();
     // The server answers only once it holds four requests: the calls must
     // all be under way together, or this never ends.
     tasks.push(Box::pin(async {
@@ -345,7 +365,7 @@ fn concurrent_calls_are_in_service_at_the_server_at_once() {
             Poll::Pending
         }
     });
-    run(&time, main, tasks);
+    net.run(main, tasks);
     let mut f = finished.borrow().clone();
     f.sort();
     assert_eq!(f, [0, 1, 2, 3]);
@@ -353,39 +373,29 @@ fn concurrent_calls_are_in_service_at_the_server_at_once() {
 
 #[test]
 fn an_accept_loop_serves_many_clients_in_turn() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
-    let wire: Wire<8> = Wire::new();
-    let answered = Rc::new(Cell::new(0));
-    let mut tasks = runners(&time, &wire, &cs, &ss);
-    tasks.push(Box::pin(serve(&ss, answered.clone())));
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, .. } = &net;
+    let (tasks, answered) = net.serving();
     let main = async {
         for round in 0..3 {
             // A fresh client each round: sockets are opened and closed.
             let mut client = cs.client().unwrap();
             for i in 0..10usize {
                 let len = 1 + round * 1000 + i * 37;
-                let ok = client
-                    .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
-                        matches(m, !(len as u32), len)
-                    })
-                    .await
-                    .unwrap();
-                assert!(ok);
+                checked_call(&mut client, len).await;
             }
         }
     };
-    run(&time, main, tasks);
+    net.run(main, tasks);
     assert_eq!(answered.get(), 30);
     assert_eq!(cs.with(|ep| ep.rpcs_in_use()), 0);
 }
 
 #[test]
 fn a_dropped_call_future_aborts_and_frees_its_rpc() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
-    let wire: Wire<8> = Wire::new();
-    let tasks = runners(&time, &wire, &cs, &ss);
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, ss, .. } = &net;
+    let tasks = net.runners();
     // A server socket that never accepts: requests arrive and wait.
     let server = ss.bind(PORT).unwrap();
     let capacity = cs.with(|ep| ep.pool_capacity_bytes());
@@ -417,7 +427,7 @@ fn a_dropped_call_future_aborts_and_frees_its_rpc() {
         // own response, not the aborted one's.
         let answered = Rc::new(Cell::new(0));
         drop(server);
-        let mut serve = Box::pin(serve(&ss, answered.clone()));
+        let mut serve = Box::pin(serve(ss, answered.clone()));
         let mut buf = [0u8; 8];
         let request = [pattern(1, 0)];
         let mut call = Box::pin(client.call(SERVER_IP, PORT, &request, &mut buf));
@@ -436,18 +446,15 @@ fn a_dropped_call_future_aborts_and_frees_its_rpc() {
         assert_eq!(n, Ok(1));
         assert_eq!(buf[0], pattern(!1, 0));
     };
-    run(&time, main, tasks);
+    net.run(main, tasks);
     assert_eq!(cs.with(|ep| ep.rpcs_in_use()), 0);
 }
 
 #[test]
 fn a_waiting_call_is_woken_by_the_runner_and_not_polled_in_a_loop() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
-    let wire: Wire<8> = Wire::new();
-    let answered = Rc::new(Cell::new(0));
-    let mut tasks = runners(&time, &wire, &cs, &ss);
-    tasks.push(Box::pin(serve(&ss, answered.clone())));
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, .. } = &net;
+    let (tasks, _) = net.serving();
     let polls = Rc::new(Cell::new(0));
     let main = Counted {
         inner: Box::pin(async {
@@ -462,7 +469,7 @@ fn a_waiting_call_is_woken_by_the_runner_and_not_polled_in_a_loop() {
         }),
         polls: polls.clone(),
     };
-    assert!(run(&time, main, tasks));
+    assert!(net.run(main, tasks));
     // Polled once to start, then (about) once when the response is in;
     // the executor never polls a task that was not woken, so completing at
     // all shows the wake.
@@ -472,26 +479,17 @@ fn a_waiting_call_is_woken_by_the_runner_and_not_polled_in_a_loop() {
 
 #[test]
 fn a_call_without_room_waits_and_is_woken_when_an_rpc_finishes() {
-    let time = Rc::new(Time::default());
     // Two RPC slots on the client: the third call must wait for one.
-    let (cs, ss) = stacks(2, 1 << 20);
-    let wire: Wire<8> = Wire::new();
-    let answered = Rc::new(Cell::new(0));
-    let mut tasks = runners(&time, &wire, &cs, &ss);
-    tasks.push(Box::pin(serve(&ss, answered.clone())));
+    let net = Net::new(2, 1 << 20);
+    let Net { cs, .. } = &net;
+    let (mut tasks, answered) = net.serving();
     let finished = Rc::new(Cell::new(0));
     for k in 0..3usize {
         let (cs, finished) = (&cs, finished.clone());
         tasks.push(Box::pin(async move {
             let mut client = cs.client().unwrap();
             let len = 50_000 + k;
-            let ok = client
-                .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
-                    matches(m, !(len as u32), len)
-                })
-                .await
-                .unwrap();
-            assert!(ok);
+            checked_call(&mut client, len).await;
             finished.set(finished.get() + 1);
         }));
     }
@@ -510,23 +508,22 @@ fn a_call_without_room_waits_and_is_woken_when_an_rpc_finishes() {
             Poll::Pending
         }
     });
-    run(&time, main, tasks);
+    net.run(main, tasks);
     assert!(waited.get(), "both slots were in use at once");
     assert_eq!(answered.get(), 3);
 }
 
 #[test]
 fn a_call_to_a_port_nobody_serves_fails_and_is_released() {
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
-    let wire: Wire<8> = Wire::new();
-    let tasks = runners(&time, &wire, &cs, &ss);
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, .. } = &net;
+    let tasks = net.runners();
     let main = async {
         let mut client = cs.client().unwrap();
         let mut buf = [0u8; 8];
         client.call(SERVER_IP, 1234, b"x", &mut buf).await
     };
-    let r = run(&time, main, tasks);
+    let r = net.run(main, tasks);
     assert!(
         matches!(
             r,
@@ -616,16 +613,16 @@ impl embassy_net_driver::Driver for ChanDriver {
 #[test]
 fn runners_over_embassy_drivers_are_woken_by_the_drivers() {
     use homa_stack::asynch::EmbassyDriver;
-    let time = Rc::new(Time::default());
-    let (cs, ss) = stacks(8, 1 << 20);
+    let net = Net::new(8, 1 << 20);
+    let Net { cs, ss, .. } = &net;
     let (ab, ba) = (Rc::default(), Rc::default());
     let client_nic = ChanDriver {
         rx: Rc::clone(&ba),
         tx: Rc::clone(&ab),
     };
     let server_nic = ChanDriver { rx: ab, tx: ba };
-    let mut ra = Runner::new(&cs, EmbassyDriver(client_nic), SimClock::new(&time));
-    let mut rb = Runner::new(&ss, EmbassyDriver(server_nic), SimClock::new(&time));
+    let mut ra = Runner::new(cs, EmbassyDriver(client_nic), SimClock::new(&net.time));
+    let mut rb = Runner::new(ss, EmbassyDriver(server_nic), SimClock::new(&net.time));
     let answered = Rc::new(Cell::new(0));
     let tasks: Vec<Task<'_>> = vec![
         Box::pin(async move {
@@ -634,20 +631,14 @@ fn runners_over_embassy_drivers_are_woken_by_the_drivers() {
         Box::pin(async move {
             rb.run().await;
         }),
-        Box::pin(serve(&ss, answered.clone())),
+        Box::pin(serve(ss, answered.clone())),
     ];
     let main = async {
         let mut client = cs.client().unwrap();
         for len in [1, 1425, 100_000] {
-            let ok = client
-                .call_with(SERVER_IP, PORT, len, fill(len as u32), |m| {
-                    matches(m, !(len as u32), len)
-                })
-                .await
-                .unwrap();
-            assert!(ok);
+            checked_call(&mut client, len).await;
         }
     };
-    run(&time, main, tasks);
+    net.run(main, tasks);
     assert_eq!(answered.get(), 3);
 }

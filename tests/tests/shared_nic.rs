@@ -12,6 +12,7 @@ use std::task::{Context, Waker};
 use homa_phy::embassy::DriverAdapter;
 use homa_phy::share::driver::SharedDriver;
 use homa_phy::share::{Share, ShareStats};
+use homa_phy::smoltcp::{to_smoltcp, SmoltcpDevice};
 use homa_phy::testing::{frames, pattern};
 use homa_phy::{
     BoxedLoopback, ChecksumCapabilities, Device, Instant, Loopback, RxToken as _, Split,
@@ -36,58 +37,6 @@ const ECHO_PORT: u16 = 7;
 const RPC_SIZES: [usize; 6] = [1, 100, 1424, 1425, 5000, 100_000];
 const DATAGRAMS: usize = 12;
 
-/// A homa-phy device as a smoltcp device.
-struct Smol<'a, D>(&'a mut D);
-struct SmolRx<T>(T);
-struct SmolTx<T>(T);
-
-impl<T: homa_phy::RxToken> smoltcp::phy::RxToken for SmolRx<T> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        self.0.consume(f)
-    }
-}
-
-impl<T: homa_phy::TxToken> smoltcp::phy::TxToken for SmolTx<T> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        self.0.consume(len, f)
-    }
-}
-
-fn phy_time(t: smoltcp::time::Instant) -> Instant {
-    Instant::from_micros(t.total_micros().max(0) as u64)
-}
-
-impl<D: Device> smoltcp::phy::Device for Smol<'_, D> {
-    type RxToken<'b>
-        = SmolRx<D::RxToken<'b>>
-    where
-        Self: 'b;
-    type TxToken<'b>
-        = SmolTx<D::TxToken<'b>>
-    where
-        Self: 'b;
-    fn receive(
-        &mut self,
-        t: smoltcp::time::Instant,
-    ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        let (rx, tx) = self.0.receive(phy_time(t))?;
-        Some((SmolRx(rx), SmolTx(tx)))
-    }
-    fn transmit(&mut self, t: smoltcp::time::Instant) -> Option<Self::TxToken<'_>> {
-        self.0.transmit(phy_time(t)).map(SmolTx)
-    }
-    fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
-        let mut caps = smoltcp::phy::DeviceCapabilities::default();
-        caps.medium = smoltcp::phy::Medium::Ethernet;
-        caps.max_transmission_unit = self.0.capabilities().max_transmission_unit;
-        caps
-    }
-}
-
-fn smol_time(now: Instant) -> smoltcp::time::Instant {
-    smoltcp::time::Instant::from_micros(now.total_micros() as i64)
-}
-
 /// The two stacks of one host, sharing its address.
 struct Stacks {
     homa: Endpoint<'static>,
@@ -111,7 +60,11 @@ impl Stacks {
 
         let config = smoltcp::iface::Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
         let mut lo: Loopback<1> = Loopback::new();
-        let mut iface = Interface::new(config, &mut Smol(&mut lo), smol_time(Instant::ZERO));
+        let mut iface = Interface::new(
+            config,
+            &mut SmoltcpDevice(&mut lo),
+            to_smoltcp(Instant::ZERO),
+        );
         iface.update_ip_addrs(|a| a.push(IpCidr::new(IpAddress::Ipv4(ip), 24)).unwrap());
         let buffer =
             || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 16], vec![0; 32 * 1024]);
@@ -133,8 +86,11 @@ impl Stacks {
     }
 
     fn poll_smol(&mut self, now: Instant, device: &mut impl Device) {
-        self.iface
-            .poll(smol_time(now), &mut Smol(device), &mut self.sockets);
+        self.iface.poll(
+            to_smoltcp(now),
+            &mut SmoltcpDevice(device),
+            &mut self.sockets,
+        );
     }
 
     fn udp(&mut self) -> &mut udp::Socket<'static> {

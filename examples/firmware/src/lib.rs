@@ -1,14 +1,18 @@
 //! What the firmware binaries share: the SysTick clock, the message
-//! pattern the programs check, and (feature `async`) the async runners'
+//! pattern the programs check, the verdict they print ([`finish`]), the two
+//! endpoints of `homa-firmware` and `async-firmware` ([`pair`]), the
+//! probes' endpoint ([`probe`]), and (feature `async`) the async runners'
 //! timer on SysTick.
 #![no_std]
 #![forbid(unsafe_code)]
 
+use core::fmt::Display;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 use cortex_m_rt::exception;
+use cortex_m_semihosting::{debug, hprintln};
 use homa_phy::Instant;
 
 /// The core clock of QEMU's mps2-an386 (and of the real board's FPGA image).
@@ -63,6 +67,155 @@ impl Clock {
     }
 }
 
+/// Prints the verdict over semihosting, `PASS` or `FAIL: why`, and leaves
+/// QEMU with the matching exit status.
+pub fn finish(verdict: Result<(), impl Display>) -> ! {
+    let ok = verdict.is_ok();
+    match verdict {
+        Ok(()) => hprintln!("PASS"),
+        Err(why) => hprintln!("FAIL: {}", why),
+    }
+    debug::exit(if ok {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+/// The client and the server of `homa-firmware` and `async-firmware`: their
+/// addresses, table sizes, pools and the sizes they exchange, and the two
+/// endpoints over statics in `.bss`.
+pub mod pair {
+    use homa_stack::endpoint::SetupError;
+    use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+    use homa_stack::storage::{buffer_len_for, pages_for, MAX_MESSAGE_LEN};
+    use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+    use homa_stack::{Config, Endpoint};
+    use static_cell::{ConstStaticCell, StaticCell};
+
+    /// Pool page size.
+    pub const PAGE: usize = 4096;
+    /// The largest message the programs send: Homa's limit, 1,000,000 bytes.
+    pub const MAX_MSG: usize = MAX_MESSAGE_LEN;
+    /// Pages of one largest message.
+    const MSG_PAGES: usize = pages_for(MAX_MSG, PAGE);
+    /// The client holds its request (kept for retransmission until the
+    /// response completes it) and the response.
+    pub const CLIENT_POOL: usize = buffer_len_for(2 * MSG_PAGES, PAGE);
+    /// The server frees a request before it allocates the response, but it
+    /// may still hold the previous response until the client's ACK arrives
+    /// (on the first DATA of the next request), so a few pages more.
+    pub const SERVER_POOL: usize = buffer_len_for(MSG_PAGES + 16, PAGE);
+
+    /// RPC slots per endpoint.
+    pub const RPCS: usize = 8;
+    /// Peer slots per endpoint.
+    pub const PEERS: usize = 4;
+    /// Socket slots per endpoint.
+    pub const SOCKETS: usize = 2;
+
+    /// Request sizes: one byte, a small message, one full packet, one byte
+    /// more than a packet, one byte more than the unscheduled limit (so it
+    /// needs a grant), and the largest message.
+    pub const SIZES: [usize; 6] = [1, 100, 1424, 1425, 40_001, MAX_MSG];
+    /// Sizes sent again with frames dropped.
+    pub const LOSSY_SIZES: [usize; 3] = [1425, 40_001, 200_000];
+    /// In the lossy pass, each frame is dropped with probability 1 in this
+    /// many, at random: a periodic drop can lock onto a retransmission cycle
+    /// of the same length and drop the same packet forever.
+    pub const LOSS_ONE_IN: u32 = 10;
+
+    /// The client's address.
+    pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    /// The server's address.
+    pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    /// The client's link address.
+    pub const CLIENT_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+    /// The server's link address.
+    pub const SERVER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+    /// The server's port.
+    pub const PORT: u16 = 99;
+
+    // The tables' empty slots are not all-zero bytes (`None` is a niche value
+    // of the RPC state), so as `const` statics they would go to `.data` and
+    // cost flash as well; `StaticCell` keeps them in `.bss` and fills them at
+    // start.
+    static CLIENT_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
+    static SERVER_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
+    static CLIENT_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
+    static SERVER_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
+    static CLIENT_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
+    static SERVER_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
+    // Zero-filled memory is built at compile time in `.bss`, never on the
+    // stack.
+    static CLIENT_POOL_MEM: ConstStaticCell<[u8; CLIENT_POOL]> =
+        ConstStaticCell::new([0; CLIENT_POOL]);
+    static SERVER_POOL_MEM: ConstStaticCell<[u8; SERVER_POOL]> =
+        ConstStaticCell::new([0; SERVER_POOL]);
+
+    /// The client's and the server's endpoints over their statics. Call it
+    /// once: the statics are handed out only once (a second call panics).
+    /// (`#[inline]`: compiled only into the programs that call it; built
+    /// into this library, it changes how LTO inlines `size-probe`'s `main`.)
+    #[inline]
+    pub fn endpoints() -> Result<(Endpoint<'static>, Endpoint<'static>), SetupError> {
+        let client = Endpoint::new(
+            Config::new(CLIENT_IP, CLIENT_MAC),
+            &mut CLIENT_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
+            &mut CLIENT_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
+            &mut CLIENT_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
+            &mut CLIENT_POOL_MEM.take()[..],
+            PAGE,
+        )?;
+        let server = Endpoint::new(
+            Config::new(SERVER_IP, SERVER_MAC),
+            &mut SERVER_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
+            &mut SERVER_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
+            &mut SERVER_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
+            &mut SERVER_POOL_MEM.take()[..],
+            PAGE,
+        )?;
+        Ok((client, server))
+    }
+}
+
+/// The endpoint of `size-probe` and `async-probe`: 8 RPCs, 4 peers, 2
+/// sockets and 32 pages of 2 KiB, over statics in `.bss`.
+pub mod probe {
+    use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+    use homa_stack::{Config, Endpoint};
+    use static_cell::{ConstStaticCell, StaticCell};
+
+    /// Pool page size.
+    const PAGE: usize = 2048;
+    static RPCS: StaticCell<[RpcSlot; 8]> = StaticCell::new();
+    static PEERS: StaticCell<[PeerSlot; 4]> = StaticCell::new();
+    static SOCKETS: StaticCell<[SocketSlot; 2]> = StaticCell::new();
+    static POOL: ConstStaticCell<[u8; 32 * (PAGE + 4)]> =
+        ConstStaticCell::new([0; 32 * (PAGE + 4)]);
+
+    /// The probe's endpoint with `config`. Call it once (the statics are
+    /// handed out only once); panics on an invalid `config`. Always
+    /// inlined: called from the library, `size-probe`'s `main` grows by
+    /// 700 bytes under LTO, and the probe would no longer measure the same
+    /// code as with the set-up written in `main`.
+    #[inline(always)]
+    pub fn endpoint(config: Config) -> Endpoint<'static> {
+        Endpoint::new(
+            config,
+            &mut RPCS.init_with(|| [RpcSlot::EMPTY; 8])[..],
+            &mut PEERS.init_with(|| [PeerSlot::EMPTY; 4])[..],
+            &mut SOCKETS.init_with(|| [SocketSlot::EMPTY; 2])[..],
+            &mut POOL.take()[..],
+            PAGE,
+        )
+        .expect("valid set-up")
+    }
+}
+
 /// The test messages: byte `i` of message `seed`, cheap and different for
 /// every offset within a page and every message.
 pub mod check {
@@ -109,6 +262,29 @@ pub mod check {
     /// Seed of its reply (different, so an echo would fail).
     pub fn reply_seed(len: usize) -> u32 {
         !(len as u32)
+    }
+}
+
+/// The server task of the async programs (feature `async`): binds `port`
+/// on `stack` and answers every request, checked in place to be pattern
+/// [`request_seed`](check::request_seed), with as many bytes of pattern
+/// [`reply_seed`](check::reply_seed). Any failure ends the run
+/// ([`finish`]).
+#[cfg(feature = "async")]
+pub async fn serve<const N: usize>(stack: &homa_stack::asynch::Stack<'static, N>, port: u16) -> ! {
+    use check::{fill, matches, reply_seed, request_seed};
+    let Ok(mut server) = stack.bind(port) else {
+        finish(Err("bind"))
+    };
+    loop {
+        let mut request = server.accept().await;
+        let n = request.len();
+        if request.read(|m| matches(m, request_seed(n), n)) != Some(true) {
+            finish(Err("request corrupted"));
+        }
+        if request.reply_with(n, |w| fill(reply_seed(n), w)).is_err() {
+            finish(Err("reply"));
+        }
     }
 }
 

@@ -22,75 +22,31 @@ use core::mem::size_of;
 
 use cortex_m::peripheral::DWT;
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
+use cortex_m_semihosting::hprintln;
 use panic_semihosting as _;
-use static_cell::{ConstStaticCell, StaticCell};
+use static_cell::ConstStaticCell;
 
 use homa_firmware::check::{fill, matches, reply_seed, request_seed};
-use homa_firmware::Clock;
+use homa_firmware::pair::{
+    CLIENT_POOL, LOSSY_SIZES, LOSS_ONE_IN, MAX_MSG, PEERS, PORT, RPCS, SERVER_IP, SERVER_POOL,
+    SIZES, SOCKETS,
+};
+use homa_firmware::{finish, Clock};
 use homa_phy::{forward, Device, Instant, Loopback, RxToken, Split, TxToken};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
-use homa_stack::storage::{buffer_len_for, pages_for, MAX_MESSAGE_LEN};
-use homa_stack::wire::{EthernetAddress, Ipv4Addr};
-use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+use homa_stack::{Endpoint, Event, RpcHandle, SendError};
 
-/// Pool page size.
-const PAGE: usize = 4096;
-/// The largest message the example sends: Homa's limit, 1,000,000 bytes.
-const MAX_MSG: usize = MAX_MESSAGE_LEN;
-/// Pages of one largest message.
-const MSG_PAGES: usize = pages_for(MAX_MSG, PAGE);
-/// The client holds its request (kept for retransmission until the response
-/// completes it) and the response.
-const CLIENT_POOL: usize = buffer_len_for(2 * MSG_PAGES, PAGE);
-/// The server frees a request before it allocates the response, but it may
-/// still hold the previous response until the client's ACK arrives (on the
-/// first DATA of the next request), so a few pages more.
-const SERVER_POOL: usize = buffer_len_for(MSG_PAGES + 16, PAGE);
-
-/// Table sizes per endpoint.
-const RPCS: usize = 8;
-const PEERS: usize = 4;
-const SOCKETS: usize = 2;
 /// Frames per ring; four rings (each endpoint's receive and transmit ring).
 const RING: usize = 8;
 
 type Ring = Loopback<RING>;
 type Dev = Split<&'static mut Ring, &'static mut Ring>;
 
-// The tables' empty slots are not all-zero bytes (`None` is a niche value of
-// the RPC state), so as `const` statics they would go to `.data` and cost
-// flash as well; `StaticCell` keeps them in `.bss` and fills them at start.
-static CLIENT_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
-static SERVER_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
-static CLIENT_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
-static SERVER_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
-static CLIENT_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
-static SERVER_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
-// Zero-filled memory is built at compile time in `.bss`, never on the stack.
-static CLIENT_POOL_MEM: ConstStaticCell<[u8; CLIENT_POOL]> = ConstStaticCell::new([0; CLIENT_POOL]);
-static SERVER_POOL_MEM: ConstStaticCell<[u8; SERVER_POOL]> = ConstStaticCell::new([0; SERVER_POOL]);
 static RINGS: ConstStaticCell<[Ring; 4]> =
     ConstStaticCell::new([Ring::new(), Ring::new(), Ring::new(), Ring::new()]);
 
-/// Request sizes: one byte, a small message, one full packet, one byte more
-/// than a packet, one byte more than the unscheduled limit (so it needs a
-/// grant), and the largest message.
-const SIZES: [usize; 6] = [1, 100, 1424, 1425, 40_001, MAX_MSG];
-/// Sizes sent again with frames dropped.
-const LOSSY_SIZES: [usize; 3] = [1425, 40_001, 200_000];
-/// In the lossy pass, each frame is dropped with probability 1 in this many,
-/// at random: a periodic drop can lock onto a retransmission cycle of the
-/// same length and drop the same packet forever.
-const LOSS_ONE_IN: u32 = 10;
 /// An RPC not done in this much clock time fails the run.
 const RPC_DEADLINE_MS: u64 = 10_000;
-
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const CLIENT_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
-const SERVER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
-const PORT: u16 = 99;
 
 /// The two endpoints, their devices and the clock.
 struct Pair {
@@ -274,24 +230,7 @@ impl Pair {
 
 #[entry]
 fn main() -> ! {
-    let ok = match run() {
-        Ok(()) => {
-            hprintln!("PASS");
-            true
-        }
-        Err(e) => {
-            hprintln!("FAIL: {}", e);
-            false
-        }
-    };
-    debug::exit(if ok {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    loop {
-        cortex_m::asm::wfi();
-    }
+    finish(run())
 }
 
 fn run() -> Result<(), Failure> {
@@ -302,24 +241,7 @@ fn run() -> Result<(), Failure> {
     let cycles_start = DWT::cycle_count();
 
     let [r0, r1, r2, r3] = RINGS.take();
-    let client = Endpoint::new(
-        Config::new(CLIENT_IP, CLIENT_MAC),
-        &mut CLIENT_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
-        &mut CLIENT_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
-        &mut CLIENT_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
-        &mut CLIENT_POOL_MEM.take()[..],
-        PAGE,
-    )
-    .map_err(|_| Failure::Setup)?;
-    let server = Endpoint::new(
-        Config::new(SERVER_IP, SERVER_MAC),
-        &mut SERVER_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
-        &mut SERVER_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
-        &mut SERVER_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
-        &mut SERVER_POOL_MEM.take()[..],
-        PAGE,
-    )
-    .map_err(|_| Failure::Setup)?;
+    let (client, server) = homa_firmware::pair::endpoints().map_err(|_| Failure::Setup)?;
     let mut pair = Pair {
         client,
         server,

@@ -548,6 +548,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "arithmetic only, 2 minutes under Miri; runs natively")]
     fn shift_subtract_is_integer_division() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {

@@ -19,58 +19,26 @@
 use core::mem::size_of;
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
+use cortex_m_semihosting::hprintln;
 use embassy_executor::{Executor, Spawner};
 use panic_semihosting as _;
 use static_cell::{ConstStaticCell, StaticCell};
 
 use homa_firmware::alarm::AlarmClock;
 use homa_firmware::check::{fill, matches, reply_seed, request_seed};
-use homa_firmware::Clock;
+use homa_firmware::pair::{LOSSY_SIZES, LOSS_ONE_IN, MAX_MSG, PORT, SERVER_IP, SIZES};
+use homa_firmware::{finish, Clock};
 use homa_stack::asynch::{CallError, Runner, Stack, Wire, WireEnd};
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
-use homa_stack::storage::{buffer_len_for, pages_for, MAX_MESSAGE_LEN};
-use homa_stack::wire::{EthernetAddress, Ipv4Addr};
-use homa_stack::{Config, Endpoint, SendError};
+use homa_stack::{Endpoint, SendError};
 
-/// Pool page size.
-const PAGE: usize = 4096;
-/// The largest message the example sends: Homa's limit.
-const MAX_MSG: usize = MAX_MESSAGE_LEN;
-const MSG_PAGES: usize = pages_for(MAX_MSG, PAGE);
-/// As in `homa-firmware`: the client holds a request and its response,
-/// the server a request or response and the previous response until ACKed.
-const CLIENT_POOL: usize = buffer_len_for(2 * MSG_PAGES, PAGE);
-const SERVER_POOL: usize = buffer_len_for(MSG_PAGES + 16, PAGE);
-const RPCS: usize = 8;
-const PEERS: usize = 4;
-const SOCKETS: usize = 2;
 /// Async sockets per stack.
 const SLOTS: usize = 2;
 /// Frames per direction on the wire.
 const RING: usize = 8;
 
-const SIZES: [usize; 6] = [1, 100, 1424, 1425, 40_001, MAX_MSG];
-const LOSSY_SIZES: [usize; 3] = [1425, 40_001, 200_000];
-const LOSS_ONE_IN: u32 = 10;
-
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const CLIENT_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
-const SERVER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
-const PORT: u16 = 99;
-
 type HomaStack = Stack<'static, SLOTS>;
 type End = WireEnd<'static, RING, 1514>;
 
-static CLIENT_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
-static SERVER_RPCS: StaticCell<[RpcSlot; RPCS]> = StaticCell::new();
-static CLIENT_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
-static SERVER_PEERS: StaticCell<[PeerSlot; PEERS]> = StaticCell::new();
-static CLIENT_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
-static SERVER_SOCKETS: StaticCell<[SocketSlot; SOCKETS]> = StaticCell::new();
-static CLIENT_POOL_MEM: ConstStaticCell<[u8; CLIENT_POOL]> = ConstStaticCell::new([0; CLIENT_POOL]);
-static SERVER_POOL_MEM: ConstStaticCell<[u8; SERVER_POOL]> = ConstStaticCell::new([0; SERVER_POOL]);
 static WIRE: ConstStaticCell<Wire<RING>> = ConstStaticCell::new(Wire::new());
 static CLIENT_STACK: StaticCell<HomaStack> = StaticCell::new();
 static SERVER_STACK: StaticCell<HomaStack> = StaticCell::new();
@@ -84,20 +52,7 @@ async fn runner(stack: &'static HomaStack, end: End, clock: AlarmClock) -> ! {
 
 #[embassy_executor::task]
 async fn server(stack: &'static HomaStack) -> ! {
-    let mut server = match stack.bind(PORT) {
-        Ok(s) => s,
-        Err(_) => finish(Err("bind")),
-    };
-    loop {
-        let mut request = server.accept().await;
-        let n = request.len();
-        if request.read(|m| matches(m, request_seed(n), n)) != Some(true) {
-            finish(Err("request corrupted"));
-        }
-        if request.reply_with(n, |w| fill(reply_seed(n), w)).is_err() {
-            finish(Err("reply"));
-        }
-    }
+    homa_firmware::serve(stack, PORT).await
 }
 
 #[embassy_executor::task]
@@ -162,58 +117,15 @@ async fn client(stack: &'static HomaStack, wire: &'static Wire<RING>, mut clock:
     })
 }
 
-/// Prints the verdict and leaves QEMU with its exit status.
-fn finish(verdict: Result<(), &str>) -> ! {
-    match verdict {
-        Ok(()) => hprintln!("PASS"),
-        Err(why) => hprintln!("FAIL: {}", why),
-    }
-    debug::exit(if verdict.is_ok() {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    loop {
-        cortex_m::asm::wfi();
-    }
-}
-
-fn endpoint(
-    ip: Ipv4Addr,
-    mac: EthernetAddress,
-    rpcs: &'static mut [RpcSlot],
-    peers: &'static mut [PeerSlot],
-    sockets: &'static mut [SocketSlot],
-    pool: &'static mut [u8],
-) -> Endpoint<'static> {
-    match Endpoint::new(Config::new(ip, mac), rpcs, peers, sockets, pool, PAGE) {
-        Ok(ep) => ep,
-        Err(_) => finish(Err("set-up")),
-    }
-}
-
 #[entry]
 fn main() -> ! {
     let Some(cp) = cortex_m::Peripherals::take() else {
         finish(Err("peripherals"))
     };
     let clock = Clock::start(cp.SYST);
-    let client_ep = endpoint(
-        CLIENT_IP,
-        CLIENT_MAC,
-        &mut CLIENT_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
-        &mut CLIENT_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
-        &mut CLIENT_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
-        &mut CLIENT_POOL_MEM.take()[..],
-    );
-    let server_ep = endpoint(
-        SERVER_IP,
-        SERVER_MAC,
-        &mut SERVER_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
-        &mut SERVER_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
-        &mut SERVER_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
-        &mut SERVER_POOL_MEM.take()[..],
-    );
+    let Ok((client_ep, server_ep)) = homa_firmware::pair::endpoints() else {
+        finish(Err("set-up"))
+    };
     let client_stack: &'static HomaStack = CLIENT_STACK.init_with(|| Stack::new(client_ep));
     let server_stack: &'static HomaStack = SERVER_STACK.init_with(|| Stack::new(server_ep));
     let wire: &'static Wire<RING> = WIRE.take();

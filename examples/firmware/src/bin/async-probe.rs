@@ -18,9 +18,8 @@ use homa_firmware::alarm::AlarmClock;
 use homa_firmware::Clock;
 use homa_phy::Loopback;
 use homa_stack::asynch::{Interface, Runner, Stack};
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
-use homa_stack::{Config, Endpoint};
+use homa_stack::Config;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
@@ -29,14 +28,9 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     }
 }
 
-const PAGE: usize = 2048;
 const PORT: u16 = 99;
 type HomaStack = Stack<'static, 2>;
 
-static RPCS: StaticCell<[RpcSlot; 8]> = StaticCell::new();
-static PEERS: StaticCell<[PeerSlot; 4]> = StaticCell::new();
-static SOCKETS: StaticCell<[SocketSlot; 2]> = StaticCell::new();
-static POOL: ConstStaticCell<[u8; 32 * (PAGE + 4)]> = ConstStaticCell::new([0; 32 * (PAGE + 4)]);
 static RING: ConstStaticCell<Loopback<8>> = ConstStaticCell::new(Loopback::new());
 static STACK: StaticCell<HomaStack> = StaticCell::new();
 static EXECUTOR: StaticCell<Executor> = StaticCell::new();
@@ -97,15 +91,7 @@ fn main() -> ! {
         Ipv4Addr::new(10, 0, 0, 1),
         EthernetAddress([2, 0, 0, 0, 0, 1]),
     );
-    let ep = Endpoint::new(
-        config,
-        &mut RPCS.init_with(|| [RpcSlot::EMPTY; 8])[..],
-        &mut PEERS.init_with(|| [PeerSlot::EMPTY; 4])[..],
-        &mut SOCKETS.init_with(|| [SocketSlot::EMPTY; 2])[..],
-        &mut POOL.take()[..],
-        PAGE,
-    )
-    .expect("valid set-up");
+    let ep = homa_firmware::probe::endpoint(config);
     let stack: &'static HomaStack = STACK.init_with(|| Stack::new(ep));
     let ring = Ring(RING.take());
     EXECUTOR

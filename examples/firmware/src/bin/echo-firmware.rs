@@ -20,7 +20,7 @@ use core::future::poll_fn;
 use core::task::{Context, Poll};
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
+use cortex_m_semihosting::hprintln;
 use embassy_executor::{Executor, Spawner};
 use embassy_futures::join::join;
 use panic_semihosting as _;
@@ -31,9 +31,10 @@ use static_cell::{ConstStaticCell, StaticCell};
 
 use homa_firmware::alarm::AlarmClock;
 use homa_firmware::check::{fill, matches, pattern, reply_seed, request_seed};
-use homa_firmware::Clock;
+use homa_firmware::{finish, Clock};
 use homa_phy::share::{Share, Side};
-use homa_phy::{forward, Device, Instant, Loopback, Split};
+use homa_phy::smoltcp::{from_smoltcp, to_smoltcp, SmoltcpDevice};
+use homa_phy::{forward, Instant, Loopback, Split};
 use homa_stack::asynch::{Clock as _, Stack, WakerCell};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::storage::{buffer_len_for, pages_for};
@@ -107,61 +108,6 @@ static EXECUTOR: StaticCell<Executor> = StaticCell::new();
 
 // ---- smoltcp on a Share half -------------------------------------------------
 
-/// A homa-phy device (a `Share` half) as a smoltcp device.
-struct SmolDevice<'a, D>(&'a mut D);
-struct SmolRx<T>(T);
-struct SmolTx<T>(T);
-
-impl<T: homa_phy::RxToken> smoltcp::phy::RxToken for SmolRx<T> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        self.0.consume(f)
-    }
-}
-
-impl<T: homa_phy::TxToken> smoltcp::phy::TxToken for SmolTx<T> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        self.0.consume(len, f)
-    }
-}
-
-fn homa_time(t: smoltcp::time::Instant) -> Instant {
-    Instant::from_micros(t.total_micros().max(0) as u64)
-}
-
-fn smol_time(t: Instant) -> smoltcp::time::Instant {
-    smoltcp::time::Instant::from_micros(t.total_micros() as i64)
-}
-
-impl<D: Device> smoltcp::phy::Device for SmolDevice<'_, D> {
-    type RxToken<'b>
-        = SmolRx<D::RxToken<'b>>
-    where
-        Self: 'b;
-    type TxToken<'b>
-        = SmolTx<D::TxToken<'b>>
-    where
-        Self: 'b;
-
-    fn receive(
-        &mut self,
-        t: smoltcp::time::Instant,
-    ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        let (rx, tx) = self.0.receive(homa_time(t))?;
-        Some((SmolRx(rx), SmolTx(tx)))
-    }
-
-    fn transmit(&mut self, t: smoltcp::time::Instant) -> Option<Self::TxToken<'_>> {
-        self.0.transmit(homa_time(t)).map(SmolTx)
-    }
-
-    fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
-        let mut caps = smoltcp::phy::DeviceCapabilities::default();
-        caps.medium = smoltcp::phy::Medium::Ethernet;
-        caps.max_transmission_unit = self.0.capabilities().max_transmission_unit;
-        caps
-    }
-}
-
 /// A host's smoltcp interface with one UDP socket.
 struct Smol {
     iface: Interface,
@@ -183,8 +129,8 @@ impl Smol {
         config.random_seed = u64::from(mac[5]);
         let mut iface = Interface::new(
             config,
-            &mut SmolDevice(&mut share.other()),
-            smol_time(Instant::ZERO),
+            &mut SmoltcpDevice(&mut share.other()),
+            to_smoltcp(Instant::ZERO),
         );
         iface.update_ip_addrs(|a| {
             let _ = a.push(IpCidr::new(IpAddress::Ipv4(ip), 24));
@@ -207,8 +153,8 @@ impl Smol {
     fn poll(&mut self, now: Instant, share: &mut Shared) {
         let mut half = share.half(Side::Other);
         self.iface.poll(
-            smol_time(now),
-            &mut SmolDevice(&mut half),
+            to_smoltcp(now),
+            &mut SmoltcpDevice(&mut half),
             &mut self.sockets,
         );
     }
@@ -227,8 +173,8 @@ impl Smol {
 
     fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         self.iface
-            .poll_at(smol_time(now), &self.sockets)
-            .map(homa_time)
+            .poll_at(to_smoltcp(now), &self.sockets)
+            .map(from_smoltcp)
     }
 }
 
@@ -323,7 +269,7 @@ impl World {
                 finish(Err("homa-stack answered for the shared address"));
             }
         }
-        finish(Ok(()))
+        finish(Ok::<(), &str>(()))
     }
 }
 
@@ -347,19 +293,7 @@ async fn runner(world: &'static mut World) -> ! {
 
 #[embassy_executor::task]
 async fn server(stack: &'static HomaStack) -> ! {
-    let Ok(mut server) = stack.bind(HOMA_PORT) else {
-        finish(Err("bind"))
-    };
-    loop {
-        let mut request = server.accept().await;
-        let n = request.len();
-        if request.read(|m| matches(m, request_seed(n), n)) != Some(true) {
-            finish(Err("request corrupted"));
-        }
-        if request.reply_with(n, |w| fill(reply_seed(n), w)).is_err() {
-            finish(Err("reply"));
-        }
-    }
+    homa_firmware::serve(stack, HOMA_PORT).await
 }
 
 /// Sends one datagram of pattern `seed` to the board's echo port and
@@ -436,22 +370,6 @@ async fn client(
     done.set(true);
     kick.wake();
     core::future::pending().await
-}
-
-/// Prints the verdict and leaves QEMU with its exit status.
-fn finish(verdict: Result<(), &str>) -> ! {
-    match verdict {
-        Ok(()) => hprintln!("PASS"),
-        Err(why) => hprintln!("FAIL: {}", why),
-    }
-    debug::exit(if verdict.is_ok() {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    loop {
-        cortex_m::asm::wfi();
-    }
 }
 
 fn endpoint(

@@ -10,15 +10,14 @@
 #![forbid(unsafe_code)]
 
 use cortex_m_rt::entry;
-use static_cell::{ConstStaticCell, StaticCell};
+use static_cell::ConstStaticCell;
 
 use homa_firmware::Clock;
 use homa_phy::Loopback;
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+use homa_stack::Config;
 #[cfg(any(feature = "client", feature = "server"))]
 use homa_stack::Event;
-use homa_stack::{Config, Endpoint};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
@@ -27,11 +26,6 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     }
 }
 
-const PAGE: usize = 2048;
-static RPCS: StaticCell<[RpcSlot; 8]> = StaticCell::new();
-static PEERS: StaticCell<[PeerSlot; 4]> = StaticCell::new();
-static SOCKETS: StaticCell<[SocketSlot; 2]> = StaticCell::new();
-static POOL: ConstStaticCell<[u8; 32 * (PAGE + 4)]> = ConstStaticCell::new([0; 32 * (PAGE + 4)]);
 #[cfg(not(feature = "share"))]
 static RING: ConstStaticCell<Loopback<8>> = ConstStaticCell::new(Loopback::new());
 /// With `share`, the ring is shared with another stack (whose frames this
@@ -97,15 +91,7 @@ fn main() -> ! {
     {
         config.ipv6 = true;
     }
-    let mut ep = Endpoint::new(
-        config,
-        &mut RPCS.init_with(|| [RpcSlot::EMPTY; 8])[..],
-        &mut PEERS.init_with(|| [PeerSlot::EMPTY; 4])[..],
-        &mut SOCKETS.init_with(|| [SocketSlot::EMPTY; 2])[..],
-        &mut POOL.take()[..],
-        PAGE,
-    )
-    .expect("valid set-up");
+    let mut ep = homa_firmware::probe::endpoint(config);
     #[cfg(not(feature = "share"))]
     let dev = RING.take();
     #[cfg(feature = "share")]

@@ -333,7 +333,6 @@ fn ping_gets_an_echo_reply() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn peers_are_resolved_with_arp() {
     let mut p = Pair::new(
         endpoint(A_IP, A_MAC, 8, 1 << 20),
@@ -391,7 +390,6 @@ fn lost_packets_are_recovered_by_resend() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn server_that_vanishes_makes_the_client_time_out() {
     let mut p = Pair::linked(4, 1 << 20);
     p.filter = Box::new(|_, to_b, _| !to_b);
