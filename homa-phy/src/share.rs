@@ -4,7 +4,7 @@
 //! driver can be owned by only one stack. [`Share`] owns the [`Device`] and
 //! hands out two halves, each a [`Device`] itself: [`Share::homa`] for
 //! homa-stack and [`Share::other`] for the other stack (smoltcp, or
-//! embassy-net through [`driver::SharedDriver`] under feature `embassy`).
+//! embassy-net through `driver::SharedDriver` under feature `embassy`).
 //! Received frames are sorted by [`route`]:
 //!
 //! - IPv4 and IPv6 packets of IP protocol (next header) 146, and ICMP
