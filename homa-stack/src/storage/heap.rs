@@ -139,6 +139,7 @@ impl Heap {
 }
 
 /// Heap element at position `p`.
+#[inline]
 fn entry<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<u16> {
     let e = slots.get(p)?.heap_link(h).entry;
     (e != NONE).then_some(e)
@@ -163,11 +164,13 @@ fn place<T: HeapNode>(slots: &mut [T], h: u8, p: usize, i: u16) {
 
 impl Heap {
     /// Whether slot `i` is in this heap. O(1).
+    #[inline]
     pub fn contains<T: HeapNode>(&self, slots: &[T], i: u16) -> bool {
         self.position(slots, i).is_some()
     }
 
     /// Where `i` sits, checked both ways.
+    #[inline]
     fn position<T: HeapNode>(&self, slots: &[T], i: u16) -> Option<usize> {
         if i == NONE {
             return None;
@@ -204,10 +207,18 @@ impl Heap {
 
     /// Removes `i`. Returns `false` (and changes nothing) when `i` is not
     /// in the heap. O(log n).
+    #[inline]
     pub fn remove<T: HeapNode>(&mut self, slots: &mut [T], i: u16) -> bool {
+        // Inline: most calls find `i` absent and end here.
         let Some(p) = self.position(slots, i) else {
             return false;
         };
+        self.remove_at(slots, p, i);
+        true
+    }
+
+    /// Removes `i`, found at `p`.
+    fn remove_at<T: HeapNode>(&mut self, slots: &mut [T], p: usize, i: u16) {
         let last = self.len() - 1;
         let moved = entry(slots, self.id, last);
         if let Some(s) = slots.get_mut(last) {
@@ -225,7 +236,6 @@ impl Heap {
                 }
             }
         }
-        true
     }
 
     /// Removes and returns the element with the smallest key. O(log n).
