@@ -6,7 +6,7 @@
 use core::fmt;
 
 use super::rpc::client_id;
-use super::rpc::{MsgOut, ReadyTag, Rpc, State};
+use super::rpc::{MsgOut, Rpc, State, READY};
 use super::Endpoint;
 use super::{BindError, RpcError, SendError};
 use crate::config::Config;
@@ -42,18 +42,18 @@ impl SocketSlot {
     };
 }
 
-/// Marker of the free list of socket slots.
-pub(crate) struct SocketFreeTag;
+/// The free list of socket slots (the one kind of list sockets have).
+pub(crate) const SOCKET_FREE: u8 = 0;
 /// Marker of the socket index by client port.
 pub(crate) struct ClientPortTag;
 /// Marker of the socket index by server port.
 pub(crate) struct ServerPortTag;
 
-impl ListNode<SocketFreeTag> for SocketSlot {
-    fn list_link(&self) -> &ListLink {
+impl ListNode for SocketSlot {
+    fn list_link(&self, _kind: u8) -> &ListLink {
         &self.free
     }
-    fn list_link_mut(&mut self) -> &mut ListLink {
+    fn list_link_mut(&mut self, _kind: u8) -> &mut ListLink {
         &mut self.free
     }
 }
@@ -89,7 +89,7 @@ pub(crate) struct Socket {
     /// Bound port on which the socket accepts requests.
     pub(crate) server_port: Option<u16>,
     /// Its RPCs with something for the application, in order.
-    pub(crate) ready: List<ReadyTag>,
+    pub(crate) ready: List,
 }
 
 /// A socket: an index into the socket table.
@@ -260,7 +260,7 @@ impl<'a> Endpoint<'a> {
         self.sockets[usize::from(slot)].sock = Some(Socket {
             client_port: port,
             server_port: None,
-            ready: List::with_id(slot),
+            ready: List::with_id(READY, slot),
         });
         let h = self.hash.port(port);
         self.client_ports.insert(&mut self.sockets[..], slot, h);

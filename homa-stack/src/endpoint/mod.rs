@@ -62,13 +62,13 @@ pub struct Endpoint<'a> {
     next_seq: u64,
     /// RPC slots with no RPC, and slots with one, in the order they were
     /// taken (links in the slots).
-    free: List<rpc::TableTag>,
-    live: List<rpc::TableTag>,
+    free: List,
+    live: List,
     /// Incoming messages waiting for pool space, in the order they began
     /// to wait.
-    waiters: List<rpc::WaitTag>,
+    waiters: List,
     /// RPCs with a GRANT, RESEND or NEED_ACK due.
-    ctrl_due: List<rpc::CtrlTag>,
+    ctrl_due: List,
     /// Of `ctrl_due`, those skipped at the last egress for an unresolved
     /// peer: they wait for ARP, not for a poll.
     ctrl_blocked: usize,
@@ -81,15 +81,15 @@ pub struct Endpoint<'a> {
     /// Granted-but-missing bytes of scheduled messages with pool space.
     incoming: u64,
     /// Socket slots with no socket; sockets by client and server port.
-    socket_free: List<api::SocketFreeTag>,
+    socket_free: List,
     client_ports: Index<api::ClientPortTag>,
     server_ports: Index<api::ServerPortTag>,
     /// Peer slots with no peer, and peers no RPC refers to (eviction
     /// order); peers by address; peers whose link address is to be asked.
-    peer_free: List<peer::PeerTableTag>,
-    peer_idle: List<peer::PeerTableTag>,
+    peer_free: List,
+    peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
-    resolving: List<peer::ResolveTag>,
+    resolving: List,
     /// When `egress_arp` has an ARP request or neighbour solicitation to
     /// send next (`Instant::ZERO`: at once), so `poll_at` need not walk the
     /// resolve list.
@@ -160,7 +160,7 @@ impl<'a> Endpoint<'a> {
             *s = RpcSlot::EMPTY;
         }
         let servers = Index::new(&mut rpcs[..]);
-        let mut free = List::with_id(0);
+        let mut free = List::with_id(rpc::TABLE, 0);
         for i in 0..rpcs.len() {
             free.push_back(&mut rpcs[..], i as u16);
         }
@@ -170,7 +170,7 @@ impl<'a> Endpoint<'a> {
         }
         let client_ports = Index::new(&mut sockets[..]);
         let server_ports = Index::new(&mut sockets[..]);
-        let mut socket_free = List::new();
+        let mut socket_free = List::new(api::SOCKET_FREE);
         for i in 0..sockets.len() {
             socket_free.push_back(&mut sockets[..], i as u16);
         }
@@ -179,7 +179,7 @@ impl<'a> Endpoint<'a> {
             *s = PeerSlot::EMPTY;
         }
         let peer_addrs = Index::new(&mut peers[..]);
-        let mut peer_free = List::with_id(0);
+        let mut peer_free = List::with_id(peer::PEER_TABLE, 0);
         for i in 0..peers.len() {
             peer_free.push_back(&mut peers[..], i as u16);
         }
@@ -194,9 +194,9 @@ impl<'a> Endpoint<'a> {
             stats: Stats::default(),
             next_seq: first_seq,
             free,
-            live: List::with_id(1),
-            ctrl_due: List::new(),
-            waiters: List::new(),
+            live: List::with_id(rpc::TABLE, 1),
+            ctrl_due: List::new(rpc::CTRL),
+            waiters: List::new(rpc::WAIT),
             ctrl_blocked: 0,
             send: Heap::new(queues::SEND),
             send_fifo: Heap::new(queues::SEND_FIFO),
@@ -207,9 +207,9 @@ impl<'a> Endpoint<'a> {
             client_ports,
             server_ports,
             peer_free,
-            peer_idle: List::with_id(1),
+            peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
-            resolving: List::new(),
+            resolving: List::new(peer::RESOLVE),
             arp_at: None,
             servers,
             hash,

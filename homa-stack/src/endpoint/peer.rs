@@ -54,28 +54,27 @@ impl PeerSlot {
     };
 }
 
-/// Marker of the free and idle lists of peer slots.
-pub(crate) struct PeerTableTag;
-/// Marker of the list of peers to resolve.
-pub(crate) struct ResolveTag;
+/// The free and idle lists of peer slots (a kind of list).
+pub(crate) const PEER_TABLE: u8 = 0;
+/// The list of peers to resolve.
+pub(crate) const RESOLVE: u8 = 1;
 /// Marker of the peer index by address.
 pub(crate) struct PeerAddrTag;
 
-impl ListNode<PeerTableTag> for PeerSlot {
-    fn list_link(&self) -> &ListLink {
-        &self.table
+impl ListNode for PeerSlot {
+    fn list_link(&self, kind: u8) -> &ListLink {
+        if kind == RESOLVE {
+            &self.resolve
+        } else {
+            &self.table
+        }
     }
-    fn list_link_mut(&mut self) -> &mut ListLink {
-        &mut self.table
-    }
-}
-
-impl ListNode<ResolveTag> for PeerSlot {
-    fn list_link(&self) -> &ListLink {
-        &self.resolve
-    }
-    fn list_link_mut(&mut self) -> &mut ListLink {
-        &mut self.resolve
+    fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
+        if kind == RESOLVE {
+            &mut self.resolve
+        } else {
+            &mut self.table
+        }
     }
 }
 

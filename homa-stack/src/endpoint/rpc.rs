@@ -15,16 +15,12 @@ use super::{RpcError, RpcHandle};
 #[derive(Debug)]
 pub struct RpcSlot {
     pub(crate) rpc: Option<Rpc>,
-    /// In the free list or the live list.
-    table: ListLink,
-    /// In its socket's ready queue.
-    ready: ListLink,
-    /// In the list of RPCs with a GRANT, RESEND or NEED_ACK due.
-    ctrl: ListLink,
+    /// In the lists, by kind: `TABLE` (the free or the live list),
+    /// `READY` (its socket's ready queue), `CTRL` (RPCs with a GRANT,
+    /// RESEND or NEED_ACK due), `WAIT` (messages waiting for pool space).
+    lists: [ListLink; 4],
     /// In the index of server RPCs by (peer address, id).
     index: IndexLink,
-    /// In the list of incoming messages waiting for pool space.
-    wait: ListLink,
     /// In the sender's and the grant scheduler's heaps.
     pub(super) queues: QueueLinks,
 }
@@ -33,59 +29,30 @@ impl RpcSlot {
     /// An empty slot, for building tables: `[RpcSlot::EMPTY; 64]`.
     pub const EMPTY: RpcSlot = RpcSlot {
         rpc: None,
-        table: ListLink::EMPTY,
-        ready: ListLink::EMPTY,
-        ctrl: ListLink::EMPTY,
+        lists: [ListLink::EMPTY; 4],
         index: IndexLink::EMPTY,
-        wait: ListLink::EMPTY,
         queues: QueueLinks::EMPTY,
     };
 }
 
-/// Marker of the free and live lists of RPC slots.
-pub(crate) struct TableTag;
-/// Marker of the sockets' ready queues.
-pub(crate) struct ReadyTag;
-/// Marker of the list of RPCs with control packets due.
-pub(crate) struct CtrlTag;
-/// Marker of the list of messages waiting for pool space.
-pub(crate) struct WaitTag;
+/// The free and live lists of RPC slots (a kind of list, see
+/// `storage::list`).
+pub(crate) const TABLE: u8 = 0;
+/// The sockets' ready queues.
+pub(crate) const READY: u8 = 1;
+/// The list of RPCs with control packets due.
+pub(crate) const CTRL: u8 = 2;
+/// The list of messages waiting for pool space.
+pub(crate) const WAIT: u8 = 3;
 /// Marker of the server-RPC index.
 pub(crate) struct ServerTag;
 
-impl ListNode<TableTag> for RpcSlot {
-    fn list_link(&self) -> &ListLink {
-        &self.table
+impl ListNode for RpcSlot {
+    fn list_link(&self, kind: u8) -> &ListLink {
+        &self.lists[usize::from(kind & 3)]
     }
-    fn list_link_mut(&mut self) -> &mut ListLink {
-        &mut self.table
-    }
-}
-
-impl ListNode<ReadyTag> for RpcSlot {
-    fn list_link(&self) -> &ListLink {
-        &self.ready
-    }
-    fn list_link_mut(&mut self) -> &mut ListLink {
-        &mut self.ready
-    }
-}
-
-impl ListNode<CtrlTag> for RpcSlot {
-    fn list_link(&self) -> &ListLink {
-        &self.ctrl
-    }
-    fn list_link_mut(&mut self) -> &mut ListLink {
-        &mut self.ctrl
-    }
-}
-
-impl ListNode<WaitTag> for RpcSlot {
-    fn list_link(&self) -> &ListLink {
-        &self.wait
-    }
-    fn list_link_mut(&mut self) -> &mut ListLink {
-        &mut self.wait
+    fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
+        &mut self.lists[usize::from(kind & 3)]
     }
 }
 

@@ -410,7 +410,7 @@ mod tests {
 
     const SRPT: u8 = 0;
     const DEADLINE: u8 = 1;
-    struct Live;
+    const LIVE: u8 = 0;
 
     #[derive(Clone, Copy, Default, Debug)]
     struct Slot {
@@ -446,11 +446,11 @@ mod tests {
         }
     }
 
-    impl ListNode<Live> for Slot {
-        fn list_link(&self) -> &ListLink {
+    impl ListNode for Slot {
+        fn list_link(&self, _kind: u8) -> &ListLink {
             &self.live
         }
-        fn list_link_mut(&mut self) -> &mut ListLink {
+        fn list_link_mut(&mut self, _kind: u8) -> &mut ListLink {
             &mut self.live
         }
     }
@@ -593,7 +593,7 @@ mod tests {
         let mut slots = [Slot::default(); 5];
         let mut srpt = Heap::new(SRPT);
         let mut timers = Heap::new(DEADLINE);
-        let mut live: List<Live> = List::new();
+        let mut live = List::new(LIVE);
         for i in 0..5u16 {
             slots[usize::from(i)].left = u32::from(i);
             slots[usize::from(i)].when = 100 - u64::from(i);

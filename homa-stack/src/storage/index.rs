@@ -500,7 +500,7 @@ mod tests {
 
     struct ById;
     struct ByPort;
-    struct Live;
+    const LIVE: u8 = 0;
 
     #[derive(Clone, Copy, Default, Debug)]
     struct Slot {
@@ -529,11 +529,11 @@ mod tests {
         }
     }
 
-    impl ListNode<Live> for Slot {
-        fn list_link(&self) -> &ListLink {
+    impl ListNode for Slot {
+        fn list_link(&self, _kind: u8) -> &ListLink {
             &self.live
         }
-        fn list_link_mut(&mut self) -> &mut ListLink {
+        fn list_link_mut(&mut self, _kind: u8) -> &mut ListLink {
             &mut self.live
         }
     }
@@ -680,7 +680,7 @@ mod tests {
         let mut slots = [Slot::default(); 6];
         let mut by_id: Index<ById> = Index::new(&mut slots);
         let mut by_port: Index<ByPort> = Index::new(&mut slots);
-        let mut live: List<Live> = List::new();
+        let mut live = List::new(LIVE);
         for i in 0..6u16 {
             let s = &mut slots[usize::from(i)];
             s.key = u64::from(i) * 100;

@@ -16,17 +16,19 @@
 //!
 //! # How a slot joins several lists
 //!
-//! A list is typed by a marker `Tag`; a slot type implements
-//! [`ListNode<Tag>`] once per marker, pointing at a different link field
-//! each time. The same slot can then be in the ready queue and in its
-//! peer's list at once, and the compiler picks the right link from the
-//! list's type, so call sites stay `list.push_back(slots, i)`.
+//! A slot type implements [`ListNode`] once, giving the link of each kind
+//! of list it can sit in by a small number, the list's *kind*
+//! ([`List::new`]). The same slot can then be in the ready queue and in its
+//! peer's list at once, call sites stay `list.push_back(slots, i)`, and one
+//! copy of the list code serves every kind of list of a slot type (on a
+//! microcontroller that saves about a kilobyte of flash over a copy per
+//! kind).
 //!
-//! Several lists may share one tag (one ready queue per socket): a slot is
+//! Several lists may share one kind (one ready queue per socket): a slot is
 //! in at most one of them at a time. Give each such list its own id
 //! ([`List::with_id`]); a link records the id of the list it is in, so
 //! [`List::contains`] and [`List::remove`] on the wrong list answer
-//! `false` and change nothing. Lists that share a tag *and* an id cannot be
+//! `false` and change nothing. Lists that share a kind *and* an id cannot be
 //! told apart: removing through the wrong one would corrupt both.
 //!
 //! # Robustness
@@ -41,16 +43,17 @@
 //! ```
 //! use homa_stack::storage::{List, ListLink, ListNode};
 //!
-//! struct Ready; // marker of the ready queue
+//! const READY: u8 = 0; // the kind of the ready queue
 //! #[derive(Default)]
 //! struct Slot { ready: ListLink, value: u32 }
-//! impl ListNode<Ready> for Slot {
-//!     fn list_link(&self) -> &ListLink { &self.ready }
-//!     fn list_link_mut(&mut self) -> &mut ListLink { &mut self.ready }
+//! impl ListNode for Slot {
+//!     // One kind of list here: every number names it.
+//!     fn list_link(&self, _kind: u8) -> &ListLink { &self.ready }
+//!     fn list_link_mut(&mut self, _kind: u8) -> &mut ListLink { &mut self.ready }
 //! }
 //!
 //! let mut slots: [Slot; 4] = Default::default();
-//! let mut queue: List<Ready> = List::new();
+//! let mut queue = List::new(READY);
 //! assert!(queue.push_back(&mut slots, 2));
 //! assert!(queue.push_back(&mut slots, 0));
 //! assert!(!queue.push_back(&mut slots, 2)); // already queued
@@ -70,7 +73,6 @@
 //! ```
 
 use core::fmt;
-use core::marker::PhantomData;
 
 use super::NONE;
 
@@ -104,39 +106,45 @@ impl Default for ListLink {
     }
 }
 
-/// Access to a slot's [`ListLink`] for the lists tagged `Tag`.
-pub trait ListNode<Tag> {
-    /// The link used by lists of this tag.
-    fn list_link(&self) -> &ListLink;
+/// Access to a slot's [`ListLink`] for each kind of list it can sit in.
+pub trait ListNode {
+    /// The link used by lists of kind `kind`.
+    fn list_link(&self, kind: u8) -> &ListLink;
     /// The same, mutably.
-    fn list_link_mut(&mut self) -> &mut ListLink;
+    fn list_link_mut(&mut self, kind: u8) -> &mut ListLink;
 }
 
 /// An intrusive doubly linked list of slot indices (see the module docs).
-pub struct List<Tag> {
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct List {
     head: u16,
     tail: u16,
     len: u16,
     id: u16,
-    _tag: PhantomData<fn() -> Tag>,
+    kind: u8,
 }
 
-impl<Tag> List<Tag> {
-    /// An empty list with id 0.
-    pub const fn new() -> List<Tag> {
-        List::with_id(0)
+impl List {
+    /// An empty list of kind `kind` (which link of the slots it uses), id 0.
+    pub const fn new(kind: u8) -> List {
+        List::with_id(kind, 0)
     }
 
-    /// An empty list with its own id, for several lists sharing one tag.
-    /// [`NONE`] is reserved and taken as `NONE - 1`.
-    pub const fn with_id(id: u16) -> List<Tag> {
+    /// An empty list of kind `kind` with its own id, for several lists
+    /// sharing one kind. [`NONE`] is reserved and taken as `NONE - 1`.
+    pub const fn with_id(kind: u8, id: u16) -> List {
         List {
             head: NONE,
             tail: NONE,
             len: 0,
             id: if id == NONE { NONE - 1 } else { id },
-            _tag: PhantomData,
+            kind,
         }
+    }
+
+    /// Its kind.
+    pub const fn kind(&self) -> u8 {
+        self.kind
     }
 
     /// This list's id.
@@ -173,70 +181,70 @@ impl<Tag> List<Tag> {
     }
 }
 
-impl<Tag> List<Tag> {
+impl List {
     /// Whether slot `i` is in this list. O(1).
-    pub fn contains<T: ListNode<Tag>>(&self, slots: &[T], i: u16) -> bool {
+    pub fn contains<T: ListNode>(&self, slots: &[T], i: u16) -> bool {
         match slots.get(usize::from(i)) {
-            Some(s) => i != NONE && s.list_link().owner == self.id,
+            Some(s) => i != NONE && s.list_link(self.kind).owner == self.id,
             None => false,
         }
     }
 
     /// The element after `i`, or `None` at the end or when `i` is not in
     /// this list. Read it before removing `i` to walk while removing.
-    pub fn next_of<T: ListNode<Tag>>(&self, slots: &[T], i: u16) -> Option<u16> {
+    pub fn next_of<T: ListNode>(&self, slots: &[T], i: u16) -> Option<u16> {
         if !self.contains(slots, i) {
             return None;
         }
-        let next = slots.get(usize::from(i))?.list_link().next;
+        let next = slots.get(usize::from(i))?.list_link(self.kind).next;
         (next != NONE).then_some(next)
     }
 
     /// The element before `i`, or `None` at the front or when `i` is not
     /// in this list.
-    pub fn prev_of<T: ListNode<Tag>>(&self, slots: &[T], i: u16) -> Option<u16> {
+    pub fn prev_of<T: ListNode>(&self, slots: &[T], i: u16) -> Option<u16> {
         if !self.contains(slots, i) {
             return None;
         }
-        let prev = slots.get(usize::from(i))?.list_link().prev;
+        let prev = slots.get(usize::from(i))?.list_link(self.kind).prev;
         (prev != NONE).then_some(prev)
     }
 
     /// The elements front to back.
-    pub fn iter<'a, T: ListNode<Tag>>(&self, slots: &'a [T]) -> Iter<'a, T, Tag> {
+    pub fn iter<'a, T: ListNode>(&self, slots: &'a [T]) -> Iter<'a, T> {
         Iter {
             slots,
             next: self.head,
             left: self.len,
-            _tag: PhantomData,
+            kind: self.kind,
         }
     }
 
     /// Whether `i` can join a list: in range, not the sentinel, in no list
-    /// of this tag.
-    fn can_link<T: ListNode<Tag>>(&self, slots: &[T], i: u16) -> bool {
+    /// of this kind.
+    fn can_link<T: ListNode>(&self, slots: &[T], i: u16) -> bool {
         i != NONE
             && slots
                 .get(usize::from(i))
-                .is_some_and(|s| !s.list_link().is_linked())
+                .is_some_and(|s| !s.list_link(self.kind).is_linked())
     }
 
     /// Appends `i`. Returns `false` (and changes nothing) when `i` is out
-    /// of range or already in a list of this tag. O(1).
-    pub fn push_back<T: ListNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    /// of range or already in a list of this kind. O(1).
+    pub fn push_back<T: ListNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         if !self.can_link(slots, i) {
             return false;
         }
         let old_tail = self.tail;
         if let Some(s) = slots.get_mut(usize::from(i)) {
-            *s.list_link_mut() = ListLink {
+            *s.list_link_mut(self.kind) = ListLink {
                 prev: old_tail,
                 next: NONE,
                 owner: self.id,
             };
         }
         match slots.get_mut(usize::from(old_tail)) {
-            Some(t) if old_tail != NONE => t.list_link_mut().next = i,
+            Some(t) if old_tail != NONE => t.list_link_mut(self.kind).next = i,
             _ => self.head = i,
         }
         self.tail = i;
@@ -245,21 +253,21 @@ impl<Tag> List<Tag> {
     }
 
     /// Prepends `i`. Returns `false` (and changes nothing) when `i` is out
-    /// of range or already in a list of this tag. O(1).
-    pub fn push_front<T: ListNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    /// of range or already in a list of this kind. O(1).
+    pub fn push_front<T: ListNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         if !self.can_link(slots, i) {
             return false;
         }
         let old_head = self.head;
         if let Some(s) = slots.get_mut(usize::from(i)) {
-            *s.list_link_mut() = ListLink {
+            *s.list_link_mut(self.kind) = ListLink {
                 prev: NONE,
                 next: old_head,
                 owner: self.id,
             };
         }
         match slots.get_mut(usize::from(old_head)) {
-            Some(h) if old_head != NONE => h.list_link_mut().prev = i,
+            Some(h) if old_head != NONE => h.list_link_mut(self.kind).prev = i,
             _ => self.tail = i,
         }
         self.head = i;
@@ -269,21 +277,21 @@ impl<Tag> List<Tag> {
 
     /// Unlinks `i`. Returns `false` (and changes nothing) when `i` is not
     /// in this list. O(1).
-    pub fn remove<T: ListNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    pub fn remove<T: ListNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         if !self.contains(slots, i) {
             return false;
         }
         let Some(s) = slots.get_mut(usize::from(i)) else {
             return false;
         };
-        let ListLink { prev, next, .. } = *s.list_link();
-        *s.list_link_mut() = ListLink::EMPTY;
+        let ListLink { prev, next, .. } = *s.list_link(self.kind);
+        *s.list_link_mut(self.kind) = ListLink::EMPTY;
         match slots.get_mut(usize::from(prev)) {
-            Some(p) if prev != NONE => p.list_link_mut().next = next,
+            Some(p) if prev != NONE => p.list_link_mut(self.kind).next = next,
             _ => self.head = next,
         }
         match slots.get_mut(usize::from(next)) {
-            Some(n) if next != NONE => n.list_link_mut().prev = prev,
+            Some(n) if next != NONE => n.list_link_mut(self.kind).prev = prev,
             _ => self.tail = prev,
         }
         self.len = self.len.saturating_sub(1);
@@ -291,68 +299,47 @@ impl<Tag> List<Tag> {
     }
 
     /// Removes and returns the first element. O(1).
-    pub fn pop_front<T: ListNode<Tag>>(&mut self, slots: &mut [T]) -> Option<u16> {
+    pub fn pop_front<T: ListNode>(&mut self, slots: &mut [T]) -> Option<u16> {
         let i = self.front()?;
         self.remove(slots, i).then_some(i)
     }
 
     /// Removes and returns the last element. O(1).
-    pub fn pop_back<T: ListNode<Tag>>(&mut self, slots: &mut [T]) -> Option<u16> {
+    pub fn pop_back<T: ListNode>(&mut self, slots: &mut [T]) -> Option<u16> {
         let i = self.back()?;
         self.remove(slots, i).then_some(i)
     }
 
     /// Moves `i` to the back if it is in this list, or appends it if it is
-    /// in no list of this tag (an LRU touch). Returns whether `i` is now at
+    /// in no list of this kind (an LRU touch). Returns whether `i` is now at
     /// the back. O(1).
-    pub fn move_to_back<T: ListNode<Tag>>(&mut self, slots: &mut [T], i: u16) -> bool {
+    pub fn move_to_back<T: ListNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         self.remove(slots, i);
         self.push_back(slots, i)
     }
 
     /// Unlinks every element. O(len).
-    pub fn clear<T: ListNode<Tag>>(&mut self, slots: &mut [T]) {
+    pub fn clear<T: ListNode>(&mut self, slots: &mut [T]) {
         while self.pop_front(slots).is_some() {}
         // Whatever a corrupted chain left behind, the header is empty.
-        *self = List::with_id(self.id);
+        *self = List::with_id(self.kind, self.id);
     }
 }
 
-impl<Tag> Default for List<Tag> {
-    fn default() -> List<Tag> {
-        List::new()
-    }
-}
-
-impl<Tag> Clone for List<Tag> {
-    fn clone(&self) -> List<Tag> {
-        *self
-    }
-}
-
-impl<Tag> Copy for List<Tag> {}
-
-impl<Tag> PartialEq for List<Tag> {
-    fn eq(&self, other: &List<Tag>) -> bool {
-        (self.head, self.tail, self.len, self.id) == (other.head, other.tail, other.len, other.id)
-    }
-}
-
-impl<Tag> Eq for List<Tag> {}
-
-impl<Tag> fmt::Debug for List<Tag> {
+impl fmt::Debug for List {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("List")
             .field("head", &self.head)
             .field("tail", &self.tail)
             .field("len", &self.len)
             .field("id", &self.id)
+            .field("kind", &self.kind)
             .finish()
     }
 }
 
 #[cfg(feature = "defmt")]
-impl<Tag> defmt::Format for List<Tag> {
+impl defmt::Format for List {
     fn format(&self, f: defmt::Formatter) {
         defmt::write!(
             f,
@@ -366,27 +353,27 @@ impl<Tag> defmt::Format for List<Tag> {
 }
 
 /// Iterator over a [`List`]'s elements, front to back ([`List::iter`]).
-pub struct Iter<'a, T, Tag> {
+pub struct Iter<'a, T> {
     slots: &'a [T],
     next: u16,
     left: u16,
-    _tag: PhantomData<fn() -> Tag>,
+    kind: u8,
 }
 
-// Manual: a derive would ask `T: Clone` and `Tag: Clone`, which a walk
-// over shared slots does not need.
-impl<T, Tag> Clone for Iter<'_, T, Tag> {
+// Manual: a derive would ask `T: Clone`, which a walk over shared slots
+// does not need.
+impl<T> Clone for Iter<'_, T> {
     fn clone(&self) -> Self {
         Iter {
             slots: self.slots,
             next: self.next,
             left: self.left,
-            _tag: PhantomData,
+            kind: self.kind,
         }
     }
 }
 
-impl<T: ListNode<Tag>, Tag> Iterator for Iter<'_, T, Tag> {
+impl<T: ListNode> Iterator for Iter<'_, T> {
     type Item = u16;
 
     fn next(&mut self) -> Option<u16> {
@@ -394,7 +381,7 @@ impl<T: ListNode<Tag>, Tag> Iterator for Iter<'_, T, Tag> {
             return None;
         }
         let i = self.next;
-        self.next = self.slots.get(usize::from(i))?.list_link().next;
+        self.next = self.slots.get(usize::from(i))?.list_link(self.kind).next;
         self.left -= 1;
         Some(i)
     }
@@ -411,8 +398,8 @@ mod tests {
     use std::collections::VecDeque;
     use std::vec::Vec;
 
-    struct A;
-    struct B;
+    const A: u8 = 0;
+    const B: u8 = 1;
 
     #[derive(Clone, Copy, Default, Debug)]
     struct Slot {
@@ -420,36 +407,29 @@ mod tests {
         b: ListLink,
     }
 
-    impl ListNode<A> for Slot {
-        fn list_link(&self) -> &ListLink {
-            &self.a
+    impl ListNode for Slot {
+        fn list_link(&self, kind: u8) -> &ListLink {
+            if kind == A {
+                &self.a
+            } else {
+                &self.b
+            }
         }
-        fn list_link_mut(&mut self) -> &mut ListLink {
-            &mut self.a
+        fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
+            if kind == A {
+                &mut self.a
+            } else {
+                &mut self.b
+            }
         }
     }
 
-    impl ListNode<B> for Slot {
-        fn list_link(&self) -> &ListLink {
-            &self.b
-        }
-        fn list_link_mut(&mut self) -> &mut ListLink {
-            &mut self.b
-        }
-    }
-
-    fn collect<Tag>(list: &List<Tag>, slots: &[Slot]) -> Vec<u16>
-    where
-        Slot: ListNode<Tag>,
-    {
+    fn collect(list: &List, slots: &[Slot]) -> Vec<u16> {
         list.iter(slots).collect()
     }
 
     /// Walks the links both ways and checks them against `model`.
-    fn check<Tag>(list: &List<Tag>, slots: &[Slot], model: &VecDeque<u16>)
-    where
-        Slot: ListNode<Tag>,
-    {
+    fn check(list: &List, slots: &[Slot], model: &VecDeque<u16>) {
         let forward = collect(list, slots);
         assert_eq!(forward, model.iter().copied().collect::<Vec<_>>());
         let mut backward = Vec::new();
@@ -472,7 +452,7 @@ mod tests {
     #[test]
     fn push_pop_fifo_order() {
         let mut slots = [Slot::default(); 5];
-        let mut l: List<A> = List::new();
+        let mut l = List::new(A);
         for i in [3, 1, 4, 0] {
             assert!(l.push_back(&mut slots, i));
         }
@@ -486,7 +466,7 @@ mod tests {
     #[test]
     fn removing_absent_or_out_of_range_is_a_no_op() {
         let mut slots = [Slot::default(); 4];
-        let mut l: List<A> = List::new();
+        let mut l = List::new(A);
         assert!(!l.remove(&mut slots, 0), "empty list");
         l.push_back(&mut slots, 1);
         l.push_back(&mut slots, 2);
@@ -509,25 +489,28 @@ mod tests {
     #[test]
     fn lists_sharing_a_tag_keep_apart_by_id() {
         let mut slots = [Slot::default(); 4];
-        let mut x: List<A> = List::with_id(0);
-        let mut y: List<A> = List::with_id(1);
+        let mut x = List::with_id(A, 0);
+        let mut y = List::with_id(A, 1);
         x.push_back(&mut slots, 0);
         x.push_back(&mut slots, 1);
         y.push_back(&mut slots, 2);
-        assert!(!y.push_back(&mut slots, 1), "a slot is in one list per tag");
+        assert!(
+            !y.push_back(&mut slots, 1),
+            "a slot is in one list per kind"
+        );
         assert!(!y.remove(&mut slots, 1), "wrong list");
         assert!(!y.contains(&slots, 0));
         assert_eq!(y.next_of(&slots, 0), None);
         assert_eq!(collect(&x, &slots), [0, 1]);
         assert_eq!(collect(&y, &slots), [2]);
-        assert_eq!(List::<A>::with_id(NONE).id(), NONE - 1);
+        assert_eq!(List::with_id(A, NONE).id(), NONE - 1);
     }
 
     #[test]
     fn one_slot_in_two_lists_of_different_tags() {
         let mut slots = [Slot::default(); 3];
-        let mut a: List<A> = List::new();
-        let mut b: List<B> = List::new();
+        let mut a = List::new(A);
+        let mut b = List::new(B);
         a.push_back(&mut slots, 0);
         a.push_back(&mut slots, 1);
         b.push_back(&mut slots, 1);
@@ -541,7 +524,7 @@ mod tests {
     #[test]
     fn cursor_removing_while_walking() {
         let mut slots = [Slot::default(); 10];
-        let mut l: List<A> = List::new();
+        let mut l = List::new(A);
         for i in 0..10 {
             l.push_back(&mut slots, i);
         }
@@ -558,7 +541,7 @@ mod tests {
     #[test]
     fn move_to_back_and_clear() {
         let mut slots = [Slot::default(); 4];
-        let mut l: List<A> = List::new();
+        let mut l = List::new(A);
         for i in 0..4 {
             l.push_back(&mut slots, i);
         }
@@ -573,7 +556,7 @@ mod tests {
     #[test]
     fn full_table_of_1000() {
         let mut slots = std::vec![Slot::default(); 1000];
-        let mut l: List<A> = List::new();
+        let mut l = List::new(A);
         for i in 0..1000 {
             assert!(l.push_back(&mut slots, i));
         }
@@ -589,7 +572,7 @@ mod tests {
     #[test]
     fn corrupted_links_never_panic_or_loop() {
         let mut slots = [Slot::default(); 4];
-        let mut l: List<A> = List::new();
+        let mut l = List::new(A);
         for i in 0..3 {
             l.push_back(&mut slots, i);
         }
@@ -630,12 +613,12 @@ mod tests {
         ]
     }
 
-    /// Two lists sharing a tag (ids 0 and 1) plus one of another tag over
+    /// Two lists sharing a kind (ids 0 and 1) plus one of another kind over
     /// the same slots, against `VecDeque`s.
     fn run(n: u16, ops: &[Op]) {
         let mut slots = std::vec![Slot::default(); usize::from(n)];
-        let mut lists: [List<A>; 2] = [List::with_id(0), List::with_id(1)];
-        let mut other: List<B> = List::new();
+        let mut lists: [List; 2] = [List::with_id(A, 0), List::with_id(A, 1)];
+        let mut other = List::new(B);
         let mut models: [VecDeque<u16>; 2] = Default::default();
         let mut other_model = VecDeque::new();
         for op in ops {
@@ -658,7 +641,7 @@ mod tests {
                             models[x].push_front(i)
                         }
                     }
-                    // Keep the other-tag list busy with the same slots.
+                    // Keep the other-kind list busy with the same slots.
                     if other.remove(&mut slots, i) {
                         other_model.retain(|&j| j != i);
                     } else if other.push_back(&mut slots, i) {
