@@ -183,7 +183,7 @@ impl<'a> Endpoint<'a> {
         for i in 0..peers.len() {
             peer_free.push_back(&mut peers[..], i as u16);
         }
-        let ep = Endpoint {
+        let mut ep = Endpoint {
             pacer: pacer::Pacer::new(link_mbps),
             config,
             rpcs,
@@ -226,6 +226,9 @@ impl<'a> Endpoint<'a> {
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
         };
+        // What the payload size and pacing rate are until a device says
+        // otherwise (`poll` adapts again only when its capabilities change).
+        ep.adapt_to_device();
         Ok(ep)
     }
 
@@ -244,8 +247,11 @@ impl<'a> Endpoint<'a> {
             self.rebase(now);
         }
         self.now = now;
-        self.caps = device.capabilities();
-        self.adapt_to_device();
+        let caps = device.capabilities();
+        if caps != self.caps {
+            self.caps = caps;
+            self.adapt_to_device();
+        }
         if now >= self.next_tick {
             self.tick();
             // One tick per poll: a late poll does not count missed ticks as silence.
@@ -256,7 +262,9 @@ impl<'a> Endpoint<'a> {
             };
         }
         self.ingress(now, device);
-        self.give_waiting_buffers();
+        if !self.waiters.is_empty() {
+            self.give_waiting_buffers();
+        }
         self.egress(now, device);
         // Unit tests and fuzzing check the queues against the RPCs at every
         // poll (a panic here is a bug for the fuzzer to find).
