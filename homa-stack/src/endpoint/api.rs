@@ -412,7 +412,7 @@ impl<'a> Endpoint<'a> {
             self.births,
         );
         rpc.out = Some(out);
-        self.insert_rpc(slot, rpc, true);
+        self.insert_rpc(slot, rpc, None);
         net_trace!(
             "homa: rpc {} request of {} bytes to {}:{}",
             id,

@@ -221,7 +221,14 @@ impl<'a> Endpoint<'a> {
             let slot = super::rpc::client_slot(id);
             return self.rpcs.get(slot).filter(|s| is(s)).map(|_| slot);
         }
-        let h = self.hash.rpc(addr, id);
+        self.find_server_rpc(addr, id, self.hash.rpc(addr, id))
+    }
+
+    /// The slot of the server RPC `id` from `addr`, whose index hash `h`
+    /// the caller has (to insert the RPC under it when it is new).
+    fn find_server_rpc(&self, addr: IpAddr, id: u64, h: u64) -> Option<usize> {
+        let is =
+            |s: &super::RpcSlot| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr);
         self.servers.find(&self.rpcs[..], h, is).map(usize::from)
     }
 
@@ -281,13 +288,19 @@ impl<'a> Endpoint<'a> {
             self.count_drop(Drop::BadRange);
             return None;
         }
-        let slot = match self.find_rpc(from.addr, from.local_id) {
-            Some(i) => i,
-            None if from.local_id & 1 == 1 => self.new_server_rpc(now, from, socket, h)?,
-            None => {
+        let slot = if from.local_id & 1 == 1 {
+            // One hash for the lookup and, when the request is new, the insert.
+            let hash = self.hash.rpc(from.addr, from.local_id);
+            match self.find_server_rpc(from.addr, from.local_id, hash) {
+                Some(i) => i,
+                None => self.new_server_rpc(now, from, socket, h, hash)?,
+            }
+        } else {
+            let Some(i) = self.find_rpc(from.addr, from.local_id) else {
                 self.count_drop(Drop::UnknownRpc);
                 return None;
-            }
+            };
+            i
         };
         self.store_data(now, slot, from, h, payload);
         Some(slot)
@@ -385,6 +398,7 @@ impl<'a> Endpoint<'a> {
         from: From,
         socket: u16,
         h: &DataHeader,
+        hash: u64,
     ) -> Option<usize> {
         let Some(slot) = self.free_slot() else {
             return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
@@ -408,8 +422,7 @@ impl<'a> Endpoint<'a> {
             h.incoming,
             self.config.unsched_bytes,
         ));
-        // Named by the packet: process_homa refreshes it after the handler.
-        self.insert_rpc(slot, rpc, false);
+        self.insert_rpc(slot, rpc, Some(hash));
         net_trace!(
             "homa: new server rpc {} from {}:{}",
             from.local_id,

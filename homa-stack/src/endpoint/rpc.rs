@@ -298,21 +298,22 @@ impl<'a> super::Endpoint<'a> {
             .filter(|r| r.id == h.id)
     }
 
-    /// Puts a new RPC in `slot`; its peer counts it. `queued`: brought in
-    /// step with the queues now; `false` only where the caller's caller
-    /// refreshes it next (a server RPC made by a DATA packet, which
-    /// `process_homa` refreshes as the RPC the packet named).
-    pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc, queued: bool) {
+    /// Puts a new RPC in `slot`; its peer counts it. A client RPC
+    /// (`server_hash` `None`) is brought in step with the queues now. A
+    /// server RPC goes into the server index under `server_hash` (its
+    /// `rpc` hash, from the lookup that missed) and is not refreshed here:
+    /// only a DATA packet makes one, and `process_homa` refreshes the RPC
+    /// a packet named after handling it.
+    pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc, server_hash: Option<u64>) {
         self.peer_taken(rpc.peer);
         let i = slot as u16;
         self.free.remove(&mut self.rpcs[..], i);
         self.live.push_back(&mut self.rpcs[..], i);
-        if rpc.id & 1 == 1 {
-            let h = self.hash.rpc(rpc.peer_addr, rpc.id);
+        if let Some(h) = server_hash {
             self.servers.insert(&mut self.rpcs[..], i, h);
         }
         self.rpcs[slot].rpc = Some(rpc);
-        if queued {
+        if server_hash.is_none() {
             self.refresh(slot);
         }
     }
