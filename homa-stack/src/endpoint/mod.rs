@@ -89,6 +89,10 @@ pub struct Endpoint<'a> {
     peer_free: List,
     peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
+    /// The peer `peer_index` found or made last: tried before the index,
+    /// as RPCs come in runs to one peer (checked by address, so a slot
+    /// reused for another peer is simply a miss).
+    last_peer: u16,
     resolving: List,
     /// When `egress_arp` has an ARP request or neighbour solicitation to
     /// send next (`Instant::ZERO`: at once), so `poll_at` need not walk the
@@ -209,6 +213,7 @@ impl<'a> Endpoint<'a> {
             peer_free,
             peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
+            last_peer: 0,
             resolving: List::new(peer::RESOLVE),
             arp_at: None,
             servers,

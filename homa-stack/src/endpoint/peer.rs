@@ -222,7 +222,17 @@ impl<'a> super::Endpoint<'a> {
     /// that has been idle (referred to by no RPC) longest: the idle list's
     /// front, so no walk.
     pub(super) fn peer_index(&mut self, addr: IpAddr, now: Instant) -> Option<u16> {
+        let last = self.last_peer;
+        let is_last = self
+            .peers
+            .get(usize::from(last))
+            .and_then(|s| s.peer.as_ref())
+            .is_some_and(|p| p.addr == addr);
+        if is_last {
+            return Some(last);
+        }
         if let Some(i) = self.find_peer(addr) {
+            self.last_peer = i;
             return Some(i);
         }
         let i = match self.peer_free.pop_front(&mut self.peers[..]) {
@@ -245,6 +255,7 @@ impl<'a> super::Endpoint<'a> {
         self.peer_addrs.insert(&mut self.peers[..], i, h);
         self.peer_idle.push_back(&mut self.peers[..], i);
         self.resolving.push_back(&mut self.peers[..], i);
+        self.last_peer = i;
         Some(i)
     }
 

@@ -232,6 +232,23 @@ fn sixty_four_concurrent_rpcs_of_mixed_sizes() {
 }
 
 #[test]
+fn a_full_peer_table_evicts_an_idle_peer_and_finds_the_new_one() {
+    // One peer slot: B, then C in the same slot, then B again.
+    let c_ip = Ipv4Addr::new(10, 0, 0, 3);
+    let a = endpoint_with_peers(Config::new(A_IP, A_MAC), 8, 1, 1 << 20);
+    let mut p = Pair::new(a, endpoint(B_IP, B_MAC, 8, 1 << 20));
+    echo_rpc(&mut p, 100);
+    let client = p.a.socket().unwrap();
+    let to_c = p.a.send_request(client, c_ip, 500, b"to C").unwrap();
+    assert_eq!(p.a.stats().peers_evicted, 1, "B was idle: C takes its slot");
+    p.a.abort(to_c).unwrap();
+    // B's address must not be taken for the peer now in the slot B had.
+    echo_rpc(&mut p, 100);
+    assert_eq!(p.a.stats().peers_evicted, 2, "C was idle: B takes it back");
+    assert_eq!(p.a.peers_in_use(), 1);
+}
+
+#[test]
 fn full_rpc_table_is_an_error_not_a_panic() {
     let mut p = Pair::linked(2, 1 << 20);
     let client = p.a.socket().unwrap();
