@@ -289,12 +289,7 @@ impl<'a> Endpoint<'a> {
             return None;
         }
         let slot = if from.local_id & 1 == 1 {
-            // One hash for the lookup and, when the request is new, the insert.
-            let hash = self.hash.rpc(from.addr, from.local_id);
-            match self.find_server_rpc(from.addr, from.local_id, hash) {
-                Some(i) => i,
-                None => self.new_server_rpc(now, from, socket, h, hash)?,
-            }
+            self.data_server_rpc(now, from, socket, h)?
         } else {
             let Some(i) = self.find_rpc(from.addr, from.local_id) else {
                 self.count_drop(Drop::UnknownRpc);
@@ -390,6 +385,31 @@ impl<'a> Endpoint<'a> {
         if m.is_complete() {
             self.message_complete(slot);
         }
+    }
+
+    /// The server RPC a request's DATA names, found or made. The one found
+    /// last is tried first: a long request's packets come in a run (it is
+    /// matched by id and address, so a reused slot is only a miss).
+    fn data_server_rpc(
+        &mut self,
+        now: Instant,
+        from: From,
+        socket: u16,
+        h: &DataHeader,
+    ) -> Option<usize> {
+        let last = usize::from(self.last_server);
+        let is_last = self.rpcs.get(last).and_then(|s| s.rpc.as_ref());
+        if is_last.is_some_and(|r| r.id == from.local_id && r.peer_addr == from.addr) {
+            return Some(last);
+        }
+        // One hash for the lookup and, when the request is new, the insert.
+        let hash = self.hash.rpc(from.addr, from.local_id);
+        let slot = match self.find_server_rpc(from.addr, from.local_id, hash) {
+            Some(i) => i,
+            None => self.new_server_rpc(now, from, socket, h, hash)?,
+        };
+        self.last_server = slot as u16;
+        Some(slot)
     }
 
     fn new_server_rpc(

@@ -100,6 +100,8 @@ pub struct Endpoint<'a> {
     arp_at: Option<Instant>,
     /// Server RPCs by (peer address, id), keyed by a secret hash.
     servers: Index<rpc::ServerTag>,
+    /// The server RPC a DATA packet named last (see `data_server_rpc`).
+    last_server: u16,
     hash: KeyedHash,
     /// Next automatic port to try.
     next_port: u16,
@@ -217,6 +219,7 @@ impl<'a> Endpoint<'a> {
             resolving: List::new(peer::RESOLVE),
             arp_at: None,
             servers,
+            last_server: 0,
             hash,
             next_port: MIN_CLIENT_PORT,
             births: 0,
