@@ -181,9 +181,7 @@ pub fn pseudo_header_v4(src: &Ipv4Addr, dst: &Ipv4Addr, protocol: IpProtocol, le
 
 /// Partial sum of the IPv6 pseudo-header (RFC 8200 section 8.1).
 pub fn pseudo_header_v6(src: &Ipv6Addr, dst: &Ipv6Addr, protocol: IpProtocol, length: u32) -> u32 {
-    // `segments` are the addresses' big-endian 16-bit words.
-    let words = src.segments().into_iter().chain(dst.segments());
-    let mut acc = words.map(u32::from).sum::<u32>();
+    let mut acc = sum(&src.octets()) + sum(&dst.octets());
     acc += u32::from(u8::from(protocol));
     acc += length & 0xffff;
     acc += length >> 16;
