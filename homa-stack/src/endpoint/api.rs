@@ -401,7 +401,8 @@ impl<'a> Endpoint<'a> {
         let id = client_id(self.next_seq, slot);
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.births += 1;
-        let mut rpc = Rpc::new(
+        // Built in its slot, not moved there.
+        let rpc = self.rpcs[slot].rpc.insert(Rpc::new(
             id,
             socket.0,
             peer,
@@ -410,9 +411,9 @@ impl<'a> Endpoint<'a> {
             sock.client_port,
             State::ClientOutgoing,
             self.births,
-        );
+        ));
         rpc.out = Some(out);
-        self.insert_rpc(slot, rpc, None);
+        self.insert_rpc(slot, None);
         net_trace!(
             "homa: rpc {} request of {} bytes to {}:{}",
             id,

@@ -425,7 +425,9 @@ impl<'a> Endpoint<'a> {
         };
         let peer = self.peer_index(from.addr, now)?;
         self.births += 1;
-        let mut rpc = Rpc::new(
+        let inp = MsgIn::new(h.message_length, h.incoming, self.config.unsched_bytes);
+        // Built in its slot, not moved there.
+        let rpc = self.rpcs[slot].rpc.insert(Rpc::new(
             from.local_id,
             socket,
             peer,
@@ -434,15 +436,11 @@ impl<'a> Endpoint<'a> {
             from.dport,
             State::ServerIncoming,
             self.births,
-        );
+        ));
         // Answers leave from the address the request came to.
         rpc.local = from.local;
-        rpc.inp = Some(MsgIn::new(
-            h.message_length,
-            h.incoming,
-            self.config.unsched_bytes,
-        ));
-        self.insert_rpc(slot, rpc, Some(hash));
+        rpc.inp = Some(inp);
+        self.insert_rpc(slot, Some(hash));
         net_trace!(
             "homa: new server rpc {} from {}:{}",
             from.local_id,

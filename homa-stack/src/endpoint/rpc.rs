@@ -298,21 +298,25 @@ impl<'a> super::Endpoint<'a> {
             .filter(|r| r.id == h.id)
     }
 
-    /// Puts a new RPC in `slot`; its peer counts it. A client RPC
-    /// (`server_hash` `None`) is brought in step with the queues now. A
-    /// server RPC goes into the server index under `server_hash` (its
-    /// `rpc` hash, from the lookup that missed) and is not refreshed here:
-    /// only a DATA packet makes one, and `process_homa` refreshes the RPC
-    /// a packet named after handling it.
-    pub(super) fn insert_rpc(&mut self, slot: usize, rpc: Rpc, server_hash: Option<u64>) {
-        self.peer_taken(rpc.peer);
+    /// Takes in the new RPC the caller has just put in free slot `slot`
+    /// (built there, as an RPC is a few hundred bytes): its peer counts it
+    /// and the slot leaves the free list. A client RPC (`server_hash`
+    /// `None`) is brought in step with the queues now. A server RPC goes
+    /// into the server index under `server_hash` (its `rpc` hash, from the
+    /// lookup that missed) and is not refreshed here: only a DATA packet
+    /// makes one, and `process_homa` refreshes the RPC a packet named after
+    /// handling it.
+    pub(super) fn insert_rpc(&mut self, slot: usize, server_hash: Option<u64>) {
+        let Some(peer) = self.rpcs[slot].rpc.as_ref().map(|r| r.peer) else {
+            return;
+        };
+        self.peer_taken(peer);
         let i = slot as u16;
         self.free.remove(&mut self.rpcs[..], i);
         self.live.push_back(&mut self.rpcs[..], i);
         if let Some(h) = server_hash {
             self.servers.insert(&mut self.rpcs[..], i, h);
         }
-        self.rpcs[slot].rpc = Some(rpc);
         if server_hash.is_none() {
             self.refresh(slot);
         }
