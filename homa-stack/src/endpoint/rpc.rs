@@ -153,6 +153,7 @@ pub(crate) struct Rpc {
 impl Rpc {
     /// A new RPC in `state`; the one place the literal lives.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn new(
         id: u64,
         socket: u16,
