@@ -439,6 +439,7 @@ impl<'a> Endpoint<'a> {
     }
 
     /// An outgoing message of `len` bytes built in the pool by `fill`.
+    #[inline(never)]
     fn new_msgout(
         &mut self,
         peer: u16,
@@ -548,24 +549,21 @@ impl<'a> Endpoint<'a> {
         self.check_len(len)?;
         let pages = self.pool.free_pages();
         let needed = crate::storage::pages_for(len, self.pool.page_size());
-        let out = match needed <= pages {
-            true => self.new_msgout(peer, len, fill)?,
-            false => {
-                // The request's own pages may be what the response needs:
-                // give them up only if that makes room, so a failed reply
-                // leaves the request readable for a retry.
-                let request_pages = self.rpcs[slot]
-                    .rpc
-                    .as_ref()
-                    .and_then(|r| r.inp.as_ref()?.buf.as_ref())
-                    .map_or(0, |b| b.page_count());
-                if pages + request_pages < needed {
-                    return Err(SendError::PoolFull);
-                }
-                self.free_request(slot);
-                self.new_msgout(peer, len, fill)?
+        if needed > pages {
+            // The request's own pages may be what the response needs:
+            // give them up only if that makes room, so a failed reply
+            // leaves the request readable for a retry.
+            let request_pages = self.rpcs[slot]
+                .rpc
+                .as_ref()
+                .and_then(|r| r.inp.as_ref()?.buf.as_ref())
+                .map_or(0, |b| b.page_count());
+            if pages + request_pages < needed {
+                return Err(SendError::PoolFull);
             }
-        };
+            self.free_request(slot);
+        }
+        let out = self.new_msgout(peer, len, fill)?;
         self.free_request(slot);
         if let Some(r) = self.rpcs[slot].rpc.as_mut() {
             r.out = Some(out);
