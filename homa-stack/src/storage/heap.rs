@@ -331,6 +331,11 @@ impl Heap {
     /// Moves the element at `p` up while its parent's key is larger.
     /// Returns whether it moved.
     fn sift_up<T: HeapNode>(&self, slots: &mut [T], mut p: usize) -> bool {
+        // The top has no parent: no key to read (most inserts into a
+        // short heap land there).
+        if p == 0 {
+            return false;
+        }
         let (Some(i), Some(key)) = (entry(slots, self.id, p), key_at(slots, self.id, p)) else {
             return false;
         };
@@ -349,16 +354,25 @@ impl Heap {
             place(slots, self.id, p, pi);
             p = parent;
         }
+        if p == start {
+            // Not moved: `i` is where it was.
+            return false;
+        }
         place(slots, self.id, p, i);
-        p != start
+        true
     }
 
     /// Moves the element at `p` down while a child's key is smaller.
     fn sift_down<T: HeapNode>(&self, slots: &mut [T], mut p: usize) {
+        let len = self.len();
+        // A leaf has no child: no key to read.
+        if 2 * p + 1 >= len {
+            return;
+        }
         let (Some(i), Some(key)) = (entry(slots, self.id, p), key_at(slots, self.id, p)) else {
             return;
         };
-        let len = self.len();
+        let start = p;
         loop {
             let left = 2 * p + 1;
             if left >= len {
@@ -367,8 +381,11 @@ impl Heap {
             let Some(lkey) = key_at(slots, self.id, left) else {
                 break;
             };
-            let (child, ckey) = match key_at(slots, self.id, left + 1) {
-                Some(rkey) if left + 1 < len && rkey < lkey => (left + 1, rkey),
+            let right = (left + 1 < len)
+                .then(|| key_at(slots, self.id, left + 1))
+                .flatten();
+            let (child, ckey) = match right {
+                Some(rkey) if rkey < lkey => (left + 1, rkey),
                 _ => (left, lkey),
             };
             if ckey >= key {
@@ -380,7 +397,9 @@ impl Heap {
             place(slots, self.id, p, ci);
             p = child;
         }
-        place(slots, self.id, p, i);
+        if p != start {
+            place(slots, self.id, p, i);
+        }
     }
 }
 
