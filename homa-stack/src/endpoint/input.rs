@@ -274,16 +274,30 @@ impl<'a> Endpoint<'a> {
         if let Some(ack) = h.ack {
             self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
         }
+        // What the packet's own fields can be judged by is judged before
+        // any state is made or changed: an RPC, its state, a link address.
+        let fits = u32::try_from(payload.len())
+            .ok()
+            .filter(|&len| len > 0)
+            .and_then(|len| h.offset.checked_add(len))
+            .is_some_and(|end| end <= h.message_length);
         if h.message_length == 0
             || h.message_length > MAX_MESSAGE_LENGTH
             || h.message_length as usize > self.pool.capacity_bytes()
+            || !fits
         {
             self.count_drop(Drop::BadRange);
             return None;
         }
         let slot = match self.find_rpc(from.addr, from.local_id) {
             Some(i) => i,
-            None if from.local_id & 1 == 1 => self.new_server_rpc(now, from, socket, h)?,
+            None if from.local_id & 1 == 1 => {
+                if leaves_tiny_hole(h.offset) {
+                    self.count_drop(Drop::TooManyGaps);
+                    return None;
+                }
+                self.new_server_rpc(now, from, socket, h)?
+            }
             None => {
                 self.count_drop(Drop::UnknownRpc);
                 return None;
@@ -302,35 +316,39 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         payload: &[u8],
     ) {
+        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            return;
+        };
+        // Every check against the RPC comes before anything changes.
+        if !matches!(
+            r.state,
+            State::ClientOutgoing | State::ClientIncoming | State::ServerIncoming
+        ) {
+            return self.count_drop(Drop::WrongState);
+        }
+        match r.inp.as_ref() {
+            Some(m) if m.length != h.message_length => return self.count_drop(Drop::BadRange),
+            // The message's first bytes: reassembly must be able to begin there.
+            None if leaves_tiny_hole(h.offset) => return self.count_drop(Drop::TooManyGaps),
+            _ => {}
+        }
         self.heard(slot, from.mac);
         self.check_cutoff_version(now, slot, from, h.cutoff_version);
         let unsched = self.config.unsched_bytes;
         let Some(r) = self.rpcs[slot].rpc.as_mut() else {
             return;
         };
-        match r.state {
-            State::ClientOutgoing => {
-                // The server answers only a whole request, so the request's
-                // pages can go back to the pool for the response.
-                r.state = State::ClientIncoming;
-                if let Some(out) = r.out.take() {
-                    self.pool.free(out.buf);
-                }
-            }
-            State::ClientIncoming | State::ServerIncoming => {}
-            _ => {
-                self.count_drop(Drop::WrongState);
-                return;
+        if r.state == State::ClientOutgoing {
+            // The server answers only a whole request, so the request's
+            // pages can go back to the pool for the response.
+            r.state = State::ClientIncoming;
+            if let Some(out) = r.out.take() {
+                self.pool.free(out.buf);
             }
         }
-        if r.inp.is_none() {
-            r.inp = Some(MsgIn::new(h.message_length, h.incoming, unsched));
-        }
-        let Some(m) = r.inp.as_mut() else { return };
-        if m.length != h.message_length {
-            self.count_drop(Drop::BadRange);
-            return;
-        }
+        let m = r
+            .inp
+            .get_or_insert_with(|| MsgIn::new(h.message_length, h.incoming, unsched));
         if m.buf.is_none() {
             // Messages that wait for pool space get it first, in the order
             // they began to wait: a newcomer (a forged replay, say) must not
@@ -552,6 +570,13 @@ impl<'a> Endpoint<'a> {
         self.stats.server_freed += 1;
         true
     }
+}
+
+/// Whether the first bytes of a message arriving at `offset` would leave a
+/// hole before them too short to hold its descriptor (`storage::holes`):
+/// such a packet can never be accepted, so it must not begin anything.
+fn leaves_tiny_hole(offset: u32) -> bool {
+    offset != 0 && offset < crate::storage::holes::DESCRIPTOR_LEN
 }
 
 /// What an ICMP destination-unreachable said of our packets, as the host

@@ -845,3 +845,84 @@ fn a_failed_rpc_the_application_holds_does_not_keep_arp_going() {
     assert_eq!(p.a.stats().arp_requests, before, "ARP for a failed RPC");
     p.a.release(h).unwrap();
 }
+
+/// The one RPC in `ep`: (local id, our port).
+fn only_rpc(ep: &Endpoint<'static>) -> (u64, u16) {
+    let mut live = ep.rpcs.iter().filter_map(|s| s.rpc.as_ref());
+    let r = live.next().expect("an RPC");
+    assert!(live.next().is_none(), "one RPC");
+    (r.id, r.local_port)
+}
+
+#[test]
+fn data_that_does_not_fit_its_message_makes_no_server_rpc() {
+    // DATA whose bytes run past its own message_length, carry nothing, or
+    // would leave a hole too small to track before the first byte, is
+    // judged by its own fields: no RPC, no peer, nothing learned.
+    let mut ep = server(4, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let ten = [7u8; 10];
+    for (offset, payload) in [(95, &ten[..]), (0, &[][..]), (3, &ten[..])] {
+        let req = request_data(2, 40_000, 100, 100, offset, payload);
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    }
+    ep.poll(Instant::from_millis(1), &mut dev);
+    assert_eq!(
+        ep.rpcs_in_use(),
+        0,
+        "{:?}",
+        ep.rpc_info().collect::<Vec<_>>()
+    );
+    assert_eq!(ep.peers_in_use(), 0);
+    let d = ep.stats().drops;
+    assert_eq!(d.bad_range + d.too_many_gaps, 3, "{d:?}");
+    // A packet that fits still begins a request.
+    let req = request_data(2, 40_000, 100, 100, 90, &ten);
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    ep.poll(Instant::from_millis(1), &mut dev);
+    assert_eq!(ep.rpcs_in_use(), 1);
+}
+
+#[test]
+fn a_response_packet_that_does_not_fit_leaves_the_request_alone() {
+    // A's request to C waits for C's link address. Response DATA that
+    // does not fit its own message must not end the request (freeing its
+    // pages), fix the response's length, or teach A a link address.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 1 << 20);
+    let client = ep.socket().unwrap();
+    let req = pattern(3000, 1);
+    ep.send_request(client, C_IP, 500, &req).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.poll(now, &mut dev);
+    let (id, port) = only_rpc(&ep);
+    let ten = [7u8; 10];
+    for (offset, payload) in [(95, &ten[..]), (0, &[][..]), (3, &ten[..])] {
+        let bad = Repr {
+            sport: 500,
+            dport: port,
+            sender_id: id ^ 1,
+            kind: Kind::Data {
+                header: DataHeader {
+                    message_length: 100,
+                    incoming: 100,
+                    ack: None,
+                    cutoff_version: 0,
+                    retransmit: false,
+                    offset,
+                },
+                payload,
+            },
+        };
+        dev.rx
+            .push_back(homa_frame(EVIL_MAC, A_MAC, C_IP, A_IP, &bad));
+        now += Duration::from_micros(10);
+        ep.poll(now, &mut dev);
+        let info = ep.rpc_info().next().unwrap();
+        assert_eq!(info.state, "client-outgoing", "after offset {offset}");
+        assert_eq!((info.out_length, info.in_length), (3000, 0));
+        let peer = ep.find_peer(IpAddr::V4(C_IP)).unwrap();
+        assert!(!ep.peer_resolved(peer), "learned from offset {offset}");
+    }
+}
