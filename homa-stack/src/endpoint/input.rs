@@ -390,8 +390,14 @@ impl<'a> Endpoint<'a> {
         // Cannot fail: the tracker accepted the range inside the message.
         let _ = self.pool.write_at(buf, h.offset as usize, payload);
         self.stats.rx_data_bytes += u64::from(len);
-        // The sender may overshoot a grant to the end of a packet.
-        m.granted = m.granted.max(m.asm.recv_end());
+        // The sender may overshoot a grant to the end of a packet that
+        // began inside it. A packet beyond the grant (a lie, or bytes the
+        // sender took) grants nothing: counted as granted, its end would
+        // make the whole message granted-but-missing and take the grant
+        // headroom from every other message.
+        if h.offset < m.granted {
+            m.granted = m.granted.max(h.offset + len);
+        }
         if m.is_complete() {
             self.message_complete(slot);
         }
