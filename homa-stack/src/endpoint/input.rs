@@ -159,13 +159,18 @@ impl<'a> Endpoint<'a> {
             Kind::RpcUnknown => self.rpc_unknown_pkt(from),
             Kind::Busy => {
                 let i = self.find_rpc(from.addr, from.local_id);
-                if let Some(i) = i {
-                    self.heard(i, from.mac);
-                    if let Some(r) = self.rpc_mut(i) {
-                        r.silent_ticks = 0;
+                match i {
+                    // Only a server sends BUSY (docs/protocol.md 4.7): one
+                    // naming our server RPC is no sign of life, and must not
+                    // keep the RPC (and its pages) from timing out.
+                    Some(i) if from.local_id & 1 == 0 => {
+                        self.heard(i, from.mac);
+                        if let Some(r) = self.rpc_mut(i) {
+                            r.silent_ticks = 0;
+                        }
                     }
-                } else {
-                    self.count_drop(Drop::UnknownRpc);
+                    Some(_) => self.count_drop(Drop::WrongState),
+                    None => self.count_drop(Drop::UnknownRpc),
                 }
                 i
             }
@@ -481,15 +486,17 @@ impl<'a> Endpoint<'a> {
             self.count_drop(Drop::UnknownRpc);
             return None;
         };
-        self.heard(i, from.mac);
         let top = self.config.highest_priority();
         let r = self.rpc_mut(i)?;
-        r.silent_ticks = 0;
         let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
         match r.out.as_mut() {
             Some(out) if sending => {
                 out.granted = out.granted.max(offset.min(out.length));
                 out.sched_priority = priority.min(top);
+                // Only a GRANT for a message we send is a sign of life: one
+                // for a request still arriving must not keep it alive.
+                r.silent_ticks = 0;
+                self.heard(i, from.mac);
             }
             _ => self.count_drop(Drop::WrongState),
         }

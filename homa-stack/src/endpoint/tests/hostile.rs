@@ -979,3 +979,49 @@ fn a_forged_packet_past_its_grant_does_not_take_the_grant_headroom() {
         at - t0
     );
 }
+
+/// A server RPC holding the first packet of a 100 kB request, sent `kind`
+/// every 10 ms for 200 ms by its client: whether it is still held.
+fn held_by(kind: Kind<'static>) -> bool {
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let payload = [7u8; 1424];
+    let req = request_data(2, 40_000, 100_000, 10_000, 0, &payload);
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let keep = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind,
+    };
+    for _ in 0..20 {
+        run_server(
+            &mut ep,
+            &mut dev,
+            &mut now,
+            Duration::from_millis(10),
+            sock,
+            b"",
+        );
+        dev.rx
+            .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &keep));
+    }
+    let held = ep.rpcs_in_use() == 1;
+    assert_eq!(held, ep.pool_free_bytes() < ep.pool_capacity_bytes());
+    held
+}
+
+#[test]
+fn busy_or_grant_for_a_request_being_received_does_not_hold_it() {
+    // Only a server sends BUSY, and only a receiver grants: a client's
+    // BUSY, or a GRANT for a request still arriving, is no progress, and
+    // must not keep the RPC and its pool pages from timing out.
+    assert!(!held_by(Kind::Busy), "held by BUSY");
+    let grant = Kind::Grant {
+        offset: 50_000,
+        priority: 3,
+    };
+    assert!(!held_by(grant), "held by GRANT");
+}
