@@ -106,6 +106,11 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(Drop::NotForUs, "frame for another host");
         }
         let src_mac = eth.src_addr();
+        // A group address never sends: nothing from one is answered (to
+        // every host on the link) or learned.
+        if !src_mac.is_unicast() {
+            return self.drop_frame(Drop::Malformed, "frame from a group address");
+        }
         let payload = eth.payload();
         match eth.ethertype() {
             EtherType::Arp => self.process_arp(src_mac, payload),
@@ -221,9 +226,6 @@ impl<'a> Endpoint<'a> {
                 seq_no,
                 data,
             } => {
-                if !src_mac.is_unicast() {
-                    return self.drop_frame(Drop::Malformed, "echo request from a group address");
-                }
                 if self.config.passive_host {
                     net_trace!("homa: echo request left to the other stack");
                     return None;

@@ -148,7 +148,7 @@ impl<'a> Endpoint<'a> {
                 seq_no,
                 data,
             } => {
-                if !src_mac.is_unicast() || ip.dst_addr.is_multicast() {
+                if ip.dst_addr.is_multicast() {
                     return self.drop_frame(Drop::NotHandled, "multicast echo request");
                 }
                 if self.config.passive_host {

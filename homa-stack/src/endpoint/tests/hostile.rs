@@ -1025,3 +1025,54 @@ fn busy_or_grant_for_a_request_being_received_does_not_hold_it() {
     };
     assert!(!held_by(grant), "held by GRANT");
 }
+
+#[test]
+fn frames_from_a_group_address_are_dropped_unanswered() {
+    // An Ethernet source is never a group address: a RESEND for no RPC, a
+    // NEED_ACK from a stranger, a ping, or a request from one must be
+    // dropped (as malformed), not answered to every host on the link.
+    let mut ep = server(4, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let group = [
+        EthernetAddress::BROADCAST,
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+    ];
+    for mac in group {
+        for kind in [
+            Kind::Resend {
+                offset: 0,
+                length: homa::RESEND_ALL,
+                priority: 7,
+            },
+            Kind::NeedAck,
+        ] {
+            let r = Repr {
+                sport: 500,
+                dport: 0x8000,
+                sender_id: 41,
+                kind,
+            };
+            dev.rx.push_back(homa_frame(mac, B_MAC, A_IP, B_IP, &r));
+        }
+        let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+        dev.rx.push_back(homa_frame(mac, B_MAC, A_IP, B_IP, &req));
+        let icmp = Icmpv4Repr::EchoRequest {
+            ident: 1,
+            seq_no: 2,
+            data: b"ping",
+        };
+        let mut body = vec![0; icmp.buffer_len()];
+        icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), true);
+        dev.rx
+            .push_back(ip_frame(mac, B_MAC, A_IP, B_IP, IpProtocol::Icmp, &body));
+    }
+    for t in 1..5 {
+        ep.poll(Instant::from_millis(t), &mut dev);
+    }
+    assert!(dev.tx.is_empty(), "answered: {} frames", dev.tx.len());
+    assert_eq!(ep.rpcs_in_use(), 0);
+    assert_eq!(ep.peers_in_use(), 0);
+    let d = ep.stats().drops;
+    assert_eq!((d.malformed, d.total()), (8, 8), "{d:?}");
+}

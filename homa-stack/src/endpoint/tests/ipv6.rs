@@ -223,6 +223,11 @@ fn ping6_gets_an_echo_reply() {
     // 64 as Linux's replies (255 is for neighbour discovery only).
     assert_eq!(p.b.stats().tx_frames, 1);
     assert_eq!(out[0][21], 64);
+    // From a group address, it is dropped as malformed, as over IPv4.
+    let group = EthernetAddress([0x33, 0x33, 0, 0, 0, 1]);
+    let out = into_b(&mut p, icmpv6_frame(group, B_MAC, A6, B6, 64, &req));
+    assert!(out.is_empty());
+    assert_eq!(p.b.stats().drops.malformed, 1);
 }
 
 #[test]
