@@ -201,6 +201,16 @@ impl<'a> Endpoint<'a> {
         if ip.dst_addr != self.config.ipv4_addr {
             return self.drop_frame(Drop::NotForUs, "IPv4 packet for another host");
         }
+        // No host sends from these. Believed, they would make a peer and
+        // be answered (to every host, or to ourselves).
+        let src = ip.src_addr;
+        if src.is_broadcast()
+            || src.is_multicast()
+            || src.is_unspecified()
+            || src == self.config.ipv4_addr
+        {
+            return self.drop_frame(Drop::Malformed, "IPv4 packet from an impossible source");
+        }
         let body = packet.payload();
         match ip.next_header {
             IpProtocol::Icmp => self.process_icmp(src_mac, &ip, body),

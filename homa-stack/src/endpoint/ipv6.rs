@@ -98,6 +98,10 @@ impl<'a> Endpoint<'a> {
         if ip.src_addr.is_multicast() {
             return self.drop_frame(Drop::Malformed, "IPv6 packet from a multicast address");
         }
+        // As over IPv4: one from our own address is no other host's.
+        if self.our_v6().any(|a| a == ip.src_addr) {
+            return self.drop_frame(Drop::Malformed, "IPv6 packet from our own address");
+        }
         // Only duplicate address detection's solicitations come from `::`
         // (checked in process_icmpv6); nothing else may.
         if ip.src_addr.is_unspecified() && ip.next_header != IpProtocol::Icmpv6 {

@@ -1076,3 +1076,40 @@ fn frames_from_a_group_address_are_dropped_unanswered() {
     let d = ep.stats().drops;
     assert_eq!((d.malformed, d.total()), (8, 8), "{d:?}");
 }
+
+#[test]
+fn ipv4_packets_from_impossible_sources_are_dropped() {
+    // No host sends from the broadcast, a multicast, the unspecified or our
+    // own address: a request or a ping claiming one makes no RPC or peer and
+    // gets no answer (an answer would go to every host, or to ourselves).
+    let mut ep = server(8, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let sources = [
+        Ipv4Addr::BROADCAST,
+        Ipv4Addr::new(224, 0, 0, 1),
+        Ipv4Addr::UNSPECIFIED,
+        B_IP,
+    ];
+    for src in sources {
+        let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, src, B_IP, &req));
+        let icmp = Icmpv4Repr::EchoRequest {
+            ident: 1,
+            seq_no: 2,
+            data: b"ping",
+        };
+        let mut body = vec![0; icmp.buffer_len()];
+        icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), true);
+        dev.rx
+            .push_back(ip_frame(A_MAC, B_MAC, src, B_IP, IpProtocol::Icmp, &body));
+    }
+    for t in 1..5 {
+        ep.poll(Instant::from_millis(t), &mut dev);
+    }
+    assert!(dev.tx.is_empty(), "answered: {} frames", dev.tx.len());
+    assert_eq!(ep.rpcs_in_use(), 0);
+    assert_eq!(ep.peers_in_use(), 0);
+    let d = ep.stats().drops;
+    assert_eq!((d.malformed, d.total()), (8, 8), "{d:?}");
+}

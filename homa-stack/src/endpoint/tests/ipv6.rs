@@ -231,6 +231,44 @@ fn ping6_gets_an_echo_reply() {
 }
 
 #[test]
+fn ipv6_packets_from_our_own_address_are_dropped() {
+    // As over IPv4: a ping or a request claiming to come from us is no
+    // other host's, and gets no answer or RPC.
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let _ = p.b.bind(500).unwrap();
+    let req = Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 9,
+        data: b"ping6",
+    };
+    assert!(into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, B6, B6, 64, &req)).is_empty());
+    let data = homa::Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: homa::Kind::Data {
+            header: homa::DataHeader {
+                message_length: 4,
+                incoming: 4,
+                ack: None,
+                cutoff_version: 0,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: b"ping",
+        },
+    };
+    let mut body = vec![0; data.buffer_len()];
+    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    let ip = frames::ipv6(B6, B6, 146, 0, 64, &body);
+    let frame = frames::ethernet(A_MAC.0, B_MAC.0, None, 0x86dd, &ip);
+    assert!(into_b(&mut p, frame).is_empty());
+    assert_eq!(p.b.rpcs_in_use(), 0);
+    assert_eq!(p.b.stats().drops.malformed, 2);
+}
+
+#[test]
 fn neighbour_solicitations_for_our_addresses_are_answered() {
     use crate::wire::Icmpv6Repr;
     let mut p = pair(4, 1 << 16);
