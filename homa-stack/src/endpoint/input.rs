@@ -539,6 +539,16 @@ impl<'a> Endpoint<'a> {
 
     fn need_ack_pkt(&mut self, from: From) {
         let rpc = self.find_rpc(from.addr, from.local_id);
+        // Only a server asks, naming our client RPC (an even local id):
+        // one naming a server RPC is answered with nothing.
+        if from.local_id & 1 == 1 {
+            let why = if rpc.is_some() {
+                Drop::WrongState
+            } else {
+                Drop::UnknownRpc
+            };
+            return self.count_drop(why);
+        }
         if let Some(i) = rpc {
             let Some(r) = self.rpc_mut(i) else { return };
             if matches!(r.state, State::ClientOutgoing | State::ClientIncoming) {

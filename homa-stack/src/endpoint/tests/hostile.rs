@@ -1113,3 +1113,33 @@ fn ipv4_packets_from_impossible_sources_are_dropped() {
     let d = ep.stats().drops;
     assert_eq!((d.malformed, d.total()), (8, 8), "{d:?}");
 }
+
+#[test]
+fn need_ack_naming_a_server_rpc_is_not_acked() {
+    // Only a server asks for an ACK, naming its own (odd) id: one naming
+    // a client's id speaks of no RPC of ours as a client, and gets no
+    // ACK (which would name an odd "client" id), whether or not a server
+    // RPC with that id exists.
+    let mut ep = server(4, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let req = request_data(2, 40_000, 100_000, 10_000, 0, &[7u8; 1424]);
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    ep.poll(Instant::from_millis(1), &mut dev);
+    dev.tx.clear();
+    assert_eq!(ep.rpcs_in_use(), 1);
+    for id in [2, 4] {
+        let need = Repr {
+            sport: 40_000,
+            dport: 500,
+            sender_id: id,
+            kind: Kind::NeedAck,
+        };
+        dev.rx
+            .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &need));
+    }
+    ep.poll(Instant::from_micros(1100), &mut dev);
+    assert_eq!(ep.stats().tx.ack, 0, "acked");
+    let d = ep.stats().drops;
+    assert_eq!((d.wrong_state, d.unknown_rpc), (1, 1), "{d:?}");
+}
