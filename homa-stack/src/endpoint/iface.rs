@@ -13,7 +13,7 @@ use crate::stats::Drop;
 use crate::time::{Duration, Instant};
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
-use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr};
+use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
 #[cfg(feature = "ipv6")]
 use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Repr};
 use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -226,8 +226,21 @@ impl<'a> Endpoint<'a> {
         body: &'f [u8],
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.icmpv4.rx();
-        let Ok(repr) = Icmpv4Packet::new_checked(body).and_then(|p| Icmpv4Repr::parse(&p, verify))
-        else {
+        let Ok(packet) = Icmpv4Packet::new_checked(body) else {
+            return self.drop_frame(Drop::Malformed, "bad ICMP");
+        };
+        let Ok(repr) = Icmpv4Repr::parse(&packet, verify) else {
+            // Only a type we act on can fail to parse for its contents; an
+            // intact message of another type is one we do not handle.
+            let handled = matches!(
+                packet.msg_type(),
+                Icmpv4Message::EchoRequest
+                    | Icmpv4Message::EchoReply
+                    | Icmpv4Message::DstUnreachable
+            );
+            if !handled && (!verify || packet.verify_checksum()) {
+                return self.drop_frame(Drop::NotHandled, "ICMP type not handled");
+            }
             return self.drop_frame(Drop::Malformed, "bad ICMP");
         };
         match repr {
@@ -274,7 +287,7 @@ impl<'a> Endpoint<'a> {
                 self.unreachable_pkt(IpAddr::V4(header.dst_addr), sport, dport, what);
                 None
             }
-            _ => self.drop_frame(Drop::Unsupported, "ICMP type not handled"),
+            _ => self.drop_frame(Drop::NotHandled, "ICMP type not handled"),
         }
     }
 

@@ -17,7 +17,7 @@ use super::Endpoint;
 use crate::phy::TxToken;
 use crate::stats::Drop;
 use crate::time::Instant;
-use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr};
+use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
 use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv6Addr};
 
@@ -138,9 +138,23 @@ impl<'a> Endpoint<'a> {
         body: &'f [u8],
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.icmpv6.rx();
-        let Ok(repr) = Icmpv6Packet::new_checked(body)
-            .and_then(|p| Icmpv6Repr::parse(&ip.src_addr, &ip.dst_addr, &p, verify))
-        else {
+        let Ok(packet) = Icmpv6Packet::new_checked(body) else {
+            return self.drop_frame(Drop::Malformed, "bad ICMPv6");
+        };
+        let Ok(repr) = Icmpv6Repr::parse(&ip.src_addr, &ip.dst_addr, &packet, verify) else {
+            // As for ICMPv4: an intact message of a type we do not act on
+            // (router advertisements, MLD) is not handled, not malformed.
+            let handled = matches!(
+                packet.msg_type(),
+                Icmpv6Message::EchoRequest
+                    | Icmpv6Message::EchoReply
+                    | Icmpv6Message::DstUnreachable
+                    | Icmpv6Message::NeighborSolicit
+                    | Icmpv6Message::NeighborAdvert
+            );
+            if !handled && (!verify || packet.verify_checksum(&ip.src_addr, &ip.dst_addr)) {
+                return self.drop_frame(Drop::NotHandled, "ICMPv6 type not handled");
+            }
             return self.drop_frame(Drop::Malformed, "bad ICMPv6");
         };
         if ip.src_addr.is_unspecified() && !matches!(repr, Icmpv6Repr::NeighborSolicit { .. }) {

@@ -1143,3 +1143,31 @@ fn need_ack_naming_a_server_rpc_is_not_acked() {
     let d = ep.stats().drops;
     assert_eq!((d.wrong_state, d.unknown_rpc), (1, 1), "{d:?}");
 }
+
+#[test]
+fn icmp_types_not_handled_are_counted_as_such() {
+    // A well-formed ICMP message of a type we do not act on (time
+    // exceeded, a redirect) is not handled, not malformed; one of a type we
+    // handle that does not parse, or any with a bad checksum, is malformed.
+    let mut ep = server(4, 1 << 20);
+    let mut dev = TestDevice::default();
+    let icmp = |ty: u8, code: u8, good: bool| {
+        let mut body = vec![0u8; 8 + 28];
+        body[0] = ty;
+        body[1] = code;
+        body[8] = 0x45;
+        let mut p = Icmpv4Packet::new_unchecked(&mut body[..]);
+        p.fill_checksum();
+        if !good {
+            body[4] ^= 1;
+        }
+        ip_frame(A_MAC, B_MAC, A_IP, B_IP, IpProtocol::Icmp, &body)
+    };
+    dev.rx.push_back(icmp(11, 0, true));
+    dev.rx.push_back(icmp(5, 1, true));
+    dev.rx.push_back(icmp(11, 0, false));
+    dev.rx.push_back(icmp(8, 3, true));
+    ep.poll(Instant::from_millis(1), &mut dev);
+    let d = ep.stats().drops;
+    assert_eq!((d.not_handled, d.malformed), (2, 2), "{d:?}");
+}

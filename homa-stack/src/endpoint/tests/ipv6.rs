@@ -269,6 +269,31 @@ fn ipv6_packets_from_our_own_address_are_dropped() {
 }
 
 #[test]
+fn icmpv6_types_not_handled_are_counted_as_such() {
+    // Router advertisements and MLD queries reach every host (all nodes):
+    // well-formed, they are not handled, not malformed; with a bad
+    // checksum, malformed.
+    let mut p = pair(4, 1 << 16);
+    let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    let router = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 9);
+    let all_mac = super::super::ipv6::multicast_mac(all);
+    for (ty, good) in [(134u8, true), (130, true), (134, false)] {
+        let mut body = vec![0u8; 24];
+        body[0] = ty;
+        let mut icmp = crate::wire::Icmpv6Packet::new_unchecked(&mut body[..]);
+        icmp.fill_checksum(&router, &all);
+        if !good {
+            body[10] ^= 1;
+        }
+        let ip = frames::ipv6(router, all, 58, 0, 255, &body);
+        let frame = frames::ethernet(A_MAC.0, all_mac.0, None, 0x86dd, &ip);
+        assert!(into_b(&mut p, frame).is_empty());
+    }
+    let d = p.b.stats().drops;
+    assert_eq!((d.not_handled, d.malformed), (2, 1), "{d:?}");
+}
+
+#[test]
 fn neighbour_solicitations_for_our_addresses_are_answered() {
     use crate::wire::Icmpv6Repr;
     let mut p = pair(4, 1 << 16);
