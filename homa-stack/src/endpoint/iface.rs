@@ -154,7 +154,11 @@ impl<'a> Endpoint<'a> {
         if source_hardware_addr != eth_src || !source_hardware_addr.is_unicast() {
             return self.drop_frame(Drop::Malformed, "ARP sender differs from its frame");
         }
-        self.learn(IpAddr::V4(source_protocol_addr), source_hardware_addr);
+        let learned = self.learn(IpAddr::V4(source_protocol_addr), source_hardware_addr);
+        if operation == ArpOperation::Reply && !learned {
+            // A reply only teaches; this one had no peer to teach about.
+            return self.drop_frame(Drop::UnknownPeer, "ARP reply from a peer we do not hold");
+        }
         if operation == ArpOperation::Request
             && !self.config.passive_host
             && target_protocol_addr == self.config.ipv4_addr
@@ -170,10 +174,10 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Records the link address ARP or neighbour discovery gave for a peer
-    /// we hold (no entry is made for a stranger).
-    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) {
+    /// we hold (no entry is made for a stranger); false for a stranger.
+    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) -> bool {
         let Some(i) = self.find_peer(addr) else {
-            return;
+            return false;
         };
         if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
             p.resolved_by_arp(mac);
@@ -183,6 +187,7 @@ impl<'a> Endpoint<'a> {
             }
         }
         self.peer_resolved_now(i);
+        true
     }
 
     fn process_ipv4<'f>(

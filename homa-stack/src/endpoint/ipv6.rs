@@ -127,6 +127,7 @@ impl<'a> Endpoint<'a> {
                 },
                 body,
             ),
+            IpProtocol::Homa => self.drop_frame(Drop::NotForUs, "Homa to a multicast group"),
             _ => self.drop_frame(Drop::Unsupported, "IPv6 next header not handled"),
         }
     }
@@ -207,7 +208,8 @@ impl<'a> Endpoint<'a> {
                             "solicitation's link address differs from its frame",
                         );
                     }
-                    self.learn(IpAddr::V6(ip.src_addr), mac);
+                    // A stranger's address is not kept; it is answered.
+                    let _ = self.learn(IpAddr::V6(ip.src_addr), mac);
                 }
                 if self.config.passive_host {
                     return None;
@@ -242,10 +244,16 @@ impl<'a> Endpoint<'a> {
                 // address in doubt, so we ask ourselves.
                 match lladdr {
                     Some(mac) if mac.is_unicast() && mac == src_mac => {
-                        if solicited && !ip.dst_addr.is_multicast() {
-                            self.learn(IpAddr::V6(target_addr), mac);
+                        let held = if solicited && !ip.dst_addr.is_multicast() {
+                            self.learn(IpAddr::V6(target_addr), mac)
                         } else {
-                            self.unsolicited_advert(target_addr, mac);
+                            self.unsolicited_advert(target_addr, mac)
+                        };
+                        if !held {
+                            return self.drop_frame(
+                                Drop::UnknownPeer,
+                                "advertisement for a peer we do not hold",
+                            );
                         }
                     }
                     Some(_) => {
@@ -294,9 +302,10 @@ impl<'a> Endpoint<'a> {
     /// An unsolicited advertisement says `target` is at `mac`: a peer we
     /// hold that has no link address yet, or a different one, is asked
     /// about (a solicitation at the next egress); nothing is replaced.
-    fn unsolicited_advert(&mut self, target: Ipv6Addr, mac: EthernetAddress) {
+    /// False when we hold no such peer.
+    fn unsolicited_advert(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> bool {
         let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
-            return;
+            return false;
         };
         if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
             // The retry interval still applies: a flood of forged adverts
@@ -306,6 +315,7 @@ impl<'a> Endpoint<'a> {
             }
         }
         self.peer_doubted(pi);
+        true
     }
 
     /// Sends an ICMPv6 message to `dst_ip` at `dst_mac`.

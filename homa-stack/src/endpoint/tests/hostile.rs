@@ -1171,3 +1171,18 @@ fn icmp_types_not_handled_are_counted_as_such() {
     let d = ep.stats().drops;
     assert_eq!((d.not_handled, d.malformed), (2, 2), "{d:?}");
 }
+
+#[test]
+fn arp_replies_from_strangers_are_counted() {
+    // An ARP reply is only for learning; from a peer we hold no entry for
+    // it teaches nothing, and is counted as from an unknown peer.
+    let mut ep = server(4, 1 << 20);
+    let mut dev = TestDevice::default();
+    dev.rx
+        .push_back(arp_frame(ArpOperation::Reply, EVIL_MAC, C_IP, B_MAC, B_IP));
+    ep.poll(Instant::from_millis(1), &mut dev);
+    assert!(dev.tx.is_empty());
+    assert_eq!(ep.peers_in_use(), 0);
+    let d = ep.stats().drops;
+    assert_eq!((d.unknown_peer, d.total()), (1, 1), "{d:?}");
+}

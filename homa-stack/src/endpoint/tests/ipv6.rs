@@ -351,6 +351,55 @@ fn neighbour_solicitations_for_our_addresses_are_answered() {
 }
 
 #[test]
+fn advertisements_from_strangers_and_homa_to_a_group_are_counted() {
+    // A neighbour advertisement for an address we hold no peer for teaches
+    // nothing (unknown peer); Homa to a multicast group is not for us.
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let _ = p.b.bind(500).unwrap();
+    let all: Ipv6Addr = "ff02::1".parse().unwrap();
+    let all_mac = super::super::ipv6::multicast_mac(all);
+    for (solicited, dst, dst_mac) in [(true, B6, B_MAC), (false, all, all_mac)] {
+        let na = Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited,
+            override_: true,
+            target_addr: A6,
+            lladdr: Some(A_MAC),
+        };
+        assert!(into_b(&mut p, icmpv6_frame(A_MAC, dst_mac, A6, dst, 255, &na)).is_empty());
+    }
+    let data = homa::Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: homa::Kind::Data {
+            header: homa::DataHeader {
+                message_length: 4,
+                incoming: 4,
+                ack: None,
+                cutoff_version: 0,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: b"ping",
+        },
+    };
+    let mut body = vec![0; data.buffer_len()];
+    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    let ip = frames::ipv6(A6, all, 146, 0, 64, &body);
+    let frame = frames::ethernet(A_MAC.0, all_mac.0, None, 0x86dd, &ip);
+    assert!(into_b(&mut p, frame).is_empty());
+    assert_eq!(p.b.peers_in_use(), 0);
+    let d = p.b.stats().drops;
+    assert_eq!(
+        (d.unknown_peer, d.not_for_us, d.total()),
+        (2, 1, 3),
+        "{d:?}"
+    );
+}
+
+#[test]
 fn advertisements_must_name_their_frames_source_and_answer_us() {
     use crate::wire::Icmpv6Repr;
     // A holds B6 as a peer (a request waits for it).
