@@ -1186,3 +1186,83 @@ fn arp_replies_from_strangers_are_counted() {
     let d = ep.stats().drops;
     assert_eq!((d.unknown_peer, d.total()), (1, 1), "{d:?}");
 }
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "hundreds of milliseconds of virtual time: slow under Miri"
+)]
+fn a_full_rpc_or_peer_table_drops_new_requests_and_recovers() {
+    // B has room for 2 RPCs: of 6 requests sent at once the rest are
+    // counted drops, and every one completes through the clients' RESEND,
+    // B's RPC_UNKNOWN and the restart (nothing accepted is lost).
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint_with_peers(Config::new(B_IP, B_MAC), 2, 1, 1 << 20),
+    );
+    p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let mut left: Vec<RpcHandle> = (0..6)
+        .map(|i| {
+            p.a.send_request(client, B_IP, 500, &pattern(3000, i))
+                .unwrap()
+        })
+        .collect();
+    let ok = p.run_until(Duration::from_secs(2), |p| {
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            p.b.reply(rpc, b"ok").unwrap();
+        }
+        while let Some(ev) = p.a.recv(client) {
+            let Event::Response { rpc, .. } = ev else {
+                panic!("{ev:?}")
+            };
+            left.retain(|h| *h != rpc);
+            p.a.release(rpc).unwrap();
+        }
+        left.is_empty()
+    });
+    assert!(ok, "{} left\nB: {}", left.len(), p.b.stats());
+    assert!(p.b.stats().drops.rpc_table_full > 0);
+    // B's one peer entry, idle once A's RPCs are acked, goes to a
+    // stranger's request, which holds it until it times out: A's request
+    // is a counted drop meanwhile, then completes.
+    assert!(p.run_until(Duration::from_millis(50), |p| p.b.rpcs_in_use() == 0));
+    let ten = [7u8; 10];
+    let forged = request_data(2, 40_000, 100, 100, 0, &ten);
+    p.db.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &forged));
+    p.step();
+    assert_eq!(p.b.rpcs_in_use(), 1);
+    assert!(p.b.find_peer(IpAddr::V4(C_IP)).is_some());
+    let full = p.b.stats().drops.peer_table_full;
+    // Sent 60 ms into the stranger's 100 ms, so that it outlives them.
+    let t0 = p.now;
+    p.run_until(Duration::from_millis(60), |_| false);
+    let h = p.a.send_request(client, B_IP, 500, b"late").unwrap();
+    let mut done = false;
+    let ok = p.run_until(Duration::from_secs(2), |p| {
+        while let Some(Event::Request { rpc, peer, .. }) = p.b.recv(server) {
+            if peer == C_IP {
+                // Never answered: the stranger's RPC only times out.
+                continue;
+            }
+            p.b.reply(rpc, b"ok").unwrap();
+        }
+        match p.a.recv(client) {
+            Some(Event::Response { rpc, .. }) => done = rpc == h,
+            Some(ev) => panic!("{ev:?}"),
+            None => {}
+        }
+        done
+    });
+    assert!(ok, "B: {}", p.b.stats());
+    assert!(p.b.stats().drops.peer_table_full > full);
+    assert_eq!(p.b.stats().server_timeouts, 1, "the stranger's RPC");
+    let took = p.now - t0;
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_millis(120),
+        "{took}"
+    );
+}
