@@ -276,9 +276,6 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         payload: &[u8],
     ) -> Option<usize> {
-        if let Some(ack) = h.ack {
-            self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
-        }
         // What the packet's own fields can be judged by is judged before
         // any state is made or changed: an RPC, its state, a link address.
         let fits = u32::try_from(payload.len())
@@ -293,6 +290,11 @@ impl<'a> Endpoint<'a> {
         {
             self.count_drop(Drop::BadRange);
             return None;
+        }
+        // The ack it carries is believed only now (and before a new RPC
+        // needs a slot, which it may free).
+        if let Some(ack) = h.ack {
+            self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
         }
         let slot = match self.find_rpc(from.addr, from.local_id) {
             Some(i) => i,

@@ -1266,3 +1266,54 @@ fn a_full_rpc_or_peer_table_drops_new_requests_and_recovers() {
         "{took}"
     );
 }
+
+#[test]
+fn the_ack_in_a_data_packet_that_fails_its_checks_frees_nothing() {
+    // A DATA packet that is dropped as out of range is not believed in
+    // part: the ack it carries does not free the RPC it names.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(1),
+        sock,
+        b"pong",
+    );
+    assert_eq!(ep.rpc_info().next().unwrap().state, "server-outgoing");
+    let mut bad = request_data(4, 40_000, 10, 10, 5, b"0123456789");
+    if let Kind::Data { header, .. } = &mut bad.kind {
+        header.ack = Some(homa::Ack {
+            client_id: 2,
+            server_port: 500,
+        });
+    }
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &bad));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_micros(100),
+        sock,
+        b"pong",
+    );
+    assert_eq!(ep.rpcs_in_use(), 1, "freed by a dropped packet's ack");
+    assert_eq!(ep.stats().drops.bad_range, 1);
+    // The same ack on a packet that passes frees it.
+    let mut good = request_data(4, 40_000, 10, 10, 0, b"0123456789");
+    if let Kind::Data { header, .. } = &mut good.kind {
+        header.ack = Some(homa::Ack {
+            client_id: 2,
+            server_port: 500,
+        });
+    }
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &good));
+    ep.poll(now, &mut dev);
+    assert!(ep.rpc_info().all(|r| r.id != 3), "acked RPC kept");
+}
