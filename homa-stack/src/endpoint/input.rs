@@ -493,11 +493,16 @@ impl<'a> Endpoint<'a> {
         let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
         match r.out.as_mut() {
             Some(out) if sending => {
+                let left = out.next_xmit < out.length;
                 out.granted = out.granted.max(offset.min(out.length));
                 out.sched_priority = priority.min(top);
-                // Only a GRANT for a message we send is a sign of life: one
-                // for a request still arriving must not keep it alive.
-                r.silent_ticks = 0;
+                // Only a GRANT for a message we still send is a sign of
+                // life: one for a request still arriving, or for a message
+                // sent whole (repeated instead of an ACK), must not keep the
+                // RPC and its pages alive.
+                if left {
+                    r.silent_ticks = 0;
+                }
                 self.heard(i, from.mac);
             }
             _ => self.count_drop(Drop::WrongState),

@@ -1317,3 +1317,45 @@ fn the_ack_in_a_data_packet_that_fails_its_checks_frees_nothing() {
     ep.poll(now, &mut dev);
     assert!(ep.rpc_info().all(|r| r.id != 3), "acked RPC kept");
 }
+
+#[test]
+fn grants_for_a_response_sent_whole_do_not_hold_it() {
+    // A response that went out whole needs no grant: a client that
+    // repeats a GRANT instead of acking must not keep the RPC (and the
+    // response's pages) past the silence timeout.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let grant = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Grant {
+            offset: 4,
+            priority: 3,
+        },
+    };
+    for _ in 0..20 {
+        run_server(
+            &mut ep,
+            &mut dev,
+            &mut now,
+            Duration::from_millis(10),
+            sock,
+            b"pong",
+        );
+        dev.rx
+            .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &grant));
+    }
+    assert_eq!(
+        ep.rpcs_in_use(),
+        0,
+        "{:?}",
+        ep.rpc_info().collect::<Vec<_>>()
+    );
+    assert_eq!(ep.stats().server_timeouts, 1);
+    assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
+}
