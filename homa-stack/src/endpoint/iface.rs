@@ -148,6 +148,9 @@ impl<'a> Endpoint<'a> {
             target_protocol_addr,
             ..
         } = repr;
+        if !matches!(operation, ArpOperation::Request | ArpOperation::Reply) {
+            return self.drop_frame(Drop::NotHandled, "ARP operation not handled");
+        }
         if target_protocol_addr != self.config.ipv4_addr {
             return self.drop_frame(Drop::NotForUs, "ARP for another host");
         }

@@ -1359,3 +1359,27 @@ fn grants_for_a_response_sent_whole_do_not_hold_it() {
     assert_eq!(ep.stats().server_timeouts, 1);
     assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
 }
+
+#[test]
+fn arp_of_an_unknown_operation_teaches_nothing() {
+    // Only requests and replies are ARP we act on: another operation
+    // naming B's address from a foreign MAC must not change where A sends.
+    let mut p = Pair::linked(8, 1 << 20);
+    echo_rpc(&mut p, 100);
+    p.da.rx.push_back(arp_frame(
+        ArpOperation::Unknown(99),
+        EVIL_MAC,
+        B_IP,
+        A_MAC,
+        A_IP,
+    ));
+    p.step();
+    let peer = p.a.find_peer(IpAddr::V4(B_IP)).unwrap();
+    let link = p.a.peers[usize::from(peer)]
+        .peer
+        .as_ref()
+        .unwrap()
+        .link_addr;
+    assert_eq!(link, Some(B_MAC));
+    assert_eq!(p.a.stats().drops.not_handled, 1);
+}
