@@ -1383,3 +1383,30 @@ fn arp_of_an_unknown_operation_teaches_nothing() {
     assert_eq!(link, Some(B_MAC));
     assert_eq!(p.a.stats().drops.not_handled, 1);
 }
+
+#[test]
+fn overlapping_data_with_other_bytes_never_overwrites() {
+    // No bug: pins the review's finding. The first bytes to arrive stay:
+    // a replay with other bytes, or a packet straddling received data and
+    // a gap, is a counted duplicate and changes nothing.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    for (offset, payload) in [
+        (0, b"0123456789"),
+        (0, b"XXXXXXXXXX"),
+        (5, b"YYYYYYYYYY"),
+        (10, b"abcdefghij"),
+    ] {
+        let d = request_data(2, 40_000, 20, 20, offset, payload);
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &d));
+    }
+    ep.poll(Instant::from_millis(1), &mut dev);
+    let Some(Event::Request { rpc, len, .. }) = ep.recv(sock) else {
+        panic!("no request")
+    };
+    let mut buf = vec![0; len];
+    ep.message(rpc).unwrap().copy_to(&mut buf);
+    assert_eq!(&buf[..], b"0123456789abcdefghij");
+    assert_eq!(ep.stats().drops.duplicate, 2);
+}
