@@ -96,7 +96,9 @@ pub enum Drop {
     Unresolved,
     /// A packet from a peer not in the peer table that would need an entry.
     UnknownPeer,
-    /// A packet type that is parsed and counted but not acted on (FREEZE).
+    /// A well-formed packet of a type not acted on: FREEZE, ARP other than
+    /// requests and replies, and ICMP messages other than echo, destination
+    /// unreachable and neighbour discovery.
     NotHandled,
     /// A frame we would send is larger than the device's MTU.
     FrameTooBig,

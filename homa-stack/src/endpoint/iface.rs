@@ -13,7 +13,7 @@ use crate::stats::Drop;
 use crate::time::{Duration, Instant};
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
-use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr};
+use crate::wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
 #[cfg(feature = "ipv6")]
 use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Repr};
 use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -106,6 +106,11 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(Drop::NotForUs, "frame for another host");
         }
         let src_mac = eth.src_addr();
+        // A group address never sends: nothing from one is answered (to
+        // every host on the link) or learned.
+        if !src_mac.is_unicast() {
+            return self.drop_frame(Drop::Malformed, "frame from a group address");
+        }
         let payload = eth.payload();
         match eth.ethertype() {
             EtherType::Arp => self.process_arp(src_mac, payload),
@@ -143,13 +148,20 @@ impl<'a> Endpoint<'a> {
             target_protocol_addr,
             ..
         } = repr;
+        if !matches!(operation, ArpOperation::Request | ArpOperation::Reply) {
+            return self.drop_frame(Drop::NotHandled, "ARP operation not handled");
+        }
         if target_protocol_addr != self.config.ipv4_addr {
             return self.drop_frame(Drop::NotForUs, "ARP for another host");
         }
         if source_hardware_addr != eth_src || !source_hardware_addr.is_unicast() {
             return self.drop_frame(Drop::Malformed, "ARP sender differs from its frame");
         }
-        self.learn(IpAddr::V4(source_protocol_addr), source_hardware_addr);
+        let learned = self.learn(IpAddr::V4(source_protocol_addr), source_hardware_addr);
+        if operation == ArpOperation::Reply && !learned {
+            // A reply only teaches; this one had no peer to teach about.
+            return self.drop_frame(Drop::UnknownPeer, "ARP reply from a peer we do not hold");
+        }
         if operation == ArpOperation::Request
             && !self.config.passive_host
             && target_protocol_addr == self.config.ipv4_addr
@@ -165,10 +177,10 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Records the link address ARP or neighbour discovery gave for a peer
-    /// we hold (no entry is made for a stranger).
-    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) {
+    /// we hold (no entry is made for a stranger); false for a stranger.
+    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) -> bool {
         let Some(i) = self.find_peer(addr) else {
-            return;
+            return false;
         };
         if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
             p.resolved_by_arp(mac);
@@ -178,6 +190,7 @@ impl<'a> Endpoint<'a> {
             }
         }
         self.peer_resolved_now(i);
+        true
     }
 
     fn process_ipv4<'f>(
@@ -196,6 +209,16 @@ impl<'a> Endpoint<'a> {
         if ip.dst_addr != self.config.ipv4_addr {
             return self.drop_frame(Drop::NotForUs, "IPv4 packet for another host");
         }
+        // No host sends from these. Believed, they would make a peer and
+        // be answered (to every host, or to ourselves).
+        let src = ip.src_addr;
+        if src.is_broadcast()
+            || src.is_multicast()
+            || src.is_unspecified()
+            || src == self.config.ipv4_addr
+        {
+            return self.drop_frame(Drop::Malformed, "IPv4 packet from an impossible source");
+        }
         let body = packet.payload();
         match ip.next_header {
             IpProtocol::Icmp => self.process_icmp(src_mac, &ip, body),
@@ -211,8 +234,21 @@ impl<'a> Endpoint<'a> {
         body: &'f [u8],
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.icmpv4.rx();
-        let Ok(repr) = Icmpv4Packet::new_checked(body).and_then(|p| Icmpv4Repr::parse(&p, verify))
-        else {
+        let Ok(packet) = Icmpv4Packet::new_checked(body) else {
+            return self.drop_frame(Drop::Malformed, "bad ICMP");
+        };
+        let Ok(repr) = Icmpv4Repr::parse(&packet, verify) else {
+            // Only a type we act on can fail to parse for its contents; an
+            // intact message of another type is one we do not handle.
+            let handled = matches!(
+                packet.msg_type(),
+                Icmpv4Message::EchoRequest
+                    | Icmpv4Message::EchoReply
+                    | Icmpv4Message::DstUnreachable
+            );
+            if !handled && (!verify || packet.verify_checksum()) {
+                return self.drop_frame(Drop::NotHandled, "ICMP type not handled");
+            }
             return self.drop_frame(Drop::Malformed, "bad ICMP");
         };
         match repr {
@@ -221,9 +257,6 @@ impl<'a> Endpoint<'a> {
                 seq_no,
                 data,
             } => {
-                if !src_mac.is_unicast() {
-                    return self.drop_frame(Drop::Malformed, "echo request from a group address");
-                }
                 if self.config.passive_host {
                     net_trace!("homa: echo request left to the other stack");
                     return None;
@@ -262,7 +295,7 @@ impl<'a> Endpoint<'a> {
                 self.unreachable_pkt(IpAddr::V4(header.dst_addr), sport, dport, what);
                 None
             }
-            _ => self.drop_frame(Drop::Unsupported, "ICMP type not handled"),
+            _ => self.drop_frame(Drop::NotHandled, "ICMP type not handled"),
         }
     }
 

@@ -159,13 +159,18 @@ impl<'a> Endpoint<'a> {
             Kind::RpcUnknown => self.rpc_unknown_pkt(from),
             Kind::Busy => {
                 let i = self.find_rpc(from.addr, from.local_id);
-                if let Some(i) = i {
-                    self.heard(i, from.mac);
-                    if let Some(r) = self.rpc_mut(i) {
-                        r.silent_ticks = 0;
+                match i {
+                    // Only a server sends BUSY (docs/protocol.md 4.7): one
+                    // naming our server RPC is no sign of life, and must not
+                    // keep the RPC (and its pages) from timing out.
+                    Some(i) if from.local_id & 1 == 0 => {
+                        self.heard(i, from.mac);
+                        if let Some(r) = self.rpc_mut(i) {
+                            r.silent_ticks = 0;
+                        }
                     }
-                } else {
-                    self.count_drop(Drop::UnknownRpc);
+                    Some(_) => self.count_drop(Drop::WrongState),
+                    None => self.count_drop(Drop::UnknownRpc),
                 }
                 i
             }
@@ -278,15 +283,25 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         payload: &[u8],
     ) -> Option<usize> {
-        if let Some(ack) = h.ack {
-            self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
-        }
+        // What the packet's own fields can be judged by is judged before
+        // any state is made or changed: an RPC, its state, a link address.
+        let fits = u32::try_from(payload.len())
+            .ok()
+            .filter(|&len| len > 0)
+            .and_then(|len| h.offset.checked_add(len))
+            .is_some_and(|end| end <= h.message_length);
         if h.message_length == 0
             || h.message_length > MAX_MESSAGE_LENGTH
             || h.message_length as usize > self.pool.capacity_bytes()
+            || !fits
         {
             self.count_drop(Drop::BadRange);
             return None;
+        }
+        // The ack it carries is believed only now (and before a new RPC
+        // needs a slot, which it may free).
+        if let Some(ack) = h.ack {
+            self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
         }
         let slot = if from.local_id & 1 == 1 {
             self.data_server_rpc(now, from, socket, h)?
@@ -310,35 +325,39 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         payload: &[u8],
     ) {
+        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            return;
+        };
+        // Every check against the RPC comes before anything changes.
+        if !matches!(
+            r.state,
+            State::ClientOutgoing | State::ClientIncoming | State::ServerIncoming
+        ) {
+            return self.count_drop(Drop::WrongState);
+        }
+        match r.inp.as_ref() {
+            Some(m) if m.length != h.message_length => return self.count_drop(Drop::BadRange),
+            // The message's first bytes: reassembly must be able to begin there.
+            None if leaves_tiny_hole(h.offset) => return self.count_drop(Drop::TooManyGaps),
+            _ => {}
+        }
         self.heard(slot, from.mac);
         self.check_cutoff_version(now, slot, from, h.cutoff_version);
         let unsched = self.config.unsched_bytes;
         let Some(r) = self.rpcs[slot].rpc.as_mut() else {
             return;
         };
-        match r.state {
-            State::ClientOutgoing => {
-                // The server answers only a whole request, so the request's
-                // pages can go back to the pool for the response.
-                r.state = State::ClientIncoming;
-                if let Some(out) = r.out.take() {
-                    self.pool.free(out.buf);
-                }
-            }
-            State::ClientIncoming | State::ServerIncoming => {}
-            _ => {
-                self.count_drop(Drop::WrongState);
-                return;
+        if r.state == State::ClientOutgoing {
+            // The server answers only a whole request, so the request's
+            // pages can go back to the pool for the response.
+            r.state = State::ClientIncoming;
+            if let Some(out) = r.out.take() {
+                self.pool.free(out.buf);
             }
         }
-        if r.inp.is_none() {
-            r.inp = Some(MsgIn::new(h.message_length, h.incoming, unsched));
-        }
-        let Some(m) = r.inp.as_mut() else { return };
-        if m.length != h.message_length {
-            self.count_drop(Drop::BadRange);
-            return;
-        }
+        let m = r
+            .inp
+            .get_or_insert_with(|| MsgIn::new(h.message_length, h.incoming, unsched));
         if m.buf.is_none() {
             // Messages that wait for pool space get it first, in the order
             // they began to wait: a newcomer (a forged replay, say) must not
@@ -380,8 +399,14 @@ impl<'a> Endpoint<'a> {
         // Cannot fail: the tracker accepted the range inside the message.
         let _ = self.pool.write_at(buf, h.offset as usize, payload);
         self.stats.rx_data_bytes += u64::from(len);
-        // The sender may overshoot a grant to the end of a packet.
-        m.granted = m.granted.max(m.asm.recv_end());
+        // The sender may overshoot a grant to the end of a packet that
+        // began inside it. A packet beyond the grant (a lie, or bytes the
+        // sender took) grants nothing: counted as granted, its end would
+        // make the whole message granted-but-missing and take the grant
+        // headroom from every other message.
+        if h.offset < m.granted {
+            m.granted = m.granted.max(h.offset + len);
+        }
         if m.is_complete() {
             self.message_complete(slot);
         }
@@ -406,7 +431,13 @@ impl<'a> Endpoint<'a> {
         let hash = self.hash.rpc(from.addr, from.local_id);
         let slot = match self.find_server_rpc(from.addr, from.local_id, hash) {
             Some(i) => i,
-            None => self.new_server_rpc(now, from, socket, h, hash)?,
+            None => {
+                if leaves_tiny_hole(h.offset) {
+                    self.count_drop(Drop::TooManyGaps);
+                    return None;
+                }
+                self.new_server_rpc(now, from, socket, h, hash)?
+            }
         };
         self.last_server = slot as u16;
         Some(slot)
@@ -488,15 +519,22 @@ impl<'a> Endpoint<'a> {
             self.count_drop(Drop::UnknownRpc);
             return None;
         };
-        self.heard(i, from.mac);
         let top = self.config.highest_priority();
         let r = self.rpc_mut(i)?;
-        r.silent_ticks = 0;
         let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
         match r.out.as_mut() {
             Some(out) if sending => {
+                let left = out.next_xmit < out.length;
                 out.granted = out.granted.max(offset.min(out.length));
                 out.sched_priority = priority.min(top);
+                // Only a GRANT for a message we still send is a sign of
+                // life: one for a request still arriving, or for a message
+                // sent whole (repeated instead of an ACK), must not keep the
+                // RPC and its pages alive.
+                if left {
+                    r.silent_ticks = 0;
+                }
+                self.heard(i, from.mac);
             }
             _ => self.count_drop(Drop::WrongState),
         }
@@ -539,6 +577,16 @@ impl<'a> Endpoint<'a> {
 
     fn need_ack_pkt(&mut self, from: From) {
         let rpc = self.find_rpc(from.addr, from.local_id);
+        // Only a server asks, naming our client RPC (an even local id):
+        // one naming a server RPC is answered with nothing.
+        if from.local_id & 1 == 1 {
+            let why = if rpc.is_some() {
+                Drop::WrongState
+            } else {
+                Drop::UnknownRpc
+            };
+            return self.count_drop(why);
+        }
         if let Some(i) = rpc {
             let Some(r) = self.rpc_mut(i) else { return };
             if matches!(r.state, State::ClientOutgoing | State::ClientIncoming) {
@@ -583,6 +631,13 @@ impl<'a> Endpoint<'a> {
         self.stats.server_freed += 1;
         true
     }
+}
+
+/// Whether the first bytes of a message arriving at `offset` would leave a
+/// hole before them too short to hold its descriptor (`storage::holes`):
+/// such a packet can never be accepted, so it must not begin anything.
+fn leaves_tiny_hole(offset: u32) -> bool {
+    offset != 0 && offset < crate::storage::holes::DESCRIPTOR_LEN
 }
 
 /// What an ICMP destination-unreachable said of our packets, as the host

@@ -17,7 +17,7 @@ use super::Endpoint;
 use crate::phy::TxToken;
 use crate::stats::Drop;
 use crate::time::Instant;
-use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr};
+use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
 use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv6Addr};
 
@@ -98,6 +98,10 @@ impl<'a> Endpoint<'a> {
         if ip.src_addr.is_multicast() {
             return self.drop_frame(Drop::Malformed, "IPv6 packet from a multicast address");
         }
+        // As over IPv4: one from our own address is no other host's.
+        if self.our_v6().any(|a| a == ip.src_addr) {
+            return self.drop_frame(Drop::Malformed, "IPv6 packet from our own address");
+        }
         // Only duplicate address detection's solicitations come from `::`
         // (checked in process_icmpv6); nothing else may.
         if ip.src_addr.is_unspecified() && ip.next_header != IpProtocol::Icmpv6 {
@@ -123,6 +127,7 @@ impl<'a> Endpoint<'a> {
                 },
                 body,
             ),
+            IpProtocol::Homa => self.drop_frame(Drop::NotForUs, "Homa to a multicast group"),
             _ => self.drop_frame(Drop::Unsupported, "IPv6 next header not handled"),
         }
     }
@@ -134,9 +139,23 @@ impl<'a> Endpoint<'a> {
         body: &'f [u8],
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.icmpv6.rx();
-        let Ok(repr) = Icmpv6Packet::new_checked(body)
-            .and_then(|p| Icmpv6Repr::parse(&ip.src_addr, &ip.dst_addr, &p, verify))
-        else {
+        let Ok(packet) = Icmpv6Packet::new_checked(body) else {
+            return self.drop_frame(Drop::Malformed, "bad ICMPv6");
+        };
+        let Ok(repr) = Icmpv6Repr::parse(&ip.src_addr, &ip.dst_addr, &packet, verify) else {
+            // As for ICMPv4: an intact message of a type we do not act on
+            // (router advertisements, MLD) is not handled, not malformed.
+            let handled = matches!(
+                packet.msg_type(),
+                Icmpv6Message::EchoRequest
+                    | Icmpv6Message::EchoReply
+                    | Icmpv6Message::DstUnreachable
+                    | Icmpv6Message::NeighborSolicit
+                    | Icmpv6Message::NeighborAdvert
+            );
+            if !handled && (!verify || packet.verify_checksum(&ip.src_addr, &ip.dst_addr)) {
+                return self.drop_frame(Drop::NotHandled, "ICMPv6 type not handled");
+            }
             return self.drop_frame(Drop::Malformed, "bad ICMPv6");
         };
         if ip.src_addr.is_unspecified() && !matches!(repr, Icmpv6Repr::NeighborSolicit { .. }) {
@@ -148,7 +167,7 @@ impl<'a> Endpoint<'a> {
                 seq_no,
                 data,
             } => {
-                if !src_mac.is_unicast() || ip.dst_addr.is_multicast() {
+                if ip.dst_addr.is_multicast() {
                     return self.drop_frame(Drop::NotHandled, "multicast echo request");
                 }
                 if self.config.passive_host {
@@ -189,7 +208,8 @@ impl<'a> Endpoint<'a> {
                             "solicitation's link address differs from its frame",
                         );
                     }
-                    self.learn(IpAddr::V6(ip.src_addr), mac);
+                    // A stranger's address is not kept; it is answered.
+                    let _ = self.learn(IpAddr::V6(ip.src_addr), mac);
                 }
                 if self.config.passive_host {
                     return None;
@@ -224,10 +244,16 @@ impl<'a> Endpoint<'a> {
                 // address in doubt, so we ask ourselves.
                 match lladdr {
                     Some(mac) if mac.is_unicast() && mac == src_mac => {
-                        if solicited && !ip.dst_addr.is_multicast() {
-                            self.learn(IpAddr::V6(target_addr), mac);
+                        let held = if solicited && !ip.dst_addr.is_multicast() {
+                            self.learn(IpAddr::V6(target_addr), mac)
                         } else {
-                            self.unsolicited_advert(target_addr, mac);
+                            self.unsolicited_advert(target_addr, mac)
+                        };
+                        if !held {
+                            return self.drop_frame(
+                                Drop::UnknownPeer,
+                                "advertisement for a peer we do not hold",
+                            );
                         }
                     }
                     Some(_) => {
@@ -276,9 +302,10 @@ impl<'a> Endpoint<'a> {
     /// An unsolicited advertisement says `target` is at `mac`: a peer we
     /// hold that has no link address yet, or a different one, is asked
     /// about (a solicitation at the next egress); nothing is replaced.
-    fn unsolicited_advert(&mut self, target: Ipv6Addr, mac: EthernetAddress) {
+    /// False when we hold no such peer.
+    fn unsolicited_advert(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> bool {
         let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
-            return;
+            return false;
         };
         if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
             // The retry interval still applies: a flood of forged adverts
@@ -288,6 +315,7 @@ impl<'a> Endpoint<'a> {
             }
         }
         self.peer_doubted(pi);
+        true
     }
 
     /// Sends an ICMPv6 message to `dst_ip` at `dst_mac`.

@@ -2,8 +2,8 @@
 //! NEED_ACK.
 //!
 //! Every RPC the peer could be holding up counts silence: ticks without
-//! progress from the peer (new DATA bytes, a GRANT, BUSY, or for a sender a
-//! RESEND). Silence is not counted while the application holds the RPC, or
+//! progress from the peer (new DATA bytes, a GRANT while bytes are left to
+//! send, BUSY for a client RPC, or for a sender a RESEND). Silence is not counted while the application holds the RPC, or
 //! while it has granted bytes of its own to send to a resolved peer. A
 //! message whose every granted byte has arrived waits on our own grant
 //! scheduler, not on the peer: it never times out for that, but re-sends its

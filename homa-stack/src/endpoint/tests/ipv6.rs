@@ -223,6 +223,74 @@ fn ping6_gets_an_echo_reply() {
     // 64 as Linux's replies (255 is for neighbour discovery only).
     assert_eq!(p.b.stats().tx_frames, 1);
     assert_eq!(out[0][21], 64);
+    // From a group address, it is dropped as malformed, as over IPv4.
+    let group = EthernetAddress([0x33, 0x33, 0, 0, 0, 1]);
+    let out = into_b(&mut p, icmpv6_frame(group, B_MAC, A6, B6, 64, &req));
+    assert!(out.is_empty());
+    assert_eq!(p.b.stats().drops.malformed, 1);
+}
+
+#[test]
+fn ipv6_packets_from_our_own_address_are_dropped() {
+    // As over IPv4: a ping or a request claiming to come from us is no
+    // other host's, and gets no answer or RPC.
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let _ = p.b.bind(500).unwrap();
+    let req = Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 9,
+        data: b"ping6",
+    };
+    assert!(into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, B6, B6, 64, &req)).is_empty());
+    let data = homa::Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: homa::Kind::Data {
+            header: homa::DataHeader {
+                message_length: 4,
+                incoming: 4,
+                ack: None,
+                cutoff_version: 0,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: b"ping",
+        },
+    };
+    let mut body = vec![0; data.buffer_len()];
+    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    let ip = frames::ipv6(B6, B6, 146, 0, 64, &body);
+    let frame = frames::ethernet(A_MAC.0, B_MAC.0, None, 0x86dd, &ip);
+    assert!(into_b(&mut p, frame).is_empty());
+    assert_eq!(p.b.rpcs_in_use(), 0);
+    assert_eq!(p.b.stats().drops.malformed, 2);
+}
+
+#[test]
+fn icmpv6_types_not_handled_are_counted_as_such() {
+    // Router advertisements and MLD queries reach every host (all nodes):
+    // well-formed, they are not handled, not malformed; with a bad
+    // checksum, malformed.
+    let mut p = pair(4, 1 << 16);
+    let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    let router = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 9);
+    let all_mac = super::super::ipv6::multicast_mac(all);
+    for (ty, good) in [(134u8, true), (130, true), (134, false)] {
+        let mut body = vec![0u8; 24];
+        body[0] = ty;
+        let mut icmp = crate::wire::Icmpv6Packet::new_unchecked(&mut body[..]);
+        icmp.fill_checksum(&router, &all);
+        if !good {
+            body[10] ^= 1;
+        }
+        let ip = frames::ipv6(router, all, 58, 0, 255, &body);
+        let frame = frames::ethernet(A_MAC.0, all_mac.0, None, 0x86dd, &ip);
+        assert!(into_b(&mut p, frame).is_empty());
+    }
+    let d = p.b.stats().drops;
+    assert_eq!((d.not_handled, d.malformed), (2, 1), "{d:?}");
 }
 
 #[test]
@@ -280,6 +348,55 @@ fn neighbour_solicitations_for_our_addresses_are_answered() {
     assert_eq!(p.b.stats().drops.total(), drops + 2);
     // Strangers take no peer entry from neighbour discovery.
     assert_eq!(p.b.peers_in_use(), 0);
+}
+
+#[test]
+fn advertisements_from_strangers_and_homa_to_a_group_are_counted() {
+    // A neighbour advertisement for an address we hold no peer for teaches
+    // nothing (unknown peer); Homa to a multicast group is not for us.
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let _ = p.b.bind(500).unwrap();
+    let all: Ipv6Addr = "ff02::1".parse().unwrap();
+    let all_mac = super::super::ipv6::multicast_mac(all);
+    for (solicited, dst, dst_mac) in [(true, B6, B_MAC), (false, all, all_mac)] {
+        let na = Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited,
+            override_: true,
+            target_addr: A6,
+            lladdr: Some(A_MAC),
+        };
+        assert!(into_b(&mut p, icmpv6_frame(A_MAC, dst_mac, A6, dst, 255, &na)).is_empty());
+    }
+    let data = homa::Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: homa::Kind::Data {
+            header: homa::DataHeader {
+                message_length: 4,
+                incoming: 4,
+                ack: None,
+                cutoff_version: 0,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: b"ping",
+        },
+    };
+    let mut body = vec![0; data.buffer_len()];
+    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    let ip = frames::ipv6(A6, all, 146, 0, 64, &body);
+    let frame = frames::ethernet(A_MAC.0, all_mac.0, None, 0x86dd, &ip);
+    assert!(into_b(&mut p, frame).is_empty());
+    assert_eq!(p.b.peers_in_use(), 0);
+    let d = p.b.stats().drops;
+    assert_eq!(
+        (d.unknown_peer, d.not_for_us, d.total()),
+        (2, 1, 3),
+        "{d:?}"
+    );
 }
 
 #[test]
