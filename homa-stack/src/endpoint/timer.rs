@@ -69,7 +69,7 @@ impl<'a> Endpoint<'a> {
                         .as_ref()
                         .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
                     if sent {
-                        r.done_ticks += 1;
+                        r.done_ticks = r.done_ticks.saturating_add(1);
                         if r.done_ticks >= self.config.request_ack_ticks {
                             r.need_ack_due = true;
                             due = Some(slot);
@@ -116,7 +116,9 @@ impl<'a> Endpoint<'a> {
                 r.silent_ticks = 0;
                 continue;
             }
-            r.silent_ticks += 1;
+            // Saturating: a message waiting on our own grants never times
+            // out, and a tick a millisecond wraps a u32 in 49.7 days.
+            r.silent_ticks = r.silent_ticks.saturating_add(1);
             let silent = r.silent_ticks;
             let resend_time = silent >= self.config.resend_ticks
                 && (silent - self.config.resend_ticks) % self.config.resend_interval == 0;

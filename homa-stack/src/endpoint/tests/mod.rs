@@ -249,6 +249,36 @@ fn a_full_peer_table_evicts_an_idle_peer_and_finds_the_new_one() {
 }
 
 #[test]
+fn tick_counters_at_their_limit_saturate_and_the_rpc_still_times_out() {
+    // A server RPC whose response is sent whole counts ticks while it
+    // waits for its ACK (and a message waiting on our grants counts its
+    // silence without timing out); at u32::MAX a tick must neither
+    // overflow (a panic in debug builds) nor wrap.
+    let mut p = Pair::linked(8, 1 << 20);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    p.a.send_request(client, B_IP, 500, b"hi").unwrap();
+    let answered = p.run_until(Duration::from_secs(1), |p| {
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            p.b.reply(rpc, b"yo").unwrap();
+        }
+        matches!(p.a.recv(client), Some(Event::Response { .. }))
+    });
+    assert!(answered);
+    let mut held = 0;
+    for r in p.b.rpcs.iter_mut().filter_map(|s| s.rpc.as_mut()) {
+        r.done_ticks = u32::MAX;
+        r.silent_ticks = u32::MAX;
+        held += 1;
+    }
+    assert_eq!(held, 1, "the server holds the RPC until it is acked");
+    let later = p.now + Duration::from_millis(5);
+    p.b.poll(later, &mut TestDevice::default());
+    assert_eq!(p.b.rpcs_in_use(), 0, "silent at the limit: timed out");
+    assert_eq!(p.b.stats().server_timeouts, 1);
+}
+
+#[test]
 fn full_rpc_table_is_an_error_not_a_panic() {
     let mut p = Pair::linked(2, 1 << 20);
     let client = p.a.socket().unwrap();
