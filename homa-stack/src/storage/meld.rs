@@ -108,6 +108,12 @@ impl MeldLink {
     pub const fn is_linked(&self) -> bool {
         self.rank != 0
     }
+
+    /// The slot's parent in its heap, [`NONE`] for a root or a slot in no
+    /// heap.
+    pub const fn parent(&self) -> u16 {
+        self.parent
+    }
 }
 
 impl Default for MeldLink {
