@@ -174,10 +174,12 @@ impl<'a> Endpoint<'a> {
             counted: 0,
             keys: HeapKeys::default(),
         });
-        let (old_keys, peer) = self.rpcs[slot]
+        let (old_keys, peer, birth) = self.rpcs[slot]
             .rpc
             .as_ref()
-            .map_or((None, NONE), |r| (Some(r.keys), r.peer));
+            .map_or((None, NONE, 0), |r| (Some(r.keys), r.peer, r.birth));
+        // Its GRANT key (see the `HeapNode` impl), from what is at hand.
+        let key = u128::from(p.keys.grant) << 64 | u128::from(birth);
         let rpcs = &mut self.rpcs[..];
         // The by-age heaps' keys (births) never change: insert or remove only.
         if p.wants_send && p.resolved {
@@ -194,15 +196,15 @@ impl<'a> Endpoint<'a> {
             if !was_candidate {
                 self.grant.insert(rpcs, i);
                 self.grant_fifo.insert(rpcs, i);
-                self.peer_candidate(peer, i, Change::Insert);
+                self.peer_candidate(peer, i, key, Change::Insert);
             } else if old_keys.is_none_or(|k| k.grant != p.keys.grant) {
                 self.grant.update(rpcs, i);
-                self.peer_candidate(peer, i, Change::Update);
+                self.peer_candidate(peer, i, key, Change::Update);
             }
         } else if was_candidate {
             self.grant.remove(rpcs, i);
             self.grant_fifo.remove(rpcs, i);
-            self.peer_candidate(peer, i, Change::Remove);
+            self.peer_candidate(peer, i, key, Change::Remove);
         }
         let rpcs = &mut self.rpcs[..];
         let park = p.wants_send && !p.resolved;
@@ -240,7 +242,7 @@ impl<'a> Endpoint<'a> {
             self.grant_fifo.remove(rpcs, i);
             self.grants_dirty = true;
             let peer = rpcs[slot].rpc.as_ref().map_or(NONE, |r| r.peer);
-            self.peer_candidate(peer, i, Change::Remove);
+            self.peer_candidate(peer, i, u128::MAX, Change::Remove);
         }
         let rpcs = &mut self.rpcs[..];
         let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
@@ -260,11 +262,13 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Keeps peer `pi`'s candidate heap, and its place among the peers, in
-    /// step with the `grant` heap's `change` of candidate `i`. O(log n);
-    /// a key change of the peer's only candidate, or of its best one that
-    /// stays best, reads three links and sifts nothing but the peer.
+    /// step with the `grant` heap's `change` of candidate `i`, whose key is
+    /// now `key`. O(log n); a
+    /// key change of the peer's best candidate that stays best reads its
+    /// links and its children's keys (none for an only candidate), and
+    /// sifts the peer only when other peers have candidates too.
     #[inline]
-    fn peer_candidate(&mut self, pi: u16, i: u16, change: Change) {
+    fn peer_candidate(&mut self, pi: u16, i: u16, key: u128, change: Change) {
         let rpcs = &mut self.rpcs[..];
         let Some(ps) = self.peers.get_mut(usize::from(pi)) else {
             return;
@@ -274,16 +278,22 @@ impl<'a> Endpoint<'a> {
             Change::Update => ps.grants.update(rpcs, i),
             Change::Remove => ps.grants.remove(rpcs, i),
         };
-        let best = ps.grants.peek();
-        let key = best.and_then(|b| rpcs.get(usize::from(b)));
-        let key = key.map_or(u128::MAX, |r| r.heap_key(GRANT));
+        let Some(best) = ps.grants.peek() else {
+            self.grant_peers.remove(&mut self.peers[..], pi);
+            return;
+        };
+        let key = if best == i {
+            key
+        } else {
+            rpcs.get(usize::from(best))
+                .map_or(u128::MAX, |r| r.heap_key(GRANT))
+        };
         let moved = key != core::mem::replace(&mut ps.grant_key, key);
         let peers = &mut self.peers[..];
-        if best.is_none() {
-            self.grant_peers.remove(peers, pi);
-        } else if change == Change::Insert && !self.grant_peers.contains(peers, pi) {
+        if change == Change::Insert && !self.grant_peers.contains(peers, pi) {
             self.grant_peers.insert(peers, pi);
-        } else if moved {
+        } else if moved && self.grant_peers.len() > 1 {
+            // A heap of one peer has no order to restore.
             self.grant_peers.update(peers, pi);
         }
     }

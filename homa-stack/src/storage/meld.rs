@@ -269,6 +269,7 @@ fn merge<T: MeldNode>(slots: &mut [T], mut a: u16, mut b: u16) -> u16 {
 impl Meld {
     /// Where `i` hangs: `Some(parent)` (NONE for the root) when `i` is a
     /// member as far as its links and this heap's root tell.
+    #[inline]
     fn place<T: MeldNode>(&self, slots: &[T], i: u16) -> Option<u16> {
         let l = slots.get(usize::from(i))?.meld_link();
         if i == NONE || !l.is_linked() {
@@ -343,6 +344,7 @@ impl Meld {
     /// Restores the order after `i`'s key changed. Returns `false` when `i`
     /// is not a member. O(1) when `i` still sits between its parent and its
     /// children, else O(log n).
+    #[inline]
     pub fn update<T: MeldNode>(&mut self, slots: &mut [T], i: u16) -> bool {
         let Some(p) = self.place(slots, i) else {
             return false;
