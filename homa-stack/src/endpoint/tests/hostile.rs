@@ -872,6 +872,12 @@ fn a_peer_with_many_shorter_messages_does_not_starve_another_peer() {
     dev.rx.push_back(homa_frame(C_MAC, B_MAC, C_IP, B_IP, &req));
     ep.poll(now, &mut dev);
     assert_eq!(ep.rpcs_in_use(), 21);
+    // The scheduler sees the 16 best and C's, each once.
+    let mut seen: Vec<u16> = ep.grant_candidates().map(|c| c.key).collect();
+    assert_eq!(seen.len(), 17);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 17, "a candidate seen twice");
     // (destination, granted offset) of every GRANT sent.
     let grants: Vec<(Ipv4Addr, u32)> = dev
         .tx
@@ -895,4 +901,16 @@ fn a_peer_with_many_shorter_messages_does_not_starve_another_peer() {
     // The other seven slots go to A's best messages.
     let to_a = grants.iter().filter(|g| g.0 == A_IP).count();
     assert_eq!(to_a, 7, "{grants:?}");
+    // Neither sender sends more: each silent RPC times out and leaves the
+    // per-peer heaps, roots and inner nodes alike (every poll checks them).
+    let mut now = now;
+    for _ in 0..300 {
+        if ep.rpcs_in_use() == 0 {
+            break;
+        }
+        now += Duration::from_millis(1);
+        ep.poll(now, &mut dev);
+        dev.tx.clear();
+    }
+    assert_eq!(ep.rpcs_in_use(), 0);
 }
