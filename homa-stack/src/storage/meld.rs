@@ -380,7 +380,7 @@ impl Meld {
         // back up from a left child to its right sibling.
         let (mut n, mut down, mut count) = (self.root, true, 0usize);
         let mut prev = NONE;
-        for _ in 0..3 * slots.len() + 3 {
+        for _ in 0..slots.len().saturating_mul(3).saturating_add(3) {
             let l = slots
                 .get(usize::from(n))
                 .map(|s| *s.meld_link())
@@ -388,7 +388,7 @@ impl Meld {
             let next = if down {
                 count += 1;
                 let (rl, rr) = (rank(slots, l.left), rank(slots, l.right));
-                if l.rank != rr + 1 || rl < rr {
+                if Some(l.rank) != rr.checked_add(1) || rl < rr {
                     return Err("a rank is wrong or not leftist");
                 }
                 for c in [l.left, l.right] {
@@ -595,7 +595,16 @@ mod tests {
             h.insert(&mut s, i);
             let _ = h.check(&s);
         }
-        while h.pop(&mut s).is_some() {}
+        s[1].link.rank = 255;
+        s[2].link.parent = 1;
+        let _ = h.check(&s);
+        // Links corrupted into a cycle may hand out a slot again: the
+        // caller's loop is bounded, each pop is.
+        for _ in 0..100 {
+            if h.pop(&mut s).is_none() {
+                break;
+            }
+        }
     }
 
     #[derive(Clone, Debug)]
@@ -688,6 +697,49 @@ mod tests {
         })]
 
         /// Random operation sequences agree with a `Vec` model.
+        #[test]
+        #[cfg_attr(miri, ignore)]
+        fn random_corruption_never_panics(
+            (n, steps) in (1u16..20).prop_flat_map(|n| {
+                let link = (0..n + 3, 0..n + 3, 0..n + 3, any::<u8>());
+                (Just(n), proptest::collection::vec((op(n), link, any::<bool>()), 1..100))
+            })
+        ) {
+            let mut s = std::vec![Slot::default(); usize::from(n)];
+            let mut heaps = [Meld::new(), Meld::new()];
+            // Indices past the table stand for NONE and out-of-range links.
+            let idx = |x: u16| if x >= n + 2 { NONE } else { x };
+            for (op, (l, r, p, rank), corrupt) in steps {
+                if corrupt {
+                    let i = usize::from(l % n);
+                    s[i].link = MeldLink { left: idx(r), right: idx(p), parent: idx(l), rank };
+                }
+                match op {
+                    Op::Insert(i, h, k) => {
+                        if let Some(slot) = s.get_mut(usize::from(i)) {
+                            slot.key = k;
+                        }
+                        heaps[usize::from(h)].insert(&mut s, i);
+                    }
+                    Op::Remove(i, h) => {
+                        heaps[usize::from(h)].remove(&mut s, i);
+                    }
+                    Op::Update(i, k) => {
+                        if let Some(slot) = s.get_mut(usize::from(i)) {
+                            slot.key = k;
+                        }
+                        heaps[usize::from(i & 1)].update(&mut s, i);
+                    }
+                    Op::Pop(h) => {
+                        heaps[usize::from(h)].pop(&mut s);
+                    }
+                }
+                for h in &heaps {
+                    let _ = h.check(&s);
+                }
+            }
+        }
+
         #[test]
         #[cfg_attr(miri, ignore)]
         fn random_operations_match_the_model(
