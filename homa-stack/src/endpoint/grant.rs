@@ -2,7 +2,10 @@
 //!
 //! Homa's receiver decides who may send: it grants bytes to at most
 //! `max_overcommit` incoming messages at a time, those with the fewest bytes
-//! still to receive first (ties: the oldest). Each active message is kept a
+//! still to receive first (ties: the oldest), and the best message of each
+//! peer before a second one of any peer, so a peer with many messages cannot
+//! keep the others waiting (the endpoint's queues keep each peer's
+//! candidates in a heap of their own for this). Each active message is kept a
 //! window ahead of what it has received, and the sum of granted-but-missing
 //! bytes over all messages never exceeds `max_incoming`. The rank of a message
 //! picks the priority its scheduled packets use, so the shortest message's
@@ -280,13 +283,12 @@ pub fn next_fifo(config: &Config, link_mbps: u32, now: Instant) -> Instant {
     }
 }
 
-/// Candidates the scheduler looks at: the best of the grant heap. The
-/// active set is chosen among these, so the one-message-per-peer spread
-/// holds only among them: when one peer has 16 or more messages with fewer
-/// bytes left than another peer's, that other one waits for them (SRPT
-/// order itself holds, and FIFO grants still reach it). Linux keeps a list
-/// of peers by their best message instead; a per-peer heap would do that
-/// here (not done).
+/// Candidates the scheduler looks at: the best of the grant heap, and the
+/// best of each of the `max_overcommit` peers whose best is best (each
+/// peer's own heap has its best at the root; the peers are in a heap by
+/// it). Pass 1 of [`active_set`] so sees the best message of every peer it
+/// can choose, however many better messages another peer has; pass 2 fills
+/// free slots from the global best, which holds every message it can take.
 const CONSIDERED: usize = 2 * MAX_ACTIVE;
 
 /// Applying the scheduler: the endpoint's grantable messages in, GRANTs out.
@@ -320,10 +322,26 @@ impl<'a> super::Endpoint<'a> {
         }
     }
 
-    /// The best-ranked grant candidates (fewest bytes to receive first).
+    /// The best-ranked grant candidates (fewest bytes to receive first),
+    /// then the best of each of the best peers not among them, each once.
     pub(super) fn grant_candidates(&self) -> impl Iterator<Item = Candidate> + Clone + '_ {
-        let mut best: Vec<u16, CONSIDERED> = Vec::new();
+        let mut best: Vec<u16, { CONSIDERED + MAX_ACTIVE }> = Vec::new();
         self.grant.smallest(&self.rpcs[..], CONSIDERED, &mut best);
+        // With every candidate taken, so is every peer's best.
+        if self.grant.len() > CONSIDERED {
+            let mut peers: Vec<u16, MAX_ACTIVE> = Vec::new();
+            let k = usize::from(self.config.max_overcommit);
+            self.grant_peers.smallest(&self.peers[..], k, &mut peers);
+            for pi in peers {
+                let root = self
+                    .peers
+                    .get(usize::from(pi))
+                    .and_then(|s| s.grants.peek());
+                if let Some(r) = root.filter(|r| !best.contains(r)) {
+                    let _ = best.push(r);
+                }
+            }
+        }
         best.into_iter().filter_map(|i| self.candidate(i))
     }
 

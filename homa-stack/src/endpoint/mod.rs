@@ -78,6 +78,9 @@ pub struct Endpoint<'a> {
     /// Incoming messages that may get grants, in SRPT order and by age.
     grant: Heap,
     grant_fifo: Heap,
+    /// Peers with grant candidates, by their best one (each peer's own
+    /// candidates are in its slot's `grants`).
+    grant_peers: Heap,
     /// Granted-but-missing bytes of scheduled messages with pool space.
     incoming: u64,
     /// Socket slots with no socket; sockets by client and server port.
@@ -208,6 +211,7 @@ impl<'a> Endpoint<'a> {
             send_fifo: Heap::new(queues::SEND_FIFO),
             grant: Heap::new(queues::GRANT),
             grant_fifo: Heap::new(queues::GRANT_FIFO),
+            grant_peers: Heap::new(peer::GRANT_PEERS),
             incoming: 0,
             socket_free,
             client_ports,

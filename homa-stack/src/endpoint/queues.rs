@@ -8,7 +8,12 @@
 //!   for the pacer's FIFO share.
 //! - `grant`: incoming messages that have pool space and are not fully
 //!   granted, fewest bytes still to receive first, then oldest;
-//!   `grant_fifo` the same by age for FIFO grants.
+//!   `grant_fifo` the same by age for FIFO grants. The same candidates by
+//!   peer: each peer slot holds a leftist heap of its own (`grants`, its
+//!   best candidate at the root, same key), and `grant_peers` orders the
+//!   peers that have candidates by a copy of their root's key, so the
+//!   scheduler finds every peer's best without a walk (docs/protocol.md
+//!   4.4: the active set is spread across peers).
 //! - `incoming`: the sum over scheduled messages with pool space of their
 //!   granted-but-missing bytes, which grants may not push past
 //!   `max_incoming`; each RPC remembers its share (`Rpc::counted`).
@@ -25,7 +30,7 @@
 use super::pacer::sending;
 use super::rpc::{RpcSlot, State};
 use super::Endpoint;
-use crate::storage::{HeapLink, HeapNode};
+use crate::storage::{HeapLink, HeapNode, MeldLink, MeldNode, NONE};
 
 /// The sender's SRPT heap (see the module docs for the four).
 pub(crate) const SEND: u8 = 0;
@@ -81,6 +86,31 @@ impl HeapNode for RpcSlot {
             _ => birth,
         }
     }
+}
+
+/// A peer's grant candidates are ordered by the `GRANT` key.
+impl MeldNode for RpcSlot {
+    type Key = u128;
+    #[inline(always)]
+    fn meld_link(&self) -> &MeldLink {
+        &self.by_peer
+    }
+    #[inline(always)]
+    fn meld_link_mut(&mut self) -> &mut MeldLink {
+        &mut self.by_peer
+    }
+    #[inline(always)]
+    fn meld_key(&self) -> u128 {
+        self.heap_key(GRANT)
+    }
+}
+
+/// What happened to a grant candidate, for its peer's heaps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Insert,
+    Update,
+    Remove,
 }
 
 /// Where an RPC belongs, computed from its state alone.
@@ -144,7 +174,12 @@ impl<'a> Endpoint<'a> {
             counted: 0,
             keys: HeapKeys::default(),
         });
-        let old_keys = self.rpcs[slot].rpc.as_ref().map(|r| r.keys);
+        let (old_keys, peer, birth) = self.rpcs[slot]
+            .rpc
+            .as_ref()
+            .map_or((None, NONE, 0), |r| (Some(r.keys), r.peer, r.birth));
+        // Its GRANT key (see the `HeapNode` impl), from what is at hand.
+        let key = u128::from(p.keys.grant) << 64 | u128::from(birth);
         let rpcs = &mut self.rpcs[..];
         // The by-age heaps' keys (births) never change: insert or remove only.
         if p.wants_send && p.resolved {
@@ -161,13 +196,17 @@ impl<'a> Endpoint<'a> {
             if !was_candidate {
                 self.grant.insert(rpcs, i);
                 self.grant_fifo.insert(rpcs, i);
+                self.peer_candidate(peer, i, key, Change::Insert);
             } else if old_keys.is_none_or(|k| k.grant != p.keys.grant) {
                 self.grant.update(rpcs, i);
+                self.peer_candidate(peer, i, key, Change::Update);
             }
         } else if was_candidate {
             self.grant.remove(rpcs, i);
             self.grant_fifo.remove(rpcs, i);
+            self.peer_candidate(peer, i, key, Change::Remove);
         }
+        let rpcs = &mut self.rpcs[..];
         let park = p.wants_send && !p.resolved;
         let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
@@ -202,7 +241,10 @@ impl<'a> Endpoint<'a> {
         if self.grant.remove(rpcs, i) {
             self.grant_fifo.remove(rpcs, i);
             self.grants_dirty = true;
+            let peer = rpcs[slot].rpc.as_ref().map_or(NONE, |r| r.peer);
+            self.peer_candidate(peer, i, u128::MAX, Change::Remove);
         }
+        let rpcs = &mut self.rpcs[..];
         let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
@@ -216,6 +258,43 @@ impl<'a> Endpoint<'a> {
             if let Some(p) = self.peers.get_mut(peer).and_then(|s| s.peer.as_mut()) {
                 p.parked = p.parked.saturating_sub(1);
             }
+        }
+    }
+
+    /// Keeps peer `pi`'s candidate heap, and its place among the peers, in
+    /// step with the `grant` heap's `change` of candidate `i`, whose key is
+    /// now `key`. O(log n); a
+    /// key change of the peer's best candidate that stays best reads its
+    /// links and its children's keys (none for an only candidate), and
+    /// sifts the peer only when other peers have candidates too.
+    #[inline]
+    fn peer_candidate(&mut self, pi: u16, i: u16, key: u128, change: Change) {
+        let rpcs = &mut self.rpcs[..];
+        let Some(ps) = self.peers.get_mut(usize::from(pi)) else {
+            return;
+        };
+        match change {
+            Change::Insert => ps.grants.insert(rpcs, i),
+            Change::Update => ps.grants.update(rpcs, i),
+            Change::Remove => ps.grants.remove(rpcs, i),
+        };
+        let Some(best) = ps.grants.peek() else {
+            self.grant_peers.remove(&mut self.peers[..], pi);
+            return;
+        };
+        let key = if best == i {
+            key
+        } else {
+            rpcs.get(usize::from(best))
+                .map_or(u128::MAX, |r| r.heap_key(GRANT))
+        };
+        let moved = key != core::mem::replace(&mut ps.grant_key, key);
+        let peers = &mut self.peers[..];
+        if change == Change::Insert && !self.grant_peers.contains(peers, pi) {
+            self.grant_peers.insert(peers, pi);
+        } else if moved && self.grant_peers.len() > 1 {
+            // A heap of one peer has no order to restore.
+            self.grant_peers.update(peers, pi);
         }
     }
 
@@ -302,6 +381,20 @@ impl<'a> Endpoint<'a> {
                 if best_grant.is_none_or(|b| k < b) {
                     best_grant = Some(k);
                 }
+                // Up the parent links to a root: its own peer's.
+                let mut n = i;
+                for _ in 0..rpcs.len() {
+                    match rpcs[usize::from(n)].by_peer.parent() {
+                        NONE => break,
+                        up => n = up,
+                    }
+                }
+                let own = self.peers.get(usize::from(r.peer)).map(|s| s.grants);
+                if own.and_then(|h| h.peek()) != Some(n) {
+                    return Err("a candidate is not in its peer's heap");
+                }
+            } else if rpcs[slot].by_peer != MeldLink::EMPTY {
+                return Err("an RPC that is no candidate is in a peer's heap");
             }
         }
         if incoming != self.incoming {
@@ -336,8 +429,21 @@ impl<'a> Endpoint<'a> {
             }
         }
         let peers = &self.peers[..];
+        let (mut in_peer_heaps, mut with_candidates) = (0usize, 0usize);
         for (pi, s) in peers.iter().enumerate() {
             let i = pi as u16;
+            in_peer_heaps += s.grants.check(rpcs)?;
+            let root_key = s
+                .grants
+                .peek()
+                .map(|r| rpcs[usize::from(r)].heap_key(GRANT));
+            if root_key.is_some_and(|k| k != s.grant_key) {
+                return Err("a peer's grant key is not its best candidate's");
+            }
+            if self.grant_peers.contains(peers, i) != root_key.is_some() {
+                return Err("the peer heap disagrees with the peers' candidates");
+            }
+            with_candidates += usize::from(root_key.is_some());
             if self.peer_free.contains(peers, i) != s.peer.is_none() {
                 return Err("the peer free list disagrees with the table");
             }
@@ -354,6 +460,16 @@ impl<'a> Endpoint<'a> {
             if (p.probe || !p.resolved()) && !self.resolving.contains(peers, i) {
                 return Err("a peer to resolve is not in the resolve list");
             }
+        }
+        if in_peer_heaps != candidates || with_candidates != self.grant_peers.len() {
+            return Err("the peers' heaps hold RPCs or peers they should not");
+        }
+        let top_peer = self
+            .grant_peers
+            .peek(peers)
+            .map(|p| peers[usize::from(p)].grant_key);
+        if top_peer != best_grant {
+            return Err("the peer heap's top is not the best candidate's peer");
         }
         Ok(())
     }

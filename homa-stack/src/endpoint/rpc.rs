@@ -3,7 +3,7 @@
 //! message (reassembly, granted, bytes remaining).
 
 use crate::storage::resend::{PacketGrid, ResendSet};
-use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MessageBuf};
+use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MeldLink, MessageBuf};
 use crate::wire::IpAddr;
 
 use super::queues::QueueLinks;
@@ -23,6 +23,8 @@ pub struct RpcSlot {
     index: IndexLink,
     /// In the sender's and the grant scheduler's heaps.
     pub(super) queues: QueueLinks,
+    /// In its peer's heap of grant candidates (see `queues`).
+    pub(super) by_peer: MeldLink,
 }
 
 impl RpcSlot {
@@ -32,6 +34,7 @@ impl RpcSlot {
         lists: [ListLink::EMPTY; 4],
         index: IndexLink::EMPTY,
         queues: QueueLinks::EMPTY,
+        by_peer: MeldLink::EMPTY,
     };
 }
 

@@ -1410,3 +1410,72 @@ fn overlapping_data_with_other_bytes_never_overwrites() {
     assert_eq!(&buf[..], b"0123456789abcdefghij");
     assert_eq!(ep.stats().drops.duplicate, 2);
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "holds megabytes of messages: too slow under Miri")]
+fn a_peer_with_many_shorter_messages_does_not_starve_another_peer() {
+    // Peer A sends the first packet of 20 messages of 200 kB, peer C one
+    // of 300 kB: all of A's have fewer bytes left than C's, and there are
+    // more of them than the scheduler's 16 globally best candidates. The
+    // active set takes each peer's best message first (docs/protocol.md
+    // 4.4), so C's gets an SRPT grant at once. FIFO grants are off: only
+    // the SRPT scheduler can grant it.
+    const C_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 3]);
+    const UNSCHED: u32 = 1424;
+    let mut config = Config::new(B_IP, B_MAC);
+    config.grant_fifo_fraction = 0;
+    let mut ep = endpoint_with_peers(config, 32, 4, 8 << 20);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let now = Instant::from_millis(1);
+    let payload = vec![1u8; UNSCHED as usize];
+    for id in 0..20u64 {
+        let req = request_data(2 + 2 * id, 40_000, 200_000, UNSCHED, 0, &payload);
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    }
+    let req = request_data(2, 40_001, 300_000, UNSCHED, 0, &payload);
+    dev.rx.push_back(homa_frame(C_MAC, B_MAC, C_IP, B_IP, &req));
+    ep.poll(now, &mut dev);
+    assert_eq!(ep.rpcs_in_use(), 21);
+    // The scheduler sees the 16 best and C's, each once.
+    let mut seen: Vec<u16> = ep.grant_candidates().map(|c| c.key).collect();
+    assert_eq!(seen.len(), 17);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 17, "a candidate seen twice");
+    // (destination, granted offset) of every GRANT sent.
+    let grants: Vec<(Ipv4Addr, u32)> = dev
+        .tx
+        .iter()
+        .filter_map(|(f, _)| {
+            let dst = Ipv4Addr::from(<[u8; 4]>::try_from(&f[30..34]).ok()?);
+            let p = homa::Packet::new_checked(&f[34..]).ok()?;
+            match Repr::parse(&p).ok()?.kind {
+                Kind::Grant { offset, .. } => Some((dst, offset)),
+                _ => None,
+            }
+        })
+        .collect();
+    assert!(
+        grants
+            .iter()
+            .any(|&(dst, offset)| dst == C_IP && offset > UNSCHED),
+        "no grant to C: {grants:?}"
+    );
+    assert_eq!(ep.stats().grants_fifo, 0);
+    // The other seven slots go to A's best messages.
+    let to_a = grants.iter().filter(|g| g.0 == A_IP).count();
+    assert_eq!(to_a, 7, "{grants:?}");
+    // Neither sender sends more: each silent RPC times out and leaves the
+    // per-peer heaps, roots and inner nodes alike (every poll checks them).
+    let mut now = now;
+    for _ in 0..300 {
+        if ep.rpcs_in_use() == 0 {
+            break;
+        }
+        now += Duration::from_millis(1);
+        ep.poll(now, &mut dev);
+        dev.tx.clear();
+    }
+    assert_eq!(ep.rpcs_in_use(), 0);
+}

@@ -543,16 +543,19 @@ fn slot_sizes_stay_small() {
     // biggest part is the sender's exact retransmission bitmap (128 bytes;
     // the receiver's missing ranges live in the message's own pages), then
     // the links that put it in the endpoint's queues, heaps and index (6
-    // bytes per list, 4 per heap, 6 for the index) instead of table walks,
-    // and the heap keys it was last queued with (12 bytes: unchanged keys
-    // need no sift); the peer's address holds IPv4 or IPv6 (17 bytes).
+    // bytes per list, 4 per heap, 6 for the index, 8 for its place in its
+    // peer's heap of grant candidates) instead of table walks, and the
+    // heap keys it was last queued with (12 bytes: unchanged keys need no
+    // sift); the peer's address holds IPv4 or IPv6 (17 bytes).
     let rpc = core::mem::size_of::<RpcSlot>();
-    assert!(rpc <= 384, "RpcSlot is {rpc} bytes");
+    assert!(rpc <= 392, "RpcSlot is {rpc} bytes");
     // A peer holds one ACK packet's worth of acks (6 x 10 bytes), its
     // neighbour-cache state, and its links (free/idle and resolve lists,
-    // the index by address); its address is IPv4 or IPv6.
+    // the index by address, the heap of peers by their best grant
+    // candidate) with the root of its candidates' heap and a copy of the
+    // best one's key (a 16-byte u128); its address is IPv4 or IPv6.
     assert!(
-        core::mem::size_of::<PeerSlot>() <= 248,
+        core::mem::size_of::<PeerSlot>() <= 256,
         "PeerSlot is {} bytes",
         core::mem::size_of::<PeerSlot>()
     );
