@@ -125,6 +125,10 @@ impl Options {
 pub enum Single {
     /// homa 100-byte RPCs, 1 outstanding, 16-slot tables.
     HomaRpc,
+    /// homa 100-byte RPCs, 1,024 outstanding, 2,048-slot tables (R2's row).
+    HomaRpc1024,
+    /// homa 100-byte RPCs, 1 outstanding, 4,096-slot tables (R3's row).
+    HomaRpcBigTable,
     /// smoltcp 100-byte UDP echoes, 1 outstanding.
     UdpEcho,
     /// homa 1,000,000-byte requests.
@@ -138,12 +142,15 @@ impl std::str::FromStr for Single {
     fn from_str(s: &str) -> Result<Single, String> {
         Ok(match s {
             "homa-rpc" => Single::HomaRpc,
+            "homa-rpc-1024" => Single::HomaRpc1024,
+            "homa-rpc-big-table" => Single::HomaRpcBigTable,
             "udp-echo" => Single::UdpEcho,
             "homa-mb" => Single::HomaMb,
             "tcp-bulk" => Single::TcpBulk,
             _ => {
                 return Err(format!(
-                    "unknown measurement {s:?} (homa-rpc, udp-echo, homa-mb, tcp-bulk)"
+                    "unknown measurement {s:?} (homa-rpc, homa-rpc-1024, \
+                     homa-rpc-big-table, udp-echo, homa-mb, tcp-bulk)"
                 ))
             }
         })
@@ -155,6 +162,9 @@ impl std::str::FromStr for Single {
 pub fn single(which: Single, count: u64) -> Result<Measure, String> {
     match which {
         Single::HomaRpc => homa::rpcs(SMALL, 1, 16, 100, count),
+        // The warm-up as the full run's: two windows' worth.
+        Single::HomaRpc1024 => homa::rpcs(SMALL, 1024, 2048, 2048, count),
+        Single::HomaRpcBigTable => homa::rpcs(SMALL, 1, 4096, 100, count),
         Single::UdpEcho => smol::udp_echo(SMALL, 1, 100, count),
         Single::HomaMb => homa::rpcs(LARGE, 1, 16, 2, count),
         Single::TcpBulk => smol::tcp_bulk(LARGE, 2, count),

@@ -3,8 +3,9 @@
 //!
 //! `homa-bench` runs everything and prints a table, then one `ratios:` line.
 //! `--quick` runs a tiny amount of each, only to check that all completes.
-//! `--reps N` sets the repetitions. `--only homa-rpc|udp-echo|homa-mb|tcp-bulk
-//! --count N` runs one measurement of N operations once (for callgrind).
+//! `--reps N` sets the repetitions. `--only homa-rpc|homa-rpc-1024|
+//! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk --count N` runs one
+//! measurement of N operations once (for callgrind).
 
 use std::process::ExitCode;
 
@@ -21,7 +22,8 @@ struct Cli {
     /// Repetitions of each measurement (the median is reported).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: Option<u32>,
-    /// Run one measurement once: homa-rpc, udp-echo, homa-mb or tcp-bulk.
+    /// Run one measurement once: homa-rpc, homa-rpc-1024 (1,024 in flight),
+    /// homa-rpc-big-table (4,096-slot tables), udp-echo, homa-mb or tcp-bulk.
     #[arg(long)]
     only: Option<String>,
     /// Operations for --only.
