@@ -70,19 +70,15 @@ impl HeapNode for RpcSlot {
         let Some(r) = &self.rpc else {
             return u128::MAX;
         };
+        // The keys as the RPC's last refresh computed them (`Rpc::keys`):
+        // what the heaps are ordered by, read without walking its messages.
         let birth = u128::from(r.birth);
         match heap {
             SEND => {
-                let (no_resend, left) = r
-                    .out
-                    .as_ref()
-                    .map_or((true, u32::MAX), |o| (o.resend.is_empty(), o.bytes_left()));
+                let (no_resend, left) = r.keys.send;
                 u128::from(no_resend) << 96 | u128::from(left) << 64 | birth
             }
-            GRANT => {
-                let left = r.inp.as_ref().map_or(u32::MAX, |m| m.length - m.received());
-                u128::from(left) << 64 | birth
-            }
+            GRANT => u128::from(r.keys.grant) << 64 | birth,
             _ => birth,
         }
     }
@@ -128,8 +124,9 @@ struct Placement {
     keys: HeapKeys,
 }
 
-/// The changing parts of an RPC's keys in the send and grant heaps, as they
-/// were at its last `refresh`: an unchanged key needs no sift.
+/// The changing parts of an RPC's keys in the send and grant heaps, as its
+/// last `refresh` computed them: the heaps read them from here, and an
+/// unchanged key needs no sift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct HeapKeys {
     send: (bool, u32),
@@ -180,6 +177,11 @@ impl<'a> Endpoint<'a> {
             .map_or((None, NONE, 0), |r| (Some(r.keys), r.peer, r.birth));
         // Its GRANT key (see the `HeapNode` impl), from what is at hand.
         let key = u128::from(p.keys.grant) << 64 | u128::from(birth);
+        // The heaps read the keys stored in the RPC: store the new ones
+        // before any insert or sift.
+        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+            r.keys = p.keys;
+        }
         let rpcs = &mut self.rpcs[..];
         // The by-age heaps' keys (births) never change: insert or remove only.
         if p.wants_send && p.resolved {
@@ -211,7 +213,6 @@ impl<'a> Endpoint<'a> {
         let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
-        r.keys = p.keys;
         let old = core::mem::replace(&mut r.counted, p.counted);
         self.incoming = self.incoming - u64::from(old) + u64::from(p.counted);
         // Any change to a candidate, or to the headroom, may change grants.
