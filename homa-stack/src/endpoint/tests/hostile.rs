@@ -1055,26 +1055,37 @@ fn frames_from_a_group_address_are_dropped_unanswered() {
             };
             dev.rx.push_back(homa_frame(mac, B_MAC, A_IP, B_IP, &r));
         }
-        let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-        dev.rx.push_back(homa_frame(mac, B_MAC, A_IP, B_IP, &req));
-        let icmp = Icmpv4Repr::EchoRequest {
-            ident: 1,
-            seq_no: 2,
-            data: b"ping",
-        };
-        let mut body = vec![0; icmp.buffer_len()];
-        icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), true);
-        dev.rx
-            .push_back(ip_frame(mac, B_MAC, A_IP, B_IP, IpProtocol::Icmp, &body));
+        push_request_and_ping(&mut dev, mac, A_IP);
     }
+    expect_all_dropped_as_malformed(&mut ep, &mut dev, 8);
+}
+
+/// A request's first DATA and a ping from (`mac`, `src`) to B.
+fn push_request_and_ping(dev: &mut TestDevice, mac: EthernetAddress, src: Ipv4Addr) {
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(mac, B_MAC, src, B_IP, &req));
+    let icmp = Icmpv4Repr::EchoRequest {
+        ident: 1,
+        seq_no: 2,
+        data: b"ping",
+    };
+    let mut body = vec![0; icmp.buffer_len()];
+    icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), true);
+    dev.rx
+        .push_back(ip_frame(mac, B_MAC, src, B_IP, IpProtocol::Icmp, &body));
+}
+
+/// Polls `ep` over what `dev` holds: nothing may be answered or kept, and
+/// all `n` frames are counted as malformed drops.
+fn expect_all_dropped_as_malformed(ep: &mut Endpoint<'static>, dev: &mut TestDevice, n: u64) {
     for t in 1..5 {
-        ep.poll(Instant::from_millis(t), &mut dev);
+        ep.poll(Instant::from_millis(t), dev);
     }
     assert!(dev.tx.is_empty(), "answered: {} frames", dev.tx.len());
     assert_eq!(ep.rpcs_in_use(), 0);
     assert_eq!(ep.peers_in_use(), 0);
     let d = ep.stats().drops;
-    assert_eq!((d.malformed, d.total()), (8, 8), "{d:?}");
+    assert_eq!((d.malformed, d.total()), (n, n), "{d:?}");
 }
 
 #[test]
@@ -1092,26 +1103,9 @@ fn ipv4_packets_from_impossible_sources_are_dropped() {
         B_IP,
     ];
     for src in sources {
-        let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-        dev.rx.push_back(homa_frame(A_MAC, B_MAC, src, B_IP, &req));
-        let icmp = Icmpv4Repr::EchoRequest {
-            ident: 1,
-            seq_no: 2,
-            data: b"ping",
-        };
-        let mut body = vec![0; icmp.buffer_len()];
-        icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut body[..]), true);
-        dev.rx
-            .push_back(ip_frame(A_MAC, B_MAC, src, B_IP, IpProtocol::Icmp, &body));
+        push_request_and_ping(&mut dev, A_MAC, src);
     }
-    for t in 1..5 {
-        ep.poll(Instant::from_millis(t), &mut dev);
-    }
-    assert!(dev.tx.is_empty(), "answered: {} frames", dev.tx.len());
-    assert_eq!(ep.rpcs_in_use(), 0);
-    assert_eq!(ep.peers_in_use(), 0);
-    let d = ep.stats().drops;
-    assert_eq!((d.malformed, d.total()), (8, 8), "{d:?}");
+    expect_all_dropped_as_malformed(&mut ep, &mut dev, 8);
 }
 
 #[test]

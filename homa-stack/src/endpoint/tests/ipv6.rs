@@ -243,24 +243,7 @@ fn ipv6_packets_from_our_own_address_are_dropped() {
         data: b"ping6",
     };
     assert!(into_b(&mut p, icmpv6_frame(A_MAC, B_MAC, B6, B6, 64, &req)).is_empty());
-    let data = homa::Repr {
-        sport: 40_000,
-        dport: 500,
-        sender_id: 2,
-        kind: homa::Kind::Data {
-            header: homa::DataHeader {
-                message_length: 4,
-                incoming: 4,
-                ack: None,
-                cutoff_version: 0,
-                retransmit: false,
-                offset: 0,
-            },
-            payload: b"ping",
-        },
-    };
-    let mut body = vec![0; data.buffer_len()];
-    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    let body = one_packet_request();
     let ip = frames::ipv6(B6, B6, 146, 0, 64, &body);
     let frame = frames::ethernet(A_MAC.0, B_MAC.0, None, 0x86dd, &ip);
     assert!(into_b(&mut p, frame).is_empty());
@@ -369,24 +352,7 @@ fn advertisements_from_strangers_and_homa_to_a_group_are_counted() {
         };
         assert!(into_b(&mut p, icmpv6_frame(A_MAC, dst_mac, A6, dst, 255, &na)).is_empty());
     }
-    let data = homa::Repr {
-        sport: 40_000,
-        dport: 500,
-        sender_id: 2,
-        kind: homa::Kind::Data {
-            header: homa::DataHeader {
-                message_length: 4,
-                incoming: 4,
-                ack: None,
-                cutoff_version: 0,
-                retransmit: false,
-                offset: 0,
-            },
-            payload: b"ping",
-        },
-    };
-    let mut body = vec![0; data.buffer_len()];
-    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    let body = one_packet_request();
     let ip = frames::ipv6(A6, all, 146, 0, 64, &body);
     let frame = frames::ethernet(A_MAC.0, all_mac.0, None, 0x86dd, &ip);
     assert!(into_b(&mut p, frame).is_empty());
@@ -507,4 +473,27 @@ fn a_server_with_two_addresses_answers_from_the_one_asked() {
     for f in from_b {
         assert_eq!(&f[22..38], &SECOND.octets(), "B's Homa source address");
     }
+}
+
+/// The Homa body of a one-packet, 4-byte request to port 500.
+fn one_packet_request() -> Vec<u8> {
+    let data = homa::Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: homa::Kind::Data {
+            header: homa::DataHeader {
+                message_length: 4,
+                incoming: 4,
+                ack: None,
+                cutoff_version: 0,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: b"ping",
+        },
+    };
+    let mut body = vec![0; data.buffer_len()];
+    data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
+    body
 }
