@@ -537,6 +537,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "60,000 nodes: minutes under Miri; the small tests cover the paths"
+    )]
     fn removal_from_a_deep_heap_of_60000_stays_leftist() {
         // Decreasing keys make every insert a new root with the old heap
         // as its left child: a left spine 60,000 long, right spines of one.
@@ -698,7 +702,7 @@ mod tests {
 
         /// Random operation sequences agree with a `Vec` model.
         #[test]
-        #[cfg_attr(miri, ignore)]
+        #[cfg_attr(miri, ignore = "a model check over hundreds of operations: too slow under Miri")]
         fn random_corruption_never_panics(
             (n, steps) in (1u16..20).prop_flat_map(|n| {
                 let link = (0..n + 3, 0..n + 3, 0..n + 3, any::<u8>());
@@ -741,7 +745,7 @@ mod tests {
         }
 
         #[test]
-        #[cfg_attr(miri, ignore)]
+        #[cfg_attr(miri, ignore = "a model check over hundreds of operations: too slow under Miri")]
         fn random_operations_match_the_model(
             (n, ops) in (1u16..40).prop_flat_map(|n| {
                 (Just(n), proptest::collection::vec(op(n), 1..200))
