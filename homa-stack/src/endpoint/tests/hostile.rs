@@ -419,36 +419,7 @@ fn forged_replays_at(
 fn a_forged_incoming_claim_does_not_take_the_grant_headroom() {
     // Bug 4: DATA claiming a 1 MB message with 1 MB unscheduled, replayed
     // every 50 ms, must not stop a real 300 kB request being granted.
-    let mut p = Pair::linked(8, 4 << 20);
-    let client = p.a.socket().unwrap();
-    let req = pattern(300_000, 3);
-    let mut h = None;
-    let mut got = None;
-    let t0 = p.now;
-    let ok = forged_replays(
-        &mut p,
-        1_000_000,
-        1_000_000,
-        Duration::from_millis(50),
-        Duration::from_millis(400),
-        |p| {
-            if h.is_none() && p.now >= t0 + Duration::from_micros(200) {
-                h = Some(p.a.send_request(client, B_IP, 500, &req).unwrap());
-            }
-            if let Some(Event::Response { rpc, .. }) = p.a.recv(client) {
-                got = Some((rpc, p.now));
-                return true;
-            }
-            false
-        },
-    );
-    assert!(ok, "the real request never completed\nB: {}", p.b.stats());
-    let (_, at) = got.unwrap();
-    assert!(
-        at - t0 < Duration::from_millis(10),
-        "the real request took {}",
-        at - t0
-    );
+    real_request_beside_forged_replays(1_000_000, 0);
 }
 
 #[test]
@@ -947,6 +918,13 @@ fn a_forged_packet_past_its_grant_does_not_take_the_grant_headroom() {
     // and replayed every 50 ms, must not count the whole message as
     // granted-but-missing (which left no headroom for a real 300 kB
     // request until the forged RPC timed out).
+    real_request_beside_forged_replays(10_000, 1_000_000 - 1424);
+}
+
+/// A real 300 kB request from A completes within 10 ms while a forged
+/// packet of a 1 MB message (`incoming` granted, at `offset`) is replayed
+/// to B every 50 ms.
+fn real_request_beside_forged_replays(incoming: u32, offset: u32) {
     let mut p = Pair::linked(8, 4 << 20);
     let client = p.a.socket().unwrap();
     let req = pattern(300_000, 3);
@@ -956,8 +934,8 @@ fn a_forged_packet_past_its_grant_does_not_take_the_grant_headroom() {
     let ok = forged_replays_at(
         &mut p,
         1_000_000,
-        10_000,
-        1_000_000 - 1424,
+        incoming,
+        offset,
         Duration::from_millis(50),
         Duration::from_millis(400),
         |p| {
