@@ -65,7 +65,7 @@ impl<'a> Endpoint<'a> {
                 return;
             };
             self.emit_data(now, tx, &pick);
-            self.refresh(pick.slot);
+            self.refresh_sent(pick.slot);
             budget -= 1;
         }
     }

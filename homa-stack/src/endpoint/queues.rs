@@ -232,6 +232,46 @@ impl<'a> Endpoint<'a> {
         }
     }
 
+    /// [`refresh`](Endpoint::refresh) after DATA of the RPC in `slot` went
+    /// out (the pacer's path, once per DATA packet): sending changes only
+    /// the outgoing message's offsets and resend set, so only its place in
+    /// the send heaps can change; its grant candidacy, its incoming share
+    /// stay as they were, and so does its peer's resolution unless the
+    /// send did not happen for want of a link address (then the full
+    /// `refresh` parks it). The tests' queue check after every poll covers
+    /// this shortcut as it does `refresh`.
+    pub(super) fn refresh_sent(&mut self, slot: usize) {
+        let i = slot as u16;
+        let peer = self
+            .rpcs
+            .get(slot)
+            .and_then(|s| s.rpc.as_ref())
+            .map(|r| r.peer);
+        if !peer.is_some_and(|p| self.peer_resolved(p)) {
+            return self.refresh(slot);
+        }
+        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+            return;
+        };
+        let (wants_send, key) = r.out.as_ref().map_or((false, (true, u32::MAX)), |o| {
+            (
+                !o.resend.is_empty() || (sending(r.state) && o.can_send_new()),
+                (o.resend.is_empty(), o.bytes_left()),
+            )
+        });
+        let old = core::mem::replace(&mut r.keys.send, key);
+        let rpcs = &mut self.rpcs[..];
+        if wants_send {
+            if self.send.insert(rpcs, i) {
+                self.send_fifo.insert(rpcs, i);
+            } else if old != key {
+                self.send.update(rpcs, i);
+            }
+        } else if self.send.remove(rpcs, i) {
+            self.send_fifo.remove(rpcs, i);
+        }
+    }
+
     /// Takes the RPC in `slot` out of every queue, before it is freed.
     pub(super) fn unqueue(&mut self, slot: usize) {
         let i = slot as u16;
