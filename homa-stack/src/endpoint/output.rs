@@ -14,11 +14,6 @@ use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol};
 
-/// Payloads from this length on are checksummed as they are copied from the
-/// pool (one pass over the bytes); shorter ones are copied, then summed,
-/// which costs fewer instructions when the fixed costs dominate.
-const SUM_WHILE_COPYING: usize = 256;
-
 impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
         self.throttled_until = None;
@@ -168,19 +163,13 @@ impl<'a> Endpoint<'a> {
             let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
             repr.emit(&mut packet);
             let payload = &mut packet.payload_mut()[..payload_len];
-            let checksum = config.homa_checksum_tx && caps.checksum.homa.tx();
-            // The reads cannot fail: the range lies inside the message.
-            if checksum && payload_len >= SUM_WHILE_COPYING {
-                // Summed as it is copied: the payload is read once.
-                let sum = pool
-                    .read_at_summed(&mut out.buf, pick.start as usize, payload)
-                    .unwrap_or(0);
-                packet.fill_checksum_with_tail(&src, &dst, homa::DATA_HEADER_LEN, sum);
-            } else {
-                let _ = pool.read_at(&mut out.buf, pick.start as usize, payload);
-                if checksum {
-                    packet.fill_checksum(&src, &dst);
-                }
+            // Copied, then summed: the copy moves whole vector registers and
+            // the sum rereads the bytes from the L1 cache, fewer instructions
+            // than one pass that sums as it copies, and no slower. The read
+            // cannot fail: the range lies inside the message.
+            let _ = pool.read_at(&mut out.buf, pick.start as usize, payload);
+            if config.homa_checksum_tx && caps.checksum.homa.tx() {
+                packet.fill_checksum(&src, &dst);
             }
         });
         pacer.on_transmit(now, frame_len);

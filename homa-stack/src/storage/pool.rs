@@ -41,7 +41,6 @@ use core::iter::FusedIterator;
 use core::num::NonZeroU32;
 use core::ops::Range;
 
-use crate::wire::checksum;
 use managed::ManagedSlice;
 
 /// Largest Homa message (`HOMA_MAX_MESSAGE_LENGTH`, docs/protocol.md 4.9).
@@ -365,41 +364,6 @@ impl<'a> Pool<'a> {
         offset: usize,
         out: &mut [u8],
     ) -> Result<(), PoolError> {
-        self.read_with(buf, offset, out, &mut |_, to, from| {
-            to.copy_from_slice(from)
-        })
-    }
-
-    /// [`read_at`](Self::read_at) that also returns the Internet checksum
-    /// partial sum of the bytes read ([`checksum::sum`] of `out`), computed
-    /// as they are copied: a DATA packet's payload is then read once.
-    ///
-    /// [`checksum::sum`]: crate::wire::checksum::sum
-    pub fn read_at_summed(
-        &self,
-        buf: &mut MessageBuf,
-        offset: usize,
-        out: &mut [u8],
-    ) -> Result<u32, PoolError> {
-        let mut acc = 0u32;
-        self.read_with(buf, offset, out, &mut |at, to, from| {
-            let piece = checksum::copy_sum(to, from);
-            acc = checksum::fold(acc + checksum::at_offset(piece, at));
-        })?;
-        Ok(acc)
-    }
-
-    /// Calls `copy(at, to, from)` for each page piece `from` of the range,
-    /// with `to` the part of `out` it goes to, starting at `at` (behind
-    /// `dyn`: one copy of the page walk in the image, one indirect call per
-    /// page piece).
-    fn read_with(
-        &self,
-        buf: &mut MessageBuf,
-        offset: usize,
-        out: &mut [u8],
-        copy: &mut PieceCopy<'_>,
-    ) -> Result<(), PoolError> {
         let range = checked_range(buf, offset, out.len())?;
         if range.is_empty() {
             return Ok(());
@@ -414,7 +378,7 @@ impl<'a> Pool<'a> {
         let mut done = 0;
         let mut pieces = 0u16;
         for chunk in chunks.by_ref() {
-            copy(done, &mut out[done..done + chunk.len()], chunk);
+            out[done..done + chunk.len()].copy_from_slice(chunk);
             done += chunk.len();
             pieces += 1;
         }
@@ -647,9 +611,6 @@ impl<'p, 'a> MessageWriter<'p, 'a> {
     }
 }
 
-/// What [`Pool::read_with`] does with each page piece: `(at, to, from)`.
-type PieceCopy<'f> = dyn FnMut(usize, &mut [u8], &[u8]) + 'f;
-
 /// A read-only view of one message in a pool: what the application gets
 /// for a received request or response. Reading it never copies unless asked.
 #[derive(Debug, Clone, Copy)]
@@ -872,28 +833,6 @@ mod tests {
             }
         }
         assert!(pool.message(&buf).eq_bytes(&model));
-    }
-
-    #[test]
-    fn a_summed_read_copies_and_sums_across_pages_at_odd_offsets() {
-        const LEN: usize = 3 * 64 + 17;
-        let mut mem = vec![0u8; buffer_len_for(4, 64)];
-        let mut pool = Pool::new(&mut mem[..], 64).unwrap();
-        let mut buf = pool.alloc(LEN).unwrap();
-        let data = pattern(LEN, 7);
-        pool.write_at(&mut buf, 0, &data).unwrap();
-        // Pieces that start at odd and even offsets inside pages, and
-        // ranges that cross one, two or no page boundaries.
-        for (offset, len) in [(0, LEN), (1, 130), (63, 2), (63, 66), (5, 0), (100, 97)] {
-            let mut out = vec![0u8; len];
-            let sum = pool.read_at_summed(&mut buf, offset, &mut out).unwrap();
-            assert_eq!(out, data[offset..offset + len], "offset {offset} len {len}");
-            assert_eq!(sum, checksum::sum(&out), "offset {offset} len {len}");
-        }
-        assert_eq!(
-            pool.read_at_summed(&mut buf, LEN - 1, &mut [0; 2]),
-            Err(PoolError::OutOfRange)
-        );
     }
 
     #[test]

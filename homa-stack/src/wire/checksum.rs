@@ -30,31 +30,6 @@ pub fn sum(data: &[u8]) -> u32 {
     finish_native(a + b, blocks.remainder())
 }
 
-/// Copies `src` into `dst` and returns what [`sum`] would of the bytes
-/// copied, in one pass over them: how a sender fills a payload and its
-/// checksum without reading the payload twice. Copies the shorter length.
-#[inline(never)]
-pub fn copy_sum(dst: &mut [u8], src: &[u8]) -> u32 {
-    let n = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..n], &src[..n]);
-    let (mut a, mut b) = (0, 0);
-    let mut to = dst.chunks_exact_mut(BLOCK_BYTES);
-    let mut from = src.chunks_exact(BLOCK_BYTES);
-    for (d, s) in (&mut to).zip(&mut from) {
-        // Through a local block: loaded once, summed and stored from it.
-        let mut block = [0u8; BLOCK_BYTES];
-        block.copy_from_slice(s);
-        a += word(&block, 0);
-        b += word(&block, 1);
-        a += word(&block, 2);
-        b += word(&block, 3);
-        d.copy_from_slice(&block);
-    }
-    let rest = from.remainder();
-    to.into_remainder().copy_from_slice(rest);
-    finish_native(a + b, rest)
-}
-
 /// A machine word, and the accumulator its sums go into (twice as wide: a
 /// slice cannot hold enough words to overflow it).
 #[cfg(target_pointer_width = "64")]
@@ -281,20 +256,6 @@ mod tests {
                 fold(pseudo_header_v6(&s6, &d6, IpProtocol::Homa, big)),
                 fold(reference_sum(&bytes))
             );
-        }
-
-        #[test]
-        fn copy_sum_copies_and_sums_like_sum(
-            data in proptest::collection::vec(any::<u8>(), 0..3000),
-            start in 0usize..8,
-        ) {
-            let start = start.min(data.len());
-            let src = &data[start..];
-            let mut dst = vec![0u8; src.len() + 3];
-            let s = copy_sum(&mut dst[1..], src);
-            prop_assert_eq!(s, reference_sum(src));
-            prop_assert_eq!(&dst[1..=src.len()], src);
-            prop_assert_eq!(dst[0], 0);
         }
 
         #[test]

@@ -631,27 +631,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// IPv4/IPv6 address pair the field is set to 0 ("not filled"), which
     /// every receiver accepts.
     pub fn fill_checksum(&mut self, src: &IpAddr, dst: &IpAddr) {
-        let len = self.buffer.as_ref().len();
-        self.fill_checksum_with_tail(src, dst, len, 0);
-    }
-
-    /// [`fill_checksum`](Self::fill_checksum) for a packet whose bytes from
-    /// `tail_start` on were already summed as they were written
-    /// (`tail_sum`, a [`checksum::sum`] of them): only the bytes before are
-    /// read again. A DATA packet's payload is summed as it is copied in.
-    pub fn fill_checksum_with_tail(
-        &mut self,
-        src: &IpAddr,
-        dst: &IpAddr,
-        tail_start: usize,
-        tail_sum: u32,
-    ) {
         self.set_checksum(0);
         let data = self.buffer.as_ref();
-        let head = &data[..tail_start.min(data.len())];
         if let Some(pseudo) = pseudo_header(src, dst, data.len()) {
-            let tail = checksum::at_offset(tail_sum, head.len());
-            let sum = checksum::combine(&[pseudo, checksum::sum(head), tail]);
+            let sum = checksum::combine(&[pseudo, checksum::sum(data)]);
             // 0 on the wire means "not filled" and skips verification, so a
             // computed 0 goes out as 0xffff, its ones'-complement twin (as
             // UDP does); it verifies the same.
@@ -2101,21 +2084,6 @@ mod tests {
         let p = Packet::new_checked(&DATA_LINUX_BYTES[..]).unwrap();
         assert!(p.verify_checksum(&SRC4, &DST4));
         assert!(!p.verify_checksum(&DST4, &IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3))));
-    }
-
-    #[test]
-    fn a_checksum_with_a_summed_tail_equals_the_whole_one() {
-        for (src, dst) in [(SRC4, DST4), (SRC6, DST6)] {
-            let mut whole = emit(&data_repr());
-            Packet::new_unchecked(&mut whole[..]).fill_checksum(&src, &dst);
-            for start in [0, 1, 28, DATA_HEADER_LEN, whole.len() - 1, whole.len()] {
-                let mut bytes = emit(&data_repr());
-                let tail = checksum::sum(&bytes[start..]);
-                Packet::new_unchecked(&mut bytes[..])
-                    .fill_checksum_with_tail(&src, &dst, start, tail);
-                assert_eq!(bytes, whole, "{src}: tail from {start}");
-            }
-        }
     }
 
     #[test]
