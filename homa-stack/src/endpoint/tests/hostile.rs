@@ -1451,3 +1451,151 @@ fn a_peer_with_many_shorter_messages_does_not_starve_another_peer() {
     }
     assert_eq!(ep.rpcs_in_use(), 0);
 }
+
+/// A RESEND from A's client 40,000 (id 2) to B's port 500.
+fn client_resend(offset: u32, length: u32) -> Repr<'static> {
+    Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Resend {
+            offset,
+            length,
+            priority: 7,
+        },
+    }
+}
+
+/// Polls `ep` every 100 us for `d`, answering nothing.
+fn run_idle(ep: &mut Endpoint<'static>, dev: &mut TestDevice, now: &mut Instant, d: Duration) {
+    let end = *now + d;
+    while *now < end {
+        ep.poll(*now, dev);
+        dev.tx.clear();
+        *now += Duration::from_micros(100);
+    }
+}
+
+/// How long RESENDs without progress may keep a server RPC.
+fn resend_life(ep: &Endpoint<'static>) -> Duration {
+    let ticks = u64::from(ep.config.timeout_ticks * RESEND_LIFE_TIMEOUTS);
+    Duration::from_nanos(ep.config.tick.total_nanos() * ticks)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "two seconds of 100 us polls: too slow under Miri")]
+fn resends_alone_do_not_keep_a_sent_response_for_ever() {
+    // A client that never acks its response but sends RESEND(0, all) every
+    // 5 ms (as a lossy client would) keeps the RPC past the silence
+    // timeout, but not beyond RESEND_LIFE_TIMEOUTS timeouts.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let resend = homa_frame(
+        A_MAC,
+        B_MAC,
+        A_IP,
+        B_IP,
+        &client_resend(0, homa::RESEND_ALL),
+    );
+    let life = resend_life(&ep);
+    let t0 = now;
+    let mut freed_at = None;
+    while now < t0 + life + Duration::from_millis(500) {
+        run_server(
+            &mut ep,
+            &mut dev,
+            &mut now,
+            Duration::from_millis(5),
+            sock,
+            b"pong",
+        );
+        if ep.rpcs_in_use() == 0 {
+            freed_at.get_or_insert(now - t0);
+        }
+        dev.rx.push_back(resend.clone());
+    }
+    let freed_at = freed_at.expect("RESENDs kept the sent response for ever");
+    assert!(
+        freed_at >= life - Duration::from_millis(10),
+        "freed after {freed_at}: RESENDs must bridge silences"
+    );
+    assert!(
+        freed_at <= life + Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert_eq!(ep.stats().server_resend_limited, 1);
+    assert_eq!(ep.stats().server_timeouts, 0);
+    assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "two seconds of 100 us polls: too slow under Miri")]
+fn resends_alone_do_not_keep_a_request_waiting_for_pool_space_for_ever() {
+    // A whole request the application has not taken holds most of a
+    // 64 KiB pool; a second request of 40 kB waits for pool space while
+    // its client asks RESEND(0, all) every 5 ms. The wait is ours, so the
+    // RESENDs keep it past the silence timeout, but not for ever.
+    let mut ep = server(4, 64 << 10);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let payload = [3u8; 1424];
+    let held_len = 40_000u32;
+    let mut offset = 0;
+    while offset < held_len {
+        let n = (held_len - offset).min(1424);
+        let d = request_data(
+            4,
+            40_001,
+            held_len,
+            held_len,
+            offset,
+            &payload[..n as usize],
+        );
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &d));
+        offset += n;
+    }
+    let waiting = request_data(2, 40_000, 40_000, 40_000, 0, &payload);
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &waiting));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    assert_eq!(ep.rpcs_in_use(), 2);
+    assert!(
+        ep.rpc_info().any(|r| r.id == 3 && !r.in_has_buffer),
+        "{:?}",
+        ep.rpc_info().collect::<Vec<_>>()
+    );
+    let resend = homa_frame(
+        A_MAC,
+        B_MAC,
+        A_IP,
+        B_IP,
+        &client_resend(0, homa::RESEND_ALL),
+    );
+    let life = resend_life(&ep);
+    let t0 = now;
+    let mut freed_at = None;
+    while now < t0 + life + Duration::from_millis(500) {
+        run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(5));
+        if ep.rpc_info().all(|r| r.id != 3) {
+            freed_at.get_or_insert(now - t0);
+        }
+        dev.rx.push_back(resend.clone());
+    }
+    let freed_at = freed_at.expect("RESENDs kept the waiting request for ever");
+    assert!(
+        freed_at >= life - Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert!(
+        freed_at <= life + Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert_eq!(ep.stats().server_resend_limited, 1);
+    // The request the application holds is not touched.
+    assert_eq!(ep.rpcs_in_use(), 1);
+}
