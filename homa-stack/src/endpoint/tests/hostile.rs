@@ -1599,3 +1599,96 @@ fn resends_alone_do_not_keep_a_request_waiting_for_pool_space_for_ever() {
     // The request the application holds is not touched.
     assert_eq!(ep.rpcs_in_use(), 1);
 }
+
+/// B serves A's request `id` with a 1 MB response, A granting it `granted`
+/// bytes, then gets `resend` from A: (packets retransmitted, new bytes
+/// sent) in answer to the RESEND.
+fn answer_to_one_resend(granted: u32, resend: Repr<'_>) -> (u64, u64) {
+    let mut ep = server(4, 4 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let reply = vec![5u8; 1_000_000];
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(1),
+        sock,
+        &reply,
+    );
+    let grant = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Grant {
+            offset: granted,
+            priority: 0,
+        },
+    };
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &grant));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(20),
+        sock,
+        &reply,
+    );
+    let info = ep.rpc_info().next().unwrap();
+    assert_eq!(
+        info.out_sent,
+        granted.clamp(40_000, 1_000_000),
+        "{info:?}"
+    );
+    let (retx, bytes) = (ep.stats().retransmissions, ep.stats().tx_data_bytes);
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &resend));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(20),
+        sock,
+        &reply,
+    );
+    let retx = ep.stats().retransmissions - retx;
+    let new = ep.rpc_info().next().unwrap().out_sent - info.out_sent;
+    assert!(ep.stats().tx_data_bytes >= bytes + u64::from(new));
+    (retx, u64::from(new))
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn one_resend_cannot_buy_a_whole_message() {
+    // One 37-byte RESEND may schedule at most the unscheduled bytes (40 kB,
+    // 29 packets here) again, and grant at most as much beyond what was
+    // sent: a receiver missing more asks again in its next round.
+    let most = u64::from(Config::new(B_IP, B_MAC).unsched_bytes.div_ceil(1424)) + 1;
+    // A response sent whole (granted by its client): RESEND(0, all) and
+    // RESEND(0, 1 MB) ask for all 703 packets again.
+    for resend in [
+        client_resend(0, homa::RESEND_ALL),
+        client_resend(0, 1_000_000),
+    ] {
+        let (retx, new) = answer_to_one_resend(1_000_000, resend);
+        assert!(retx <= most, "one RESEND bought {retx} retransmissions");
+        assert_eq!(new, 0);
+    }
+    // A response sent up to its unscheduled bytes: a RESEND far beyond
+    // them (a lost GRANT, Linux would say) grants a bounded step only.
+    let (retx, new) = answer_to_one_resend(0, client_resend(900_000, 100_000));
+    assert_eq!(retx, 0);
+    assert!(new <= most * 1424, "one RESEND granted {new} new bytes");
+    // An honest lost-GRANT recovery still moves the message on: the RESEND
+    // asks from where the sender is.
+    let (retx, new) = answer_to_one_resend(0, client_resend(40_000, 100_000));
+    assert_eq!(retx, 0);
+    assert!(
+        new >= 30_000,
+        "the lost GRANT was not recovered: {new} new bytes"
+    );
+}
