@@ -105,6 +105,9 @@ pub enum Drop {
     /// An ICMP error beyond the per-tick budget of those acted on (each
     /// makes a pass over the live RPCs, so a flood must not buy one each).
     RateLimited,
+    /// A neighbour advertisement without the override flag for a peer whose
+    /// known link address differs: not applied (RFC 4861 7.2.5).
+    NoOverride,
 }
 
 impl fmt::Display for Drop {
@@ -129,6 +132,7 @@ impl fmt::Display for Drop {
             Drop::NotHandled => "packet type not handled",
             Drop::FrameTooBig => "frame larger than the device MTU",
             Drop::RateLimited => "over the per-tick budget",
+            Drop::NoOverride => "advertisement without override for a known address",
         })
     }
 }
@@ -175,6 +179,8 @@ pub struct Drops {
     pub frame_too_big: u64,
     /// [`Drop::RateLimited`].
     pub rate_limited: u64,
+    /// [`Drop::NoOverride`].
+    pub no_override: u64,
 }
 
 impl Drops {
@@ -200,6 +206,7 @@ impl Drops {
             Drop::NotHandled => &mut self.not_handled,
             Drop::FrameTooBig => &mut self.frame_too_big,
             Drop::RateLimited => &mut self.rate_limited,
+            Drop::NoOverride => &mut self.no_override,
         };
         *c = c.wrapping_add(1);
     }
@@ -224,6 +231,7 @@ impl Drops {
             + self.not_handled
             + self.frame_too_big
             + self.rate_limited
+            + self.no_override
     }
 }
 

@@ -1639,11 +1639,7 @@ fn answer_to_one_resend(granted: u32, resend: Repr<'_>) -> (u64, u64) {
         &reply,
     );
     let info = ep.rpc_info().next().unwrap();
-    assert_eq!(
-        info.out_sent,
-        granted.clamp(40_000, 1_000_000),
-        "{info:?}"
-    );
+    assert_eq!(info.out_sent, granted.clamp(40_000, 1_000_000), "{info:?}");
     let (retx, bytes) = (ep.stats().retransmissions, ep.stats().tx_data_bytes);
     dev.rx
         .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &resend));
