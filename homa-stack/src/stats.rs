@@ -108,6 +108,8 @@ pub enum Drop {
     /// A neighbour advertisement without the override flag for a peer whose
     /// known link address differs: not applied (RFC 4861 7.2.5).
     NoOverride,
+    /// A frame tagged (802.1Q) for a VLAN that is not ours.
+    WrongVlan,
 }
 
 impl fmt::Display for Drop {
@@ -133,6 +135,7 @@ impl fmt::Display for Drop {
             Drop::FrameTooBig => "frame larger than the device MTU",
             Drop::RateLimited => "over the per-tick budget",
             Drop::NoOverride => "advertisement without override for a known address",
+            Drop::WrongVlan => "frame for another VLAN",
         })
     }
 }
@@ -181,6 +184,8 @@ pub struct Drops {
     pub rate_limited: u64,
     /// [`Drop::NoOverride`].
     pub no_override: u64,
+    /// [`Drop::WrongVlan`].
+    pub wrong_vlan: u64,
 }
 
 impl Drops {
@@ -207,6 +212,7 @@ impl Drops {
             Drop::FrameTooBig => &mut self.frame_too_big,
             Drop::RateLimited => &mut self.rate_limited,
             Drop::NoOverride => &mut self.no_override,
+            Drop::WrongVlan => &mut self.wrong_vlan,
         };
         *c = c.wrapping_add(1);
     }
@@ -232,6 +238,7 @@ impl Drops {
             + self.frame_too_big
             + self.rate_limited
             + self.no_override
+            + self.wrong_vlan
     }
 }
 

@@ -1688,3 +1688,53 @@ fn one_resend_cannot_buy_a_whole_message() {
         "the lost GRANT was not recovered: {new} new bytes"
     );
 }
+
+/// Whether a one-packet request from A in a frame with 802.1Q `tci` (none:
+/// untagged) makes a server RPC on a server with `encoding`; the drops
+/// counted as `wrong_vlan`.
+fn tagged_request_served(
+    encoding: crate::config::PriorityEncoding,
+    tci: Option<u16>,
+) -> (bool, u64) {
+    let mut c = Config::new(B_IP, B_MAC);
+    c.priority_encoding = encoding;
+    let mut ep = endpoint_with(c, 4, 1 << 20);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    let untagged = homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req);
+    dev.rx.push_back(frames::ethernet(
+        A_MAC.0,
+        B_MAC.0,
+        tci,
+        frames::IPV4,
+        &untagged[14..],
+    ));
+    ep.poll(Instant::from_millis(1), &mut dev);
+    let wrong = ep.stats().drops.wrong_vlan;
+    assert_eq!(ep.stats().drops.total(), wrong, "{:?}", ep.stats().drops);
+    (ep.rpcs_in_use() == 1, wrong)
+}
+
+#[test]
+fn frames_for_another_vlan_are_dropped_and_counted() {
+    use crate::config::PriorityEncoding::{Tos, Vlan};
+    // A tag carries priority (3 bits), drop eligibility (1) and the VLAN id.
+    let tci = |pcp: u16, vid: u16| Some(pcp << 13 | vid);
+    // No VLAN of ours: untagged and priority-tagged (VLAN id 0, which
+    // 802.1Q reads as no VLAN) frames are ours, any other id is not.
+    assert_eq!(tagged_request_served(Tos, None), (true, 0));
+    assert_eq!(tagged_request_served(Tos, tci(6, 0)), (true, 0));
+    assert_eq!(tagged_request_served(Tos, tci(6, 5)), (false, 1));
+    // On VLAN 7: frames tagged 7 (and untagged ones, as our own ARP
+    // goes) are ours, those of VLAN 8 are not.
+    let v7 = Vlan { vid: 7 };
+    assert_eq!(tagged_request_served(v7, tci(0, 7)), (true, 0));
+    assert_eq!(tagged_request_served(v7, None), (true, 0));
+    assert_eq!(tagged_request_served(v7, tci(0, 0)), (true, 0));
+    assert_eq!(tagged_request_served(v7, tci(0, 8)), (false, 1));
+    // Priority tagging of our own (VLAN id 0) is no VLAN either.
+    let v0 = Vlan { vid: 0 };
+    assert_eq!(tagged_request_served(v0, tci(2, 0)), (true, 0));
+    assert_eq!(tagged_request_served(v0, tci(2, 9)), (false, 1));
+}
