@@ -1738,3 +1738,84 @@ fn frames_for_another_vlan_are_dropped_and_counted() {
     assert_eq!(tagged_request_served(v0, tci(2, 0)), (true, 0));
     assert_eq!(tagged_request_served(v0, tci(2, 9)), (false, 1));
 }
+
+#[test]
+fn packets_naming_a_client_rpc_at_a_server_port_get_no_icmp() {
+    // A server's id (odd: a response, or a server's control packet) aimed
+    // at our server port: the port has a socket, and no client RPC of ours
+    // uses it. Linux finds no such RPC there (docs/protocol.md 4.1): DATA,
+    // GRANT, BUSY and RPC_UNKNOWN are dropped and counted, a RESEND is
+    // answered with RPC_UNKNOWN and a NEED_ACK with an ACK; no ICMP.
+    let mut ep = server(4, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let response = Kind::Data {
+        header: DataHeader {
+            message_length: 10,
+            incoming: 10,
+            ack: None,
+            cutoff_version: 1,
+            retransmit: false,
+            offset: 0,
+        },
+        payload: b"0123456789",
+    };
+    let kinds = [
+        response,
+        Kind::Grant {
+            offset: 10,
+            priority: 1,
+        },
+        Kind::Busy,
+        Kind::RpcUnknown,
+        Kind::Resend {
+            offset: 0,
+            length: homa::RESEND_ALL,
+            priority: 7,
+        },
+        Kind::NeedAck,
+    ];
+    for kind in kinds {
+        let r = Repr {
+            sport: 600,
+            dport: 500,
+            sender_id: 41,
+            kind,
+        };
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &r));
+    }
+    ep.poll(Instant::from_millis(1), &mut dev);
+    assert_eq!(ep.stats().icmp_unreachable_sent, 0);
+    assert_eq!(ep.rpcs_in_use(), 0);
+    let d = ep.stats().drops;
+    assert_eq!((d.unknown_rpc, d.total()), (4, 4), "{d:?}");
+    // The answers: RPC_UNKNOWN and ACK, from port 500 to 600, our id 40.
+    let mut answers: Vec<_> = dev
+        .tx
+        .iter()
+        .map(|(f, _)| {
+            let p = homa::Packet::new_checked(&f[34..]).unwrap();
+            let r = Repr::parse(&p).unwrap();
+            assert_eq!((r.sport, r.dport, r.sender_id), (500, 600, 40));
+            r.kind.packet_type()
+        })
+        .collect();
+    answers.sort_by_key(|t| u8::from(*t));
+    assert_eq!(
+        answers,
+        [homa::PacketType::RpcUnknown, homa::PacketType::Ack],
+        "{:?}",
+        ep.stats().tx
+    );
+    // A port with no socket at all still gets port unreachable.
+    let r = Repr {
+        sport: 600,
+        dport: 501,
+        sender_id: 41,
+        kind: Kind::Busy,
+    };
+    dev.tx.clear();
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &r));
+    ep.poll(Instant::from_millis(2), &mut dev);
+    assert_eq!(ep.stats().icmp_unreachable_sent, 1);
+}
