@@ -8,9 +8,10 @@
 //! (whose link-address option must name the frame's own source) or a
 //! checked Homa packet, for a peer we hold, and is re-resolved when in
 //! doubt. An advertisement without the override flag fills a missing link
-//! address but never replaces a different one (RFC 4861 7.2.5). Duplicate address detection for our own
-//! addresses is not done (a documented non-goal): we answer other nodes'
-//! detection for our addresses, so a duplicate elsewhere finds us.
+//! address but never replaces a different one (RFC 4861 7.2.5). Duplicate
+//! address detection for our own addresses is not done (a documented
+//! non-goal): we answer other nodes' detection for our addresses, so a
+//! duplicate elsewhere finds us.
 
 use super::iface::{Reply, Route, HOP_LIMIT, IPV6_HEADER_LEN};
 use super::input::{IpHeader, Unreachable};

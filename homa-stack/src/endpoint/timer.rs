@@ -93,26 +93,26 @@ impl<'a> Endpoint<'a> {
                     State::ServerIncoming => r.inp.as_ref().is_some_and(|m| m.buf.is_some()),
                     _ => true,
                 };
-                r.stale_ticks = if progress {
-                    0
+                if progress {
+                    r.stale_ticks = 0;
                 } else {
-                    r.stale_ticks.saturating_add(1)
-                };
-                let limit = self
-                    .config
-                    .timeout_ticks
-                    .saturating_mul(RESEND_LIFE_TIMEOUTS)
-                    .min(u32::from(u16::MAX));
-                if u32::from(r.stale_ticks) >= limit {
-                    net_debug!(
-                        "homa: server rpc {} freed: RESENDs without progress for {} ticks",
-                        r.id,
-                        r.stale_ticks
-                    );
-                    self.stats.server_resend_limited += 1;
-                    self.free_rpc(slot);
-                    self.stats.server_freed += 1;
-                    continue;
+                    let limit = self
+                        .config
+                        .timeout_ticks
+                        .saturating_mul(RESEND_LIFE_TIMEOUTS)
+                        .min(u32::from(u16::MAX));
+                    if u32::from(r.stale_ticks) + 1 >= limit {
+                        net_debug!(
+                            "homa: server rpc {} freed: RESENDs without progress for {} ticks",
+                            r.id,
+                            limit
+                        );
+                        self.stats.server_resend_limited += 1;
+                        self.free_rpc(slot);
+                        self.stats.server_freed += 1;
+                        continue;
+                    }
+                    r.stale_ticks += 1;
                 }
             }
             let verdict = match r.state {
