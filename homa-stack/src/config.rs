@@ -95,7 +95,10 @@ pub struct Config {
     /// Ticks between RESENDs.
     pub resend_interval: u32,
     /// Silent ticks before an RPC is aborted: a client RPC fails, a server
-    /// RPC is freed, whatever it was waiting for.
+    /// RPC is freed, whatever it was waiting for. A client's RESENDs reset
+    /// a server RPC's silence for at most
+    /// [`RESEND_LIFE_TIMEOUTS`](crate::endpoint::RESEND_LIFE_TIMEOUTS) of
+    /// these without progress.
     pub timeout_ticks: u32,
     /// Ticks after a response left before the server asks for an ACK.
     pub request_ack_ticks: u32,

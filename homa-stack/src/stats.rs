@@ -105,6 +105,11 @@ pub enum Drop {
     /// An ICMP error beyond the per-tick budget of those acted on (each
     /// makes a pass over the live RPCs, so a flood must not buy one each).
     RateLimited,
+    /// A neighbour advertisement without the override flag for a peer whose
+    /// known link address differs: not applied (RFC 4861 7.2.5).
+    NoOverride,
+    /// A frame tagged (802.1Q) for a VLAN that is not ours.
+    WrongVlan,
 }
 
 impl fmt::Display for Drop {
@@ -129,6 +134,8 @@ impl fmt::Display for Drop {
             Drop::NotHandled => "packet type not handled",
             Drop::FrameTooBig => "frame larger than the device MTU",
             Drop::RateLimited => "over the per-tick budget",
+            Drop::NoOverride => "advertisement without override for a known address",
+            Drop::WrongVlan => "frame for another VLAN",
         })
     }
 }
@@ -175,6 +182,10 @@ pub struct Drops {
     pub frame_too_big: u64,
     /// [`Drop::RateLimited`].
     pub rate_limited: u64,
+    /// [`Drop::NoOverride`].
+    pub no_override: u64,
+    /// [`Drop::WrongVlan`].
+    pub wrong_vlan: u64,
 }
 
 impl Drops {
@@ -200,6 +211,8 @@ impl Drops {
             Drop::NotHandled => &mut self.not_handled,
             Drop::FrameTooBig => &mut self.frame_too_big,
             Drop::RateLimited => &mut self.rate_limited,
+            Drop::NoOverride => &mut self.no_override,
+            Drop::WrongVlan => &mut self.wrong_vlan,
         };
         *c = c.wrapping_add(1);
     }
@@ -224,6 +237,8 @@ impl Drops {
             + self.not_handled
             + self.frame_too_big
             + self.rate_limited
+            + self.no_override
+            + self.wrong_vlan
     }
 }
 
@@ -277,6 +292,13 @@ pub struct Stats {
     /// Server RPCs freed after `timeout_ticks` of silence from the client
     /// (also while sending the response or waiting for its ACK).
     pub server_timeouts: u64,
+    /// Server RPCs freed because RESENDs alone had kept them alive, with
+    /// no progress, for [`RESEND_LIFE_TIMEOUTS`] times `timeout_ticks`
+    /// (a response sent whole and never acked, or a request that never got
+    /// pool space).
+    ///
+    /// [`RESEND_LIFE_TIMEOUTS`]: crate::endpoint::RESEND_LIFE_TIMEOUTS
+    pub server_resend_limited: u64,
     /// Acks not queued because the peer's ack list was full while its ACK
     /// packet waited to be sent (the server's NEED_ACK recovers them).
     pub acks_dropped: u64,

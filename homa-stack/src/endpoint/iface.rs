@@ -1,5 +1,6 @@
 //! The host layer: Ethernet in and out, ARP (answering, resolving peers),
-//! IPv4, and ICMP (echo replies, port unreachable both ways).
+//! IPv4, and ICMP (echo replies, port unreachable both ways). Frames
+//! tagged for another VLAN than ours are dropped first.
 //!
 //! Frames that need an immediate answer (ARP requests, pings, packets to
 //! closed ports) are answered through the transmit token the device hands out
@@ -111,6 +112,11 @@ impl<'a> Endpoint<'a> {
         if !src_mac.is_unicast() {
             return self.drop_frame(Drop::Malformed, "frame from a group address");
         }
+        if let Some(tag) = eth.vlan_tag() {
+            if !self.our_vlan(tag.vid) {
+                return self.drop_frame(Drop::WrongVlan, "frame for another VLAN");
+            }
+        }
         let payload = eth.payload();
         match eth.ethertype() {
             EtherType::Arp => self.process_arp(src_mac, payload),
@@ -119,6 +125,15 @@ impl<'a> Endpoint<'a> {
             EtherType::Ipv6 if self.config.ipv6 => self.process_ipv6(now, src_mac, payload),
             _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
         }
+    }
+
+    /// Whether a frame tagged with VLAN id `vid` is ours: the id we tag
+    /// with (`PriorityEncoding::Vlan`), or 0, which 802.1Q reads as no VLAN
+    /// (a priority tag). Untagged frames are ours either way: our own ARP
+    /// goes untagged.
+    fn our_vlan(&self, vid: u16) -> bool {
+        vid == 0
+            || matches!(self.config.priority_encoding, PriorityEncoding::Vlan { vid: v } if v == vid)
     }
 
     /// Counts a dropped frame with a debug line saying what was wrong.

@@ -120,6 +120,14 @@ impl<'a> Endpoint<'a> {
             self.client_socket(from.dport)
         };
         let Some(socket) = socket else {
+            // A server's id (a response, or a server's control packet) for
+            // a port a socket serves: that port is no client port of ours,
+            // so no such RPC, as Linux finds (docs/protocol.md 4.1); not
+            // a closed port.
+            if !server_side && self.server_socket(from.dport).is_some() {
+                self.no_client_rpc(from, repr.kind);
+                return None;
+            }
             if self.icmp_budget == 0 || !mac.is_unicast() {
                 return self.drop_frame(Drop::UnknownPort, "no socket for port");
             }
@@ -178,16 +186,7 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs,
                 version,
             } => {
-                // Only a peer we already hold (one with RPCs, or recently):
-                // a stranger's CUTOFFS must not take a table entry.
-                match self.find_peer(from.addr) {
-                    Some(p) => {
-                        if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
-                            peer.set_cutoffs(unsched_cutoffs, version);
-                        }
-                    }
-                    None => self.count_drop(Drop::UnknownPeer),
-                }
+                self.cutoffs_pkt(from, unsched_cutoffs, version);
                 None
             }
             Kind::Freeze => {
@@ -199,13 +198,7 @@ impl<'a> Endpoint<'a> {
                 None
             }
             Kind::Ack { acks } => {
-                let mut freed = self.ack_rpc(from.addr, from.local_id, from.dport);
-                for a in acks.iter() {
-                    freed |= self.ack_rpc(from.addr, a.client_id ^ 1, a.server_port);
-                }
-                if !freed {
-                    self.count_drop(Drop::UnknownRpc);
-                }
+                self.ack_pkt(from, &acks);
                 None
             }
         };
@@ -214,6 +207,64 @@ impl<'a> Endpoint<'a> {
             self.refresh(i);
         }
         None
+    }
+
+    /// A packet naming our client RPC `from.local_id` came to a server
+    /// port, which no client RPC uses: it is handled as one for no RPC
+    /// (docs/protocol.md 4.1). RESEND gets RPC_UNKNOWN, NEED_ACK an ACK,
+    /// ACK and CUTOFFS are applied; the rest is dropped and counted.
+    #[cold]
+    fn no_client_rpc(&mut self, from: From, kind: Kind<'_>) {
+        net_debug!(
+            "homa: {} naming client rpc {} at server port {}: no such RPC",
+            kind.packet_type(),
+            from.local_id,
+            from.dport
+        );
+        match kind {
+            Kind::Resend { .. } => {
+                self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
+            }
+            Kind::NeedAck => self.ack_unknown(from),
+            Kind::Ack { acks } => self.ack_pkt(from, &acks),
+            Kind::Cutoffs {
+                unsched_cutoffs,
+                version,
+            } => self.cutoffs_pkt(from, unsched_cutoffs, version),
+            Kind::Freeze => self.count_drop(Drop::NotHandled),
+            Kind::Data { .. } | Kind::Grant { .. } | Kind::Busy | Kind::RpcUnknown => {
+                self.count_drop(Drop::UnknownRpc)
+            }
+        }
+    }
+
+    /// CUTOFFS, for a peer we already hold (one with RPCs, or recently): a
+    /// stranger's CUTOFFS must not take a table entry.
+    fn cutoffs_pkt(
+        &mut self,
+        from: From,
+        cutoffs: [u32; crate::config::NUM_PRIORITIES],
+        version: u16,
+    ) {
+        match self.find_peer(from.addr) {
+            Some(p) => {
+                if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+                    peer.set_cutoffs(cutoffs, version);
+                }
+            }
+            None => self.count_drop(Drop::UnknownPeer),
+        }
+    }
+
+    /// ACK: frees the server RPC its header names and those of its entries.
+    fn ack_pkt(&mut self, from: From, acks: &[homa::Ack]) {
+        let mut freed = self.ack_rpc(from.addr, from.local_id, from.dport);
+        for a in acks.iter() {
+            freed |= self.ack_rpc(from.addr, a.client_id ^ 1, a.server_port);
+        }
+        if !freed {
+            self.count_drop(Drop::UnknownRpc);
+        }
     }
 
     /// The slot of the RPC with local id `id` shared with `addr`.
@@ -595,8 +646,13 @@ impl<'a> Endpoint<'a> {
                 return;
             }
         }
-        // Complete, or released already (its ack was lost): ack it, with
-        // whatever else waits for that peer, in one packet at the next poll.
+        self.ack_unknown(from);
+    }
+
+    /// Acks our client RPC `from.local_id`, complete or released already
+    /// (its ack was lost), with whatever else waits for that peer, in one
+    /// packet at the next poll.
+    fn ack_unknown(&mut self, from: From) {
         let ack = homa::Ack {
             client_id: from.local_id,
             server_port: from.sport,

@@ -7,9 +7,11 @@
 //! rules (see `peer`): a link address is learned from neighbour discovery
 //! (whose link-address option must name the frame's own source) or a
 //! checked Homa packet, for a peer we hold, and is re-resolved when in
-//! doubt. Duplicate address detection for our own
-//! addresses is not done (a documented non-goal): we answer other nodes'
-//! detection for our addresses, so a duplicate elsewhere finds us.
+//! doubt. An advertisement without the override flag fills a missing link
+//! address but never replaces a different one (RFC 4861 7.2.5). Duplicate
+//! address detection for our own addresses is not done (a documented
+//! non-goal): we answer other nodes' detection for our addresses, so a
+//! duplicate elsewhere finds us.
 
 use super::iface::{Reply, Route, HOP_LIMIT, IPV6_HEADER_LEN};
 use super::input::{IpHeader, Unreachable};
@@ -235,6 +237,7 @@ impl<'a> Endpoint<'a> {
                 target_addr,
                 lladdr,
                 solicited,
+                override_,
                 ..
             } => {
                 // As ARP: the advertised address must be the frame's own
@@ -245,6 +248,12 @@ impl<'a> Endpoint<'a> {
                 match lladdr {
                     Some(mac) if mac.is_unicast() && mac == src_mac => {
                         let held = if solicited && !ip.dst_addr.is_multicast() {
+                            if !override_ && self.known_other(target_addr, mac) {
+                                return self.drop_frame(
+                                    Drop::NoOverride,
+                                    "advertisement without override for a known, different address",
+                                );
+                            }
                             self.learn(IpAddr::V6(target_addr), mac)
                         } else {
                             self.unsolicited_advert(target_addr, mac)
@@ -297,6 +306,25 @@ impl<'a> Endpoint<'a> {
                 self.drop_frame(Drop::NotHandled, "ICMPv6 type not handled")
             }
         }
+    }
+
+    /// Whether we hold `target` with a link address other than `mac`. An
+    /// advertisement without the override flag must not replace it (RFC
+    /// 4861 7.2.5: an anycast or proxy answer, or a forger racing the
+    /// owner); it only makes a reachable entry stale, so the next silence
+    /// re-resolves it.
+    fn known_other(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> bool {
+        let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
+            return false;
+        };
+        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+            return false;
+        };
+        if p.link_addr.is_none_or(|known| known == mac) {
+            return false;
+        }
+        p.confirmed = Instant::ZERO;
+        true
     }
 
     /// An unsolicited advertisement says `target` is at `mac`: a peer we

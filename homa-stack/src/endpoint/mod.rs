@@ -46,6 +46,7 @@ pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
 pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
 pub use rpc::RpcSlot;
+pub use timer::RESEND_LIFE_TIMEOUTS;
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
 pub struct Endpoint<'a> {

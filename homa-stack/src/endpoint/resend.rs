@@ -1,7 +1,8 @@
 //! RESEND in one place (docs/protocol.md 4.7): what a receiver asks for when
 //! its peer falls silent (one RESEND per missing range, exactly), and what
 //! a sender does with a RESEND (queue exactly the packets asked for that
-//! were sent; BUSY when it owes nothing yet).
+//! were sent; BUSY when it owes nothing yet), at most the unscheduled
+//! bytes per RESEND.
 
 use super::input::From;
 use super::rpc::State;
@@ -26,6 +27,7 @@ impl<'a> Endpoint<'a> {
         };
         self.heard(i, from.mac);
         let top = self.config.highest_priority();
+        let unsched_bytes = self.config.unsched_bytes;
         let r = self.rpc_mut(i)?;
         let out = match r.out.as_mut() {
             // A server still receiving or computing owes its response: BUSY
@@ -55,10 +57,14 @@ impl<'a> Endpoint<'a> {
         } else {
             offset.saturating_add(length)
         };
-        let end = end.min(out.length);
+        // One RESEND schedules at most `cap` bytes again, and grants at
+        // most `cap` beyond what was sent (see `resend_cap`).
+        let cap = resend_cap(unsched_bytes, out.seg);
+        let end = end.min(out.length).min(offset.saturating_add(cap));
         // Lost-GRANT recovery: asking for bytes means they are granted.
-        if end > out.granted {
-            out.granted = end;
+        let grant = end.min(tx_end.saturating_add(cap));
+        if grant > out.granted {
+            out.granted = grant;
         }
         if offset >= tx_end {
             self.push_ctrl(from.answer(CtrlKind::Busy));
@@ -180,4 +186,20 @@ impl<'a> Endpoint<'a> {
             m.resend_from = offset;
         }
     }
+}
+
+/// The most one RESEND may make a sender send: that many bytes again, and
+/// that many new ones granted beyond what was sent (Linux takes the whole
+/// range, docs/protocol.md 4.7).
+///
+/// A RESEND costs 37 bytes and proves nothing, so taken whole it buys a
+/// megabyte (a 27,000-fold reflection towards whoever the RESEND names,
+/// repeatable once the retransmission is out). The bound is what Homa
+/// sends any receiver that has said nothing at all: the unscheduled bytes
+/// (at least one packet of `seg` bytes). An honest receiver rarely misses
+/// more in one range (its window is granted a packet at a time as bytes
+/// arrive), and when it does it asks again for what is still missing in
+/// its next round, so recovery takes more rounds but never fails.
+fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
+    unsched_bytes.max(seg).max(1)
 }

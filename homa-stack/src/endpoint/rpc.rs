@@ -131,8 +131,14 @@ pub(crate) struct Rpc {
     pub inp: Option<MsgIn>,
     /// Ticks since DATA, GRANT or BUSY last arrived.
     pub silent_ticks: u32,
-    /// Server: ticks since the whole response was handed to the NIC.
-    pub done_ticks: u32,
+    /// Server: ticks since the whole response was handed to the NIC
+    /// (saturating; 16 bits, as `stale_ticks`, keep the slot small).
+    pub done_ticks: u16,
+    /// Server: ticks without progress (new request bytes, pool space, new
+    /// response bytes to send), which RESENDs may bridge for a bounded time
+    /// only (see `timer`; 16 bits keep the slot small, and the bound is
+    /// capped to fit).
+    pub stale_ticks: u16,
     /// RESENDs for the incoming message's missing ranges are due.
     pub resend_due: bool,
     /// Server: a NEED_ACK is due.
@@ -179,6 +185,7 @@ impl Rpc {
             inp: None,
             silent_ticks: 0,
             done_ticks: 0,
+            stale_ticks: 0,
             resend_due: false,
             need_ack_due: false,
             error: None,

@@ -21,9 +21,31 @@
 //! stale or unconfirmed since the silence began is probed with ARP. A server
 //! whose response is out asks for an ACK every tick after
 //! `request_ack_ticks`.
+//!
+//! RESENDs reset the silence of a server RPC whose response is out or whose
+//! request waits for pool space, but they are not progress: after
+//! [`RESEND_LIFE_TIMEOUTS`] timeouts without any, the RPC is freed.
 
 use super::rpc::State;
 use super::{Endpoint, RpcError, ICMP_PER_TICK};
+
+/// How many silence timeouts (`Config::timeout_ticks` each) a client's
+/// RESENDs alone may keep a server RPC alive without progress; then it is
+/// freed and counted in [`Stats::server_resend_limited`].
+///
+/// A RESEND resets the silence of a server RPC whose response is out (its
+/// client still misses bytes) or whose request waits for our pool space
+/// (the wait is ours): both are alive, and Linux never times them out
+/// (docs/protocol.md 4.7). But a RESEND costs its sender 37 bytes and
+/// proves nothing, so repeated ones could hold the slot and its pages for
+/// ever. An honest client recovers its losses in a few RESEND rounds (each
+/// round asks for every missing range, one every `resend_interval`): ten
+/// timeouts (1 s at the defaults, 200 rounds) is far beyond what loss or
+/// a busy pool needs, and still bounds what a peer can make us hold.
+/// (The bound is capped at 65,535 ticks.)
+///
+/// [`Stats::server_resend_limited`]: crate::stats::Stats::server_resend_limited
+pub const RESEND_LIFE_TIMEOUTS: u32 = 10;
 
 /// What the tick does with one RPC.
 enum Verdict {
@@ -61,6 +83,38 @@ impl<'a> Endpoint<'a> {
                 .peer
                 .as_ref()
                 .is_some_and(|p| p.resolved());
+            if !r.state.is_client() {
+                // What RESENDs reset the silence of, they may not keep for
+                // ever: only progress resets this count.
+                let progress = match r.state {
+                    State::ServerOutgoing => {
+                        resolved && r.out.as_ref().is_some_and(|o| o.can_send_new())
+                    }
+                    State::ServerIncoming => r.inp.as_ref().is_some_and(|m| m.buf.is_some()),
+                    _ => true,
+                };
+                if progress {
+                    r.stale_ticks = 0;
+                } else {
+                    let limit = self
+                        .config
+                        .timeout_ticks
+                        .saturating_mul(RESEND_LIFE_TIMEOUTS)
+                        .min(u32::from(u16::MAX));
+                    if u32::from(r.stale_ticks) + 1 >= limit {
+                        net_debug!(
+                            "homa: server rpc {} freed: RESENDs without progress for {} ticks",
+                            r.id,
+                            limit
+                        );
+                        self.stats.server_resend_limited += 1;
+                        self.free_rpc(slot);
+                        self.stats.server_freed += 1;
+                        continue;
+                    }
+                    r.stale_ticks += 1;
+                }
+            }
             let verdict = match r.state {
                 State::ClientDone | State::ServerReady | State::ServerInService => Verdict::Quiet,
                 State::ServerOutgoing => {
@@ -70,7 +124,7 @@ impl<'a> Endpoint<'a> {
                         .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
                     if sent {
                         r.done_ticks = r.done_ticks.saturating_add(1);
-                        if r.done_ticks >= self.config.request_ack_ticks {
+                        if u32::from(r.done_ticks) >= self.config.request_ack_ticks.min(0xFFFF) {
                             r.need_ack_due = true;
                             due = Some(slot);
                         }

@@ -1451,3 +1451,397 @@ fn a_peer_with_many_shorter_messages_does_not_starve_another_peer() {
     }
     assert_eq!(ep.rpcs_in_use(), 0);
 }
+
+/// A RESEND from A's client 40,000 (id 2) to B's port 500.
+fn client_resend(offset: u32, length: u32) -> Repr<'static> {
+    Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Resend {
+            offset,
+            length,
+            priority: 7,
+        },
+    }
+}
+
+/// Polls `ep` every 100 us for `d`, answering nothing.
+fn run_idle(ep: &mut Endpoint<'static>, dev: &mut TestDevice, now: &mut Instant, d: Duration) {
+    let end = *now + d;
+    while *now < end {
+        ep.poll(*now, dev);
+        dev.tx.clear();
+        *now += Duration::from_micros(100);
+    }
+}
+
+/// How long RESENDs without progress may keep a server RPC.
+fn resend_life(ep: &Endpoint<'static>) -> Duration {
+    let ticks = u64::from(ep.config.timeout_ticks * RESEND_LIFE_TIMEOUTS);
+    Duration::from_nanos(ep.config.tick.total_nanos() * ticks)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "two seconds of 100 us polls: too slow under Miri")]
+fn resends_alone_do_not_keep_a_sent_response_for_ever() {
+    // A client that never acks its response but sends RESEND(0, all) every
+    // 5 ms (as a lossy client would) keeps the RPC past the silence
+    // timeout, but not beyond RESEND_LIFE_TIMEOUTS timeouts.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let resend = homa_frame(
+        A_MAC,
+        B_MAC,
+        A_IP,
+        B_IP,
+        &client_resend(0, homa::RESEND_ALL),
+    );
+    let life = resend_life(&ep);
+    let t0 = now;
+    let mut freed_at = None;
+    while now < t0 + life + Duration::from_millis(500) {
+        run_server(
+            &mut ep,
+            &mut dev,
+            &mut now,
+            Duration::from_millis(5),
+            sock,
+            b"pong",
+        );
+        if ep.rpcs_in_use() == 0 {
+            freed_at.get_or_insert(now - t0);
+        }
+        dev.rx.push_back(resend.clone());
+    }
+    let freed_at = freed_at.expect("RESENDs kept the sent response for ever");
+    assert!(
+        freed_at >= life - Duration::from_millis(10),
+        "freed after {freed_at}: RESENDs must bridge silences"
+    );
+    assert!(
+        freed_at <= life + Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert_eq!(ep.stats().server_resend_limited, 1);
+    assert_eq!(ep.stats().server_timeouts, 0);
+    assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "two seconds of 100 us polls: too slow under Miri")]
+fn resends_alone_do_not_keep_a_request_waiting_for_pool_space_for_ever() {
+    // A whole request the application has not taken holds most of a
+    // 64 KiB pool; a second request of 40 kB waits for pool space while
+    // its client asks RESEND(0, all) every 5 ms. The wait is ours, so the
+    // RESENDs keep it past the silence timeout, but not for ever.
+    let mut ep = server(4, 64 << 10);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let payload = [3u8; 1424];
+    let held_len = 40_000u32;
+    let mut offset = 0;
+    while offset < held_len {
+        let n = (held_len - offset).min(1424);
+        let d = request_data(
+            4,
+            40_001,
+            held_len,
+            held_len,
+            offset,
+            &payload[..n as usize],
+        );
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &d));
+        offset += n;
+    }
+    let waiting = request_data(2, 40_000, 40_000, 40_000, 0, &payload);
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &waiting));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    assert_eq!(ep.rpcs_in_use(), 2);
+    assert!(
+        ep.rpc_info().any(|r| r.id == 3 && !r.in_has_buffer),
+        "{:?}",
+        ep.rpc_info().collect::<Vec<_>>()
+    );
+    let resend = homa_frame(
+        A_MAC,
+        B_MAC,
+        A_IP,
+        B_IP,
+        &client_resend(0, homa::RESEND_ALL),
+    );
+    let life = resend_life(&ep);
+    let t0 = now;
+    let mut freed_at = None;
+    while now < t0 + life + Duration::from_millis(500) {
+        run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(5));
+        if ep.rpc_info().all(|r| r.id != 3) {
+            freed_at.get_or_insert(now - t0);
+        }
+        dev.rx.push_back(resend.clone());
+    }
+    let freed_at = freed_at.expect("RESENDs kept the waiting request for ever");
+    assert!(
+        freed_at >= life - Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert!(
+        freed_at <= life + Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert_eq!(ep.stats().server_resend_limited, 1);
+    // The request the application holds is not touched.
+    assert_eq!(ep.rpcs_in_use(), 1);
+}
+
+/// B serves A's request `id` with a 1 MB response, A granting it `granted`
+/// bytes, then gets `resend` from A: (packets retransmitted, new bytes
+/// sent) in answer to the RESEND.
+fn answer_to_one_resend(granted: u32, resend: Repr<'_>) -> (u64, u64) {
+    let mut ep = server(4, 4 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let reply = vec![5u8; 1_000_000];
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(1),
+        sock,
+        &reply,
+    );
+    let grant = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Grant {
+            offset: granted,
+            priority: 0,
+        },
+    };
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &grant));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(20),
+        sock,
+        &reply,
+    );
+    let info = ep.rpc_info().next().unwrap();
+    assert_eq!(info.out_sent, granted.clamp(40_000, 1_000_000), "{info:?}");
+    let (retx, bytes) = (ep.stats().retransmissions, ep.stats().tx_data_bytes);
+    dev.rx
+        .push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &resend));
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(20),
+        sock,
+        &reply,
+    );
+    let retx = ep.stats().retransmissions - retx;
+    let new = ep.rpc_info().next().unwrap().out_sent - info.out_sent;
+    assert!(ep.stats().tx_data_bytes >= bytes + u64::from(new));
+    (retx, u64::from(new))
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn one_resend_cannot_buy_a_whole_message() {
+    // One 37-byte RESEND may schedule at most the unscheduled bytes (40 kB,
+    // 29 packets here) again, and grant at most as much beyond what was
+    // sent: a receiver missing more asks again in its next round.
+    let most = u64::from(Config::new(B_IP, B_MAC).unsched_bytes.div_ceil(1424)) + 1;
+    // A response sent whole (granted by its client): RESEND(0, all) and
+    // RESEND(0, 1 MB) ask for all 703 packets again.
+    for resend in [
+        client_resend(0, homa::RESEND_ALL),
+        client_resend(0, 1_000_000),
+    ] {
+        let (retx, new) = answer_to_one_resend(1_000_000, resend);
+        assert!(retx <= most, "one RESEND bought {retx} retransmissions");
+        assert_eq!(new, 0);
+    }
+    // A response sent up to its unscheduled bytes: a RESEND far beyond
+    // them (a lost GRANT, Linux would say) grants a bounded step only.
+    let (retx, new) = answer_to_one_resend(0, client_resend(900_000, 100_000));
+    assert_eq!(retx, 0);
+    assert!(new <= most * 1424, "one RESEND granted {new} new bytes");
+    // An honest lost-GRANT recovery still moves the message on: the RESEND
+    // asks from where the sender is.
+    let (retx, new) = answer_to_one_resend(0, client_resend(40_000, 100_000));
+    assert_eq!(retx, 0);
+    assert!(
+        new >= 30_000,
+        "the lost GRANT was not recovered: {new} new bytes"
+    );
+}
+
+/// Whether a one-packet request from A in a frame with 802.1Q `tci` (none:
+/// untagged) makes a server RPC on a server with `encoding`; the drops
+/// counted as `wrong_vlan`.
+fn tagged_request_served(
+    encoding: crate::config::PriorityEncoding,
+    tci: Option<u16>,
+) -> (bool, u64) {
+    let mut c = Config::new(B_IP, B_MAC);
+    c.priority_encoding = encoding;
+    let mut ep = endpoint_with(c, 4, 1 << 20);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    let untagged = homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req);
+    dev.rx.push_back(frames::ethernet(
+        A_MAC.0,
+        B_MAC.0,
+        tci,
+        frames::IPV4,
+        &untagged[14..],
+    ));
+    ep.poll(Instant::from_millis(1), &mut dev);
+    let wrong = ep.stats().drops.wrong_vlan;
+    assert_eq!(ep.stats().drops.total(), wrong, "{:?}", ep.stats().drops);
+    (ep.rpcs_in_use() == 1, wrong)
+}
+
+#[test]
+fn frames_for_another_vlan_are_dropped_and_counted() {
+    use crate::config::PriorityEncoding::{Tos, Vlan};
+    // A tag carries priority (3 bits), drop eligibility (1) and the VLAN id.
+    let tci = |pcp: u16, vid: u16| Some(pcp << 13 | vid);
+    // No VLAN of ours: untagged and priority-tagged (VLAN id 0, which
+    // 802.1Q reads as no VLAN) frames are ours, any other id is not.
+    assert_eq!(tagged_request_served(Tos, None), (true, 0));
+    assert_eq!(tagged_request_served(Tos, tci(6, 0)), (true, 0));
+    assert_eq!(tagged_request_served(Tos, tci(6, 5)), (false, 1));
+    // On VLAN 7: frames tagged 7 (and untagged ones, as our own ARP
+    // goes) are ours, those of VLAN 8 are not.
+    let v7 = Vlan { vid: 7 };
+    assert_eq!(tagged_request_served(v7, tci(0, 7)), (true, 0));
+    assert_eq!(tagged_request_served(v7, None), (true, 0));
+    assert_eq!(tagged_request_served(v7, tci(0, 0)), (true, 0));
+    assert_eq!(tagged_request_served(v7, tci(0, 8)), (false, 1));
+    // Priority tagging of our own (VLAN id 0) is no VLAN either.
+    let v0 = Vlan { vid: 0 };
+    assert_eq!(tagged_request_served(v0, tci(2, 0)), (true, 0));
+    assert_eq!(tagged_request_served(v0, tci(2, 9)), (false, 1));
+}
+
+#[test]
+fn packets_naming_a_client_rpc_at_a_server_port_get_no_icmp() {
+    // A server's id (odd: a response, or a server's control packet) aimed
+    // at our server port: the port has a socket, and no client RPC of ours
+    // uses it. Linux finds no such RPC there (docs/protocol.md 4.1): DATA,
+    // GRANT, BUSY and RPC_UNKNOWN are dropped and counted, a RESEND is
+    // answered with RPC_UNKNOWN and a NEED_ACK with an ACK; no ICMP.
+    let mut ep = server(4, 1 << 20);
+    let _ = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let response = Kind::Data {
+        header: DataHeader {
+            message_length: 10,
+            incoming: 10,
+            ack: None,
+            cutoff_version: 1,
+            retransmit: false,
+            offset: 0,
+        },
+        payload: b"0123456789",
+    };
+    let kinds = [
+        response,
+        Kind::Grant {
+            offset: 10,
+            priority: 1,
+        },
+        Kind::Busy,
+        Kind::RpcUnknown,
+        Kind::Resend {
+            offset: 0,
+            length: homa::RESEND_ALL,
+            priority: 7,
+        },
+        Kind::NeedAck,
+    ];
+    for kind in kinds {
+        let r = Repr {
+            sport: 600,
+            dport: 500,
+            sender_id: 41,
+            kind,
+        };
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &r));
+    }
+    ep.poll(Instant::from_millis(1), &mut dev);
+    assert_eq!(ep.stats().icmp_unreachable_sent, 0);
+    assert_eq!(ep.rpcs_in_use(), 0);
+    let d = ep.stats().drops;
+    assert_eq!((d.unknown_rpc, d.total()), (4, 4), "{d:?}");
+    // The answers: RPC_UNKNOWN and ACK, from port 500 to 600, our id 40.
+    let mut answers: Vec<_> = dev
+        .tx
+        .iter()
+        .map(|(f, _)| {
+            let p = homa::Packet::new_checked(&f[34..]).unwrap();
+            let r = Repr::parse(&p).unwrap();
+            assert_eq!((r.sport, r.dport, r.sender_id), (500, 600, 40));
+            r.kind.packet_type()
+        })
+        .collect();
+    answers.sort_by_key(|t| u8::from(*t));
+    assert_eq!(
+        answers,
+        [homa::PacketType::RpcUnknown, homa::PacketType::Ack],
+        "{:?}",
+        ep.stats().tx
+    );
+    // A port with no socket at all still gets port unreachable.
+    let r = Repr {
+        sport: 600,
+        dport: 501,
+        sender_id: 41,
+        kind: Kind::Busy,
+    };
+    dev.tx.clear();
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &r));
+    ep.poll(Instant::from_millis(2), &mut dev);
+    assert_eq!(ep.stats().icmp_unreachable_sent, 1);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_burst_loss_larger_than_one_resend_still_recovers() {
+    // 150 DATA packets in a row (213 kB, over five times what one RESEND
+    // may schedule) of a 1 MB request are lost: the server asks again for
+    // what is still missing each round, and the RPC completes byte-exact.
+    let mut p = Pair::linked(8, 4 << 20);
+    let mut data = 0;
+    p.filter = Box::new(move |_, to_b, f| {
+        let first_data = to_b && f.len() > 82 && f[23] == 146 && f[34 + 11] == 0x10 && f[82] == 0;
+        if first_data {
+            data += 1;
+            return !(200..350).contains(&data);
+        }
+        true
+    });
+    let t0 = p.now;
+    echo_rpc(&mut p, 1_000_000);
+    assert!(p.a.stats().retransmissions >= 150);
+    assert!(
+        p.now - t0 < Duration::from_millis(100),
+        "took {}",
+        p.now - t0
+    );
+}

@@ -497,3 +497,48 @@ fn one_packet_request() -> Vec<u8> {
     data.emit(&mut homa::Packet::new_unchecked(&mut body[..]));
     body
 }
+
+/// A's link address for B6.
+fn b6_link(p: &Pair) -> Option<EthernetAddress> {
+    let i = p.a.find_peer(IpAddr::V6(B6)).unwrap();
+    p.a.peers[usize::from(i)].peer.as_ref().unwrap().link_addr
+}
+
+#[test]
+fn an_advertisement_without_override_does_not_replace_a_known_address() {
+    // RFC 4861 7.2.5: a solicited advertisement without the override flag
+    // fills a missing link address but must not replace a different known
+    // one (an anycast or proxy answer, or a forger racing the owner).
+    use crate::wire::Icmpv6Repr;
+    let mut p = pair(4, 1 << 16);
+    let c = p.a.socket().unwrap();
+    p.a.send_request(c, B6, 500, b"x").unwrap();
+    let evil = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
+    let na = |mac, override_| Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: true,
+        override_,
+        target_addr: B6,
+        lladdr: Some(mac),
+    };
+    let now = p.now;
+    let advertise = |p: &mut Pair, mac: EthernetAddress, override_: bool| {
+        p.da.rx
+            .push_back(icmpv6_frame(mac, A_MAC, B6, A6, 255, &na(mac, override_)));
+        p.a.poll(now, &mut p.da);
+        p.da.tx.clear();
+    };
+    // No address known yet: one without the flag is learned.
+    advertise(&mut p, B_MAC, false);
+    assert_eq!(b6_link(&p), Some(B_MAC));
+    // Another address without the flag: kept as it was, counted.
+    advertise(&mut p, evil, false);
+    assert_eq!(b6_link(&p), Some(B_MAC), "replaced without override");
+    assert_eq!(p.a.stats().drops.no_override, 1);
+    // The same address without the flag, and another one with it: applied.
+    advertise(&mut p, B_MAC, false);
+    assert_eq!(p.a.stats().drops.no_override, 1);
+    advertise(&mut p, evil, true);
+    assert_eq!(b6_link(&p), Some(evil));
+    assert_eq!(p.a.stats().ndp_learned, 3);
+}

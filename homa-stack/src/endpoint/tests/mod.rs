@@ -252,7 +252,7 @@ fn a_full_peer_table_evicts_an_idle_peer_and_finds_the_new_one() {
 fn tick_counters_at_their_limit_saturate_and_the_rpc_still_times_out() {
     // A server RPC whose response is sent whole counts ticks while it
     // waits for its ACK (and a message waiting on our grants counts its
-    // silence without timing out); at u32::MAX a tick must neither
+    // silence without timing out); at their maximum a tick must neither
     // overflow (a panic in debug builds) nor wrap.
     let mut p = Pair::linked(8, 1 << 20);
     let server = p.b.bind(500).unwrap();
@@ -267,7 +267,7 @@ fn tick_counters_at_their_limit_saturate_and_the_rpc_still_times_out() {
     assert!(answered);
     let mut held = 0;
     for r in p.b.rpcs.iter_mut().filter_map(|s| s.rpc.as_mut()) {
-        r.done_ticks = u32::MAX;
+        r.done_ticks = u16::MAX;
         r.silent_ticks = u32::MAX;
         held += 1;
     }
