@@ -616,7 +616,7 @@ impl<'a> Endpoint<'a> {
             } else {
                 dst_mac
             },
-            vlan: None,
+            vlan: arp_vlan(&self.config),
             ethertype: EtherType::Arp,
         };
         if !self.fits(eth.header_len() + arp.buffer_len()) {
@@ -708,6 +708,20 @@ impl<'a> Endpoint<'a> {
             }
         }
         self.arp_at = next;
+    }
+}
+
+/// The 802.1Q tag of frames that carry no Homa priority (ARP): our VLAN at
+/// PCP 0, so that they reach the hosts our Homa frames reach on a trunk;
+/// none when the tag only carries priority (VLAN id 0) or there is none.
+fn arp_vlan(config: &Config) -> Option<VlanTag> {
+    match config.priority_encoding {
+        PriorityEncoding::Vlan { vid } if vid != 0 => Some(VlanTag {
+            pcp: 0,
+            dei: false,
+            vid,
+        }),
+        _ => None,
     }
 }
 

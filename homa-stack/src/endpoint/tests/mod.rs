@@ -518,6 +518,30 @@ fn vlan_encoding_tags_frames_with_the_priority() {
 }
 
 #[test]
+fn arp_goes_out_on_our_vlan() {
+    // On a trunk, an untagged ARP reaches the native VLAN, not the one our
+    // Homa frames are tagged for: resolution must use the same VLAN id
+    // (at PCP 0, ARP carries no Homa priority).
+    let mut ca = Config::new(A_IP, A_MAC);
+    ca.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 42 };
+    let mut cb = Config::new(B_IP, B_MAC);
+    cb.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 42 };
+    let mut p = Pair::new(endpoint_with(ca, 8, 1 << 20), endpoint_with(cb, 8, 1 << 20));
+    echo_rpc(&mut p, 100);
+    let mut arps = 0;
+    for (_, _, f, _) in &p.log {
+        let eth = crate::wire::ethernet::EthernetFrame::new_checked(&f[..]).unwrap();
+        let tag = eth.vlan_tag().expect("every frame is tagged");
+        assert_eq!(tag.vid, 42);
+        if eth.ethertype() == crate::wire::ethernet::EtherType::Arp {
+            assert_eq!(tag.pcp, 0, "ARP carries no Homa priority");
+            arps += 1;
+        }
+    }
+    assert!(arps >= 2, "a request and its reply, tagged ({arps} seen)");
+}
+
+#[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn none_encoding_leaves_tos_zero_but_meta_carries_priority() {
     let mut ca = Config::new(A_IP, A_MAC);
