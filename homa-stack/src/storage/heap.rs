@@ -274,10 +274,23 @@ impl Heap {
         k: usize,
         out: &mut heapless::Vec<u16, N>,
     ) {
+        // The walk is generic over the slots only: one copy of it serves
+        // every capacity of `out`.
+        let mut found: heapless::Vec<u16, MAX_SMALLEST> = heapless::Vec::new();
+        self.smallest_into(slots, k.min(N), &mut found);
         out.clear();
-        let k = k.min(N).min(MAX_SMALLEST).min(self.len());
-        // Positions of the candidates; after j of k taken there are at
-        // most j + 1, and children are added only while j < k.
+        let _ = out.extend_from_slice(&found);
+    }
+
+    /// [`smallest`](Heap::smallest) into a vector of the largest capacity.
+    fn smallest_into<T: HeapNode>(
+        &self,
+        slots: &[T],
+        k: usize,
+        out: &mut heapless::Vec<u16, MAX_SMALLEST>,
+    ) {
+        out.clear();
+        let k = k.min(MAX_SMALLEST).min(self.len());
         let mut cand: heapless::Vec<usize, { MAX_SMALLEST + 1 }> = heapless::Vec::new();
         if k > 0 {
             let _ = cand.push(0);
