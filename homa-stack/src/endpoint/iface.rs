@@ -337,13 +337,23 @@ pub(super) const fn ip_header_len(dst: IpAddr) -> usize {
 pub(super) fn src_for(config: &Config, dst: IpAddr, local: Local) -> IpAddr {
     match dst {
         IpAddr::V4(_) => IpAddr::V4(config.ipv4_addr),
-        IpAddr::V6(d) => IpAddr::V6(
-            local
-                .v6(config)
-                .or_else(|| config.ipv6_src_for(d))
-                .unwrap_or(Ipv6Addr::UNSPECIFIED),
-        ),
+        IpAddr::V6(d) => IpAddr::V6(src_v6(config, d, local.v6(config))),
     }
+}
+
+/// Our IPv6 source for `dst`: `given`, else the one the configuration
+/// chooses, else unspecified. Without the `ipv6` feature no packet goes to
+/// an IPv6 address (`Config::speaks` refuses them), so the choosing code is
+/// left out of IPv4-only builds.
+fn src_v6(config: &Config, dst: Ipv6Addr, given: Option<Ipv6Addr>) -> Ipv6Addr {
+    #[cfg(feature = "ipv6")]
+    let chosen = given.or_else(|| config.ipv6_src_for(dst));
+    #[cfg(not(feature = "ipv6"))]
+    let chosen = {
+        let _ = (config, dst);
+        given
+    };
+    chosen.unwrap_or(Ipv6Addr::UNSPECIFIED)
 }
 
 /// Which of our addresses packets for an RPC leave from: the one its peer
@@ -361,6 +371,13 @@ impl Local {
     pub(super) fn of(config: &Config, addr: IpAddr) -> Local {
         match addr {
             IpAddr::V4(_) => Local::CHOSEN,
+            // Without the feature, no packet to an IPv6 address is taken.
+            #[cfg(not(feature = "ipv6"))]
+            IpAddr::V6(_) => {
+                let _ = config;
+                Local::CHOSEN
+            }
+            #[cfg(feature = "ipv6")]
             IpAddr::V6(a) => config
                 .ipv6_addrs
                 .iter()
@@ -371,6 +388,10 @@ impl Local {
 
     /// The IPv6 address it names; `None` when the destination chooses.
     pub(super) fn v6(self, config: &Config) -> Option<Ipv6Addr> {
+        // Without the feature every RPC's `Local` is `CHOSEN`.
+        if !cfg!(feature = "ipv6") {
+            return None;
+        }
         let k = usize::from(self.0).checked_sub(1)?;
         config.ipv6_addrs.get(k).copied().flatten()
     }
@@ -427,10 +448,7 @@ pub(super) fn emit_headers(
         }
         IpAddr::V6(dst) => {
             let ip = Ipv6Repr {
-                src_addr: to
-                    .src_v6
-                    .or_else(|| config.ipv6_src_for(dst))
-                    .unwrap_or(Ipv6Addr::UNSPECIFIED),
+                src_addr: src_v6(config, dst, to.src_v6),
                 dst_addr: dst,
                 next_header: to.protocol,
                 payload_len: to.ip_payload_len,
