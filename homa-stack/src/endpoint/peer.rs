@@ -14,7 +14,7 @@
 //! reachable to stale to probe.
 
 use crate::config::NUM_PRIORITIES;
-use crate::storage::{HeapLink, HeapNode, IndexLink, IndexNode, ListLink, ListNode, Meld};
+use crate::storage::{IndexLink, IndexNode, ListLink, ListNode, Meld};
 use crate::time::{Duration, Instant};
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
@@ -45,10 +45,6 @@ pub struct PeerSlot {
     /// The peer's RPCs that are grant candidates, best at the root; a slot
     /// and not the `Peer`, as the links below (see `queues`).
     pub(crate) grants: Meld,
-    /// The grant key of `grants`' root, as the peer heap was last told.
-    pub(crate) grant_key: u128,
-    /// In the heap of peers by their best grant candidate.
-    grant_order: HeapLink,
 }
 
 impl PeerSlot {
@@ -59,8 +55,6 @@ impl PeerSlot {
         resolve: ListLink::EMPTY,
         by_addr: IndexLink::EMPTY,
         grants: Meld::EMPTY,
-        grant_key: u128::MAX,
-        grant_order: HeapLink::EMPTY,
     };
 }
 
@@ -70,26 +64,6 @@ pub(crate) const PEER_TABLE: u8 = 0;
 pub(crate) const RESOLVE: u8 = 1;
 /// Marker of the peer index by address.
 pub(crate) struct PeerAddrTag;
-/// The heap of peers that have grant candidates, by their best one's key
-/// (the only heap of peer slots).
-pub(crate) const GRANT_PEERS: u8 = 0;
-
-impl HeapNode for PeerSlot {
-    type Key = u128;
-    #[inline(always)]
-    fn heap_link(&self, _heap: u8) -> &HeapLink {
-        &self.grant_order
-    }
-    #[inline(always)]
-    fn heap_link_mut(&mut self, _heap: u8) -> &mut HeapLink {
-        &mut self.grant_order
-    }
-    #[inline(always)]
-    fn heap_key(&self, _heap: u8) -> u128 {
-        self.grant_key
-    }
-}
-
 impl ListNode for PeerSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
         if kind == RESOLVE {
