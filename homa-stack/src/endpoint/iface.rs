@@ -588,7 +588,9 @@ impl<'a> Endpoint<'a> {
         }
         tx.consume(len, |frame| {
             let at = emit_headers(&self.config, &self.caps, frame, route);
-            body(&mut frame[at..]);
+            if let Some(b) = frame.get_mut(at..) {
+                body(b);
+            }
         });
         self.stats.tx_frames += 1;
     }
@@ -658,7 +660,7 @@ impl<'a> Endpoint<'a> {
         let mut cursor = self.resolving.front();
         while let Some(i) = cursor {
             cursor = self.resolving.next_of(&self.peers[..], i);
-            let Some(p) = self.peers[usize::from(i)].peer.as_ref() else {
+            let Some(p) = self.peers.get(usize::from(i)).and_then(|s| s.peer.as_ref()) else {
                 self.resolving.remove(&mut self.peers[..], i);
                 continue;
             };

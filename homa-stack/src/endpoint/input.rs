@@ -250,7 +250,11 @@ impl<'a> Endpoint<'a> {
         else {
             return;
         };
-        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+        let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         let differs = p.link_addr.is_some_and(|known| known != mac);

@@ -403,7 +403,7 @@ impl<'a> Endpoint<'a> {
             };
             self.waiters.pop_front(&mut self.rpcs[..]);
             let prio = self.config.num_priorities.saturating_sub(2);
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
                 continue;
             };
             if let Some(m) = r.inp.as_mut() {

@@ -72,7 +72,7 @@ impl<'a> Endpoint<'a> {
 
     fn link_addr_of(&self, addr: IpAddr) -> Option<EthernetAddress> {
         let pi = self.find_peer(addr)?;
-        self.peers[usize::from(pi)].peer.as_ref()?.link_addr
+        self.peers.get(usize::from(pi))?.peer.as_ref()?.link_addr
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {

@@ -180,13 +180,14 @@ impl<'a> Endpoint<'a> {
             counted: 0,
             keys: HeapKeys::default(),
         });
-        let (old_keys, peer) = self.rpcs[slot]
-            .rpc
-            .as_ref()
+        let (old_keys, peer) = self
+            .rpcs
+            .get(slot)
+            .and_then(|s| s.rpc.as_ref())
             .map_or((None, NONE), |r| (Some(r.keys), r.peer));
         // The heaps read the keys stored in the RPC: store the new ones
         // before any insert or sift.
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+        if let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) {
             r.keys = p.keys;
         }
         let rpcs = &mut self.rpcs[..];
@@ -249,7 +250,10 @@ impl<'a> Endpoint<'a> {
         if self.grant.remove(rpcs, i) {
             self.grant_fifo.remove(rpcs, i);
             self.grants_dirty = true;
-            let peer = rpcs[slot].rpc.as_ref().map_or(NONE, |r| r.peer);
+            let peer = rpcs
+                .get(slot)
+                .and_then(|s| s.rpc.as_ref())
+                .map_or(NONE, |r| r.peer);
             self.peer_candidate(peer, i, Change::Remove);
         }
         let rpcs = &mut self.rpcs[..];

@@ -121,7 +121,8 @@ impl<'a> Endpoint<'a> {
             r.silent_ticks = r.silent_ticks.saturating_add(1);
             let silent = r.silent_ticks;
             let resend_time = silent >= self.config.resend_ticks
-                && (silent - self.config.resend_ticks) % self.config.resend_interval == 0;
+                // (Validated non-zero; `max` tells the compiler.)
+                && (silent - self.config.resend_ticks) % self.config.resend_interval.max(1) == 0;
             if matches!(verdict, Verdict::OwnGrants) {
                 if resend_time {
                     if let Some(m) = r.inp.as_mut() {

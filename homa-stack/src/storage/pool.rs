@@ -306,7 +306,10 @@ impl<'a> Pool<'a> {
             let take = rest.len().min(page_size - in_page);
             let (now, later) = rest.split_at(take);
             let start = self.page_start(page)? + in_page;
-            self.storage[start..start + take].copy_from_slice(now);
+            self.storage
+                .get_mut(start..start + take)
+                .ok_or(PoolError::OutOfRange)?
+                .copy_from_slice(now);
             rest = later;
             if rest.is_empty() {
                 break;
@@ -414,7 +417,10 @@ impl<'a> Pool<'a> {
         let mut done = 0;
         let mut pieces = 0u16;
         for chunk in chunks.by_ref() {
-            copy(done, &mut out[done..done + chunk.len()], chunk);
+            let Some(to) = out.get_mut(done..done + chunk.len()) else {
+                break;
+            };
+            copy(done, to, chunk);
             done += chunk.len();
             pieces += 1;
         }
