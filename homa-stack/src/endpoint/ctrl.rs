@@ -3,6 +3,7 @@
 //! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
 
 use super::iface::Local;
+use super::input::From;
 use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
@@ -58,6 +59,13 @@ impl<'a> Endpoint<'a> {
             return false;
         }
         true
+    }
+
+    /// Queues `kind` as the answer to the packet `from` describes. Not
+    /// inlined: each inlined answer built a whole `Ctrl` of its own.
+    #[inline(never)]
+    pub(super) fn push_answer(&mut self, from: &From, kind: CtrlKind) -> bool {
+        self.push_ctrl(from.answer(kind))
     }
 
     pub(super) fn emit_ctrl<T: TxToken>(

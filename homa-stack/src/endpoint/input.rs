@@ -515,7 +515,7 @@ impl<'a> Endpoint<'a> {
             return;
         }
         peer.cutoffs_sent = Some(now);
-        self.push_ctrl(from.answer(CtrlKind::Cutoffs));
+        self.push_answer(&from, CtrlKind::Cutoffs);
     }
 
     fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) -> Option<usize> {
@@ -611,7 +611,7 @@ impl<'a> Endpoint<'a> {
                 // A peer we no longer hold: answer this one alone.
                 let mut one = heapless::Vec::new();
                 let _ = one.push(ack);
-                self.push_ctrl(from.answer(CtrlKind::Acks(one)));
+                self.push_answer(&from, CtrlKind::Acks(one));
             }
         }
     }
