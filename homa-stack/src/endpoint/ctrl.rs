@@ -73,18 +73,18 @@ impl<'a> Endpoint<'a> {
         now: Instant,
         tx: T,
         mac: EthernetAddress,
-        c: &Ctrl,
+        c: Ctrl,
     ) {
         let (mut sender_id, mut dport) = (c.sender_id, c.dport);
-        let kind = match &c.kind {
+        let kind = match c.kind {
             CtrlKind::Resend {
                 offset,
                 length,
                 priority,
             } => Kind::Resend {
-                offset: *offset,
-                length: *length,
-                priority: *priority,
+                offset,
+                length,
+                priority,
             },
             CtrlKind::RpcUnknown => Kind::RpcUnknown,
             CtrlKind::Busy => Kind::Busy,
@@ -92,9 +92,9 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs: self.config.announced_cutoffs(),
                 version: self.config.cutoff_version,
             },
-            CtrlKind::Acks(_) | CtrlKind::AcksWaiting => {
-                let mut batch = match &c.kind {
-                    CtrlKind::Acks(batch) => batch.clone(),
+            kind @ (CtrlKind::Acks(_) | CtrlKind::AcksWaiting) => {
+                let mut batch = match kind {
+                    CtrlKind::Acks(batch) => batch,
                     _ => {
                         // What waits for the peer now (some may have ridden
                         // on DATA since this was queued).

@@ -41,7 +41,7 @@ impl<'a> Endpoint<'a> {
             let Some(c) = self.ctrl.pop_front() else {
                 break;
             };
-            self.emit_ctrl(now, tx, mac, &c);
+            self.emit_ctrl(now, tx, mac, c);
             budget -= 1;
         }
         if self.grants_dirty {
