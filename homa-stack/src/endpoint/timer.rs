@@ -63,31 +63,22 @@ impl<'a> Endpoint<'a> {
                 .is_some_and(|p| p.resolved());
             let verdict = match r.state {
                 State::ClientDone | State::ServerReady | State::ServerInService => Verdict::Quiet,
-                State::ServerOutgoing => {
-                    let sent = r
-                        .out
-                        .as_ref()
-                        .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
-                    if sent {
-                        r.done_ticks = r.done_ticks.saturating_add(1);
-                        if r.done_ticks >= self.config.request_ack_ticks {
-                            r.need_ack_due = true;
-                            due = Some(slot);
+                State::ServerOutgoing | State::ClientOutgoing => {
+                    if r.state == State::ServerOutgoing {
+                        let sent = r
+                            .out
+                            .as_ref()
+                            .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
+                        if sent {
+                            r.done_ticks = r.done_ticks.saturating_add(1);
+                            if r.done_ticks >= self.config.request_ack_ticks {
+                                r.need_ack_due = true;
+                                due = Some(slot);
+                            }
+                        } else {
+                            r.done_ticks = 0;
                         }
-                    } else {
-                        r.done_ticks = 0;
                     }
-                    let busy = r
-                        .out
-                        .as_ref()
-                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty());
-                    if busy && resolved {
-                        Verdict::Quiet
-                    } else {
-                        Verdict::Silent
-                    }
-                }
-                State::ClientOutgoing => {
                     let busy = r
                         .out
                         .as_ref()
