@@ -139,7 +139,8 @@ impl Heap {
 }
 
 /// Heap element at position `p`.
-#[inline]
+#[cfg_attr(not(target_os = "none"), inline)]
+#[cfg_attr(target_os = "none", inline(never))]
 fn entry<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<u16> {
     let e = slots.get(p)?.heap_link(h).entry;
     (e != NONE).then_some(e)
@@ -151,7 +152,9 @@ fn key_at<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<T::Key> {
     Some(slots.get(usize::from(e))?.heap_key(h))
 }
 
-/// Puts slot `i` at position `p`, both ways.
+/// Puts slot `i` at position `p`, both ways. (Out of line on the
+/// firmware: six inlined copies cost more than the calls.)
+#[cfg_attr(target_os = "none", inline(never))]
 fn place<T: HeapNode>(slots: &mut [T], h: u8, p: usize, i: u16) {
     if let Some(s) = slots.get_mut(p) {
         s.heap_link_mut(h).entry = i;
