@@ -53,6 +53,8 @@ impl Candidate {
     pub fn outstanding(&self) -> u32 {
         self.granted.saturating_sub(self.received)
     }
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn outranks(&self, other: &Candidate) -> bool {
         (self.remaining(), self.birth) < (other.remaining(), other.birth)
     }

@@ -363,6 +363,8 @@ impl<'a> super::Endpoint<'a> {
         }
     }
 
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     pub(super) fn peer_resolved(&self, peer: u16) -> bool {
         self.peers
             .get(usize::from(peer))

@@ -511,6 +511,8 @@ impl<'a> Pool<'a> {
     }
 
     /// The link of `page`, if `page` and the link both name pool pages.
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn link(&self, page: u32) -> Option<u32> {
         if page >= self.total_pages {
             return None;

@@ -305,6 +305,8 @@ impl ResendSet {
         }
     }
 
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn bit(&self, group: u32) -> bool {
         self.bits
             .get((group / 64) as usize)
