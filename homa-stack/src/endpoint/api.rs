@@ -245,7 +245,11 @@ impl<'a> Endpoint<'a> {
     ) -> Result<(), SendError> {
         let addr = addr.into();
         let p = self.peer_index(addr, now).ok_or(SendError::PeerTableFull)?;
-        if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+        if let Some(peer) = self
+            .peers
+            .get_mut(usize::from(p))
+            .and_then(|s| s.peer.as_mut())
+        {
             peer.link_addr = Some(link_addr);
         }
         self.peer_resolved_now(p);

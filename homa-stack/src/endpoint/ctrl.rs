@@ -101,7 +101,11 @@ impl<'a> Endpoint<'a> {
                         let Some(pi) = self.find_peer(c.addr) else {
                             return;
                         };
-                        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+                        let Some(peer) = self
+                            .peers
+                            .get_mut(usize::from(pi))
+                            .and_then(|s| s.peer.as_mut())
+                        else {
                             return;
                         };
                         peer.ack_flush_queued = false;

@@ -182,7 +182,11 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.find_peer(addr) else {
             return false;
         };
-        if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(i))
+            .and_then(|s| s.peer.as_mut())
+        {
             p.resolved_by_arp(mac);
             match addr {
                 IpAddr::V4(_) => self.stats.arp_learned += 1,
@@ -706,7 +710,11 @@ impl<'a> Endpoint<'a> {
                 #[cfg(not(feature = "ipv6"))]
                 IpAddr::V6(_) => {}
             }
-            if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
+            if let Some(p) = self
+                .peers
+                .get_mut(usize::from(i))
+                .and_then(|s| s.peer.as_mut())
+            {
                 p.arp_sent = Some(now);
                 // One probe per doubt; another silence raises it again.
                 p.probe = false;

@@ -182,7 +182,11 @@ impl<'a> Endpoint<'a> {
                 // a stranger's CUTOFFS must not take a table entry.
                 match self.find_peer(from.addr) {
                     Some(p) => {
-                        if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+                        if let Some(peer) = self
+                            .peers
+                            .get_mut(usize::from(p))
+                            .and_then(|s| s.peer.as_mut())
+                        {
                             peer.set_cutoffs(unsched_cutoffs, version);
                         }
                     }
@@ -508,7 +512,11 @@ impl<'a> Endpoint<'a> {
             return;
         };
         let tick = self.config.tick;
-        let Some(peer) = self.peers[usize::from(p)].peer.as_mut() else {
+        let Some(peer) = self
+            .peers
+            .get_mut(usize::from(p))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         if peer.cutoffs_sent.is_some_and(|t| now < t + tick) {
@@ -557,7 +565,9 @@ impl<'a> Endpoint<'a> {
                 // The server lost the request: send everything sent so far again.
                 let peer = r.map_or(0, |r| r.peer);
                 let prio = match (
-                    self.peers[usize::from(peer)].peer.as_ref(),
+                    self.peers
+                        .get(usize::from(peer))
+                        .and_then(|s| s.peer.as_ref()),
                     r.and_then(|r| r.out.as_ref()),
                 ) {
                     (Some(p), Some(out)) => p.unsched_priority(out.length, num_priorities),

@@ -272,7 +272,11 @@ impl<'a> super::Endpoint<'a> {
     /// An RPC now refers to peer `pi`: it is not evictable.
     pub(super) fn peer_taken(&mut self, pi: u16) {
         let now = self.now;
-        if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        {
             p.rpcs = p.rpcs.saturating_add(1);
             p.last_used = now;
         }
@@ -286,7 +290,11 @@ impl<'a> super::Endpoint<'a> {
     /// An RPC that referred to peer `pi` is gone: with the last one, the
     /// peer joins the back of the eviction order.
     pub(super) fn peer_released(&mut self, pi: u16) {
-        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+        let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         p.rpcs = p.rpcs.saturating_sub(1);
@@ -298,9 +306,10 @@ impl<'a> super::Endpoint<'a> {
     /// Peer `pi`'s link address may have come into doubt: ARP is asked at
     /// the next egress (the resolve list holds the peers to ask about).
     pub(super) fn peer_doubted(&mut self, pi: u16) {
-        if self.peers[usize::from(pi)]
-            .peer
-            .as_ref()
+        if self
+            .peers
+            .get(usize::from(pi))
+            .and_then(|s| s.peer.as_ref())
             .is_some_and(|p| p.probe || !p.resolved())
         {
             self.resolving.push_back(&mut self.peers[..], pi);
@@ -328,7 +337,11 @@ impl<'a> super::Endpoint<'a> {
     /// control queue is full they are dropped, counted, and the server's
     /// NEED_ACK asks again.
     pub(super) fn add_ack(&mut self, pi: u16, addr: IpAddr, sport: u16, ack: Ack, now: bool) {
-        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+        let Some(peer) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         let _ = peer.acks.push(ack);
@@ -357,7 +370,11 @@ impl<'a> super::Endpoint<'a> {
         });
         if !queued {
             self.stats.acks_dropped += lost;
-            if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+            if let Some(p) = self
+                .peers
+                .get_mut(usize::from(pi))
+                .and_then(|s| s.peer.as_mut())
+            {
                 p.ack_flush_queued = false;
             }
         }

@@ -57,9 +57,10 @@ impl<'a> Endpoint<'a> {
             let Some(r) = self.rpcs[slot].rpc.as_mut() else {
                 continue;
             };
-            let resolved = self.peers[usize::from(r.peer)]
-                .peer
-                .as_ref()
+            let resolved = self
+                .peers
+                .get(usize::from(r.peer))
+                .and_then(|s| s.peer.as_ref())
                 .is_some_and(|p| p.resolved());
             let verdict = match r.state {
                 State::ClientDone | State::ServerReady | State::ServerInService => Verdict::Quiet,
@@ -148,7 +149,11 @@ impl<'a> Endpoint<'a> {
                 // A sender has nothing to ask for: its peer's RESENDs and
                 // GRANTs drive it, and the timeout ends it.
                 let asks = !matches!(r.state, State::ServerOutgoing);
-                if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
+                if let Some(p) = self
+                    .peers
+                    .get_mut(usize::from(peer))
+                    .and_then(|s| s.peer.as_mut())
+                {
                     p.silent(since, now);
                 }
                 self.peer_doubted(peer);
