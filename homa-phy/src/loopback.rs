@@ -250,28 +250,34 @@ impl<const MTU: usize> crate::TxToken for LoopbackTxToken<'_, MTU> {
     /// If `len` exceeds `MTU`, the `max_transmission_unit` the loopback
     /// reports: that is a bug in the caller, not something the network can
     /// cause.
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(mut self, len: usize, f: F) -> R {
         assert!(
             len <= MTU,
             "Loopback: frame of {len} bytes exceeds the MTU of {MTU}"
         );
+        // One call of `f` for both cases, so its body is inlined once.
+        let mut junk;
+        let buf = match self.slot.as_deref_mut() {
+            Some(slot) => &mut slot.data[..len],
+            None => {
+                // The ring is full and every slot is lent out; give `f` a
+                // throwaway buffer on the stack (MTU bytes, cleared only on
+                // this rare path) rather than growing every loopback by a
+                // spare slot.
+                junk = [0u8; MTU];
+                &mut junk[..len]
+            }
+        };
+        let r = f(buf);
         match self.slot {
             Some(slot) => {
-                let r = f(&mut slot.data[..len]);
                 slot.len = len;
                 slot.meta = self.meta;
                 *self.len += 1;
-                r
             }
-            None => {
-                // The ring is full and every slot is lent out; give `f` a
-                // throwaway buffer on the stack (MTU bytes, only on this rare
-                // path) rather than growing every loopback by a spare slot.
-                let mut junk = [0u8; MTU];
-                *self.dropped += 1;
-                f(&mut junk[..len])
-            }
+            None => *self.dropped += 1,
         }
+        r
     }
 
     fn set_meta(&mut self, meta: PacketMeta) {

@@ -114,6 +114,7 @@ impl Duration {
 impl Add<Duration> for Instant {
     type Output = Instant;
     /// Saturates at [`Instant::MAX`] rather than overflowing.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn add(self, rhs: Duration) -> Instant {
         Instant {
             nanos: self.nanos.saturating_add(rhs.nanos),

@@ -245,7 +245,11 @@ impl<'a> Endpoint<'a> {
     ) -> Result<(), SendError> {
         let addr = addr.into();
         let p = self.peer_index(addr, now).ok_or(SendError::PeerTableFull)?;
-        if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+        if let Some(peer) = self
+            .peers
+            .get_mut(usize::from(p))
+            .and_then(|s| s.peer.as_mut())
+        {
             peer.link_addr = Some(link_addr);
         }
         self.peer_resolved_now(p);
@@ -277,7 +281,11 @@ impl<'a> Endpoint<'a> {
             return Err(BindError::InUse);
         }
         let h = self.socket()?;
-        if let Some(s) = self.sockets[usize::from(h.0)].sock.as_mut() {
+        if let Some(s) = self
+            .sockets
+            .get_mut(usize::from(h.0))
+            .and_then(|s| s.sock.as_mut())
+        {
             s.server_port = Some(port);
         }
         let hash = self.hash.port(port);
@@ -456,7 +464,11 @@ impl<'a> Endpoint<'a> {
         fill(&mut MessageWriter::new(&mut self.pool, &mut buf));
         let length = len as u32;
         let unscheduled = self.config.unsched_bytes.min(length).max(1);
-        if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(peer))
+            .and_then(|s| s.peer.as_mut())
+        {
             p.last_used = self.now;
         }
         Ok(MsgOut {
@@ -480,9 +492,13 @@ impl<'a> Endpoint<'a> {
         let i = loop {
             let sock = self.sockets.get_mut(usize::from(socket.0))?.sock.as_mut()?;
             let i = usize::from(sock.ready.pop_front(&mut self.rpcs[..])?);
-            let ready = self.rpcs[i].rpc.as_ref().is_some_and(|r| {
-                !r.reported && matches!(r.state, State::ServerReady | State::ClientDone)
-            });
+            let ready = self
+                .rpcs
+                .get(i)
+                .and_then(|s| s.rpc.as_ref())
+                .is_some_and(|r| {
+                    !r.reported && matches!(r.state, State::ServerReady | State::ClientDone)
+                });
             if ready {
                 break i;
             }
@@ -565,7 +581,7 @@ impl<'a> Endpoint<'a> {
         }
         let out = self.new_msgout(peer, len, fill)?;
         self.free_request(slot);
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+        if let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) {
             r.out = Some(out);
             r.state = State::ServerOutgoing;
             r.silent_ticks = 0;

@@ -3,6 +3,7 @@
 //! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
 
 use super::iface::Local;
+use super::input::From;
 use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
@@ -60,23 +61,30 @@ impl<'a> Endpoint<'a> {
         true
     }
 
+    /// Queues `kind` as the answer to the packet `from` describes. Not
+    /// inlined: each inlined answer built a whole `Ctrl` of its own.
+    #[inline(never)]
+    pub(super) fn push_answer(&mut self, from: &From, kind: CtrlKind) -> bool {
+        self.push_ctrl(from.answer(kind))
+    }
+
     pub(super) fn emit_ctrl<T: TxToken>(
         &mut self,
         now: Instant,
         tx: T,
         mac: EthernetAddress,
-        c: &Ctrl,
+        c: Ctrl,
     ) {
         let (mut sender_id, mut dport) = (c.sender_id, c.dport);
-        let kind = match &c.kind {
+        let kind = match c.kind {
             CtrlKind::Resend {
                 offset,
                 length,
                 priority,
             } => Kind::Resend {
-                offset: *offset,
-                length: *length,
-                priority: *priority,
+                offset,
+                length,
+                priority,
             },
             CtrlKind::RpcUnknown => Kind::RpcUnknown,
             CtrlKind::Busy => Kind::Busy,
@@ -84,16 +92,20 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs: self.config.announced_cutoffs(),
                 version: self.config.cutoff_version,
             },
-            CtrlKind::Acks(_) | CtrlKind::AcksWaiting => {
-                let mut batch = match &c.kind {
-                    CtrlKind::Acks(batch) => batch.clone(),
+            kind @ (CtrlKind::Acks(_) | CtrlKind::AcksWaiting) => {
+                let mut batch = match kind {
+                    CtrlKind::Acks(batch) => batch,
                     _ => {
                         // What waits for the peer now (some may have ridden
                         // on DATA since this was queued).
                         let Some(pi) = self.find_peer(c.addr) else {
                             return;
                         };
-                        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+                        let Some(peer) = self
+                            .peers
+                            .get_mut(usize::from(pi))
+                            .and_then(|s| s.peer.as_mut())
+                        else {
                             return;
                         };
                         peer.ack_flush_queued = false;

@@ -53,6 +53,8 @@ impl Candidate {
     pub fn outstanding(&self) -> u32 {
         self.granted.saturating_sub(self.received)
     }
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn outranks(&self, other: &Candidate) -> bool {
         (self.remaining(), self.birth) < (other.remaining(), other.birth)
     }
@@ -285,8 +287,8 @@ pub fn next_fifo(config: &Config, link_mbps: u32, now: Instant) -> Instant {
 
 /// Candidates the scheduler looks at: the best of the grant heap, and the
 /// best of each of the `max_overcommit` peers whose best is best (each
-/// peer's own heap has its best at the root; the peers are in a heap by
-/// it). Pass 1 of [`active_set`] so sees the best message of every peer it
+/// peer's own heap has its best at the root; those roots are in a heap of
+/// their own). Pass 1 of [`active_set`] so sees the best message of every peer it
 /// can choose, however many better messages another peer has; pass 2 fills
 /// free slots from the global best, which holds every message it can take.
 const CONSIDERED: usize = 2 * MAX_ACTIVE;
@@ -329,15 +331,11 @@ impl<'a> super::Endpoint<'a> {
         self.grant.smallest(&self.rpcs[..], CONSIDERED, &mut best);
         // With every candidate taken, so is every peer's best.
         if self.grant.len() > CONSIDERED {
-            let mut peers: Vec<u16, MAX_ACTIVE> = Vec::new();
+            let mut roots: Vec<u16, MAX_ACTIVE> = Vec::new();
             let k = usize::from(self.config.max_overcommit);
-            self.grant_peers.smallest(&self.peers[..], k, &mut peers);
-            for pi in peers {
-                let root = self
-                    .peers
-                    .get(usize::from(pi))
-                    .and_then(|s| s.grants.peek());
-                if let Some(r) = root.filter(|r| !best.contains(r)) {
+            self.grant_best.smallest(&self.rpcs[..], k, &mut roots);
+            for r in roots {
+                if !best.contains(&r) {
                     let _ = best.push(r);
                 }
             }

@@ -197,7 +197,11 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.find_peer(addr) else {
             return false;
         };
-        if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(i))
+            .and_then(|s| s.peer.as_mut())
+        {
             p.resolved_by_arp(mac);
             match addr {
                 IpAddr::V4(_) => self.stats.arp_learned += 1,
@@ -352,13 +356,23 @@ pub(super) const fn ip_header_len(dst: IpAddr) -> usize {
 pub(super) fn src_for(config: &Config, dst: IpAddr, local: Local) -> IpAddr {
     match dst {
         IpAddr::V4(_) => IpAddr::V4(config.ipv4_addr),
-        IpAddr::V6(d) => IpAddr::V6(
-            local
-                .v6(config)
-                .or_else(|| config.ipv6_src_for(d))
-                .unwrap_or(Ipv6Addr::UNSPECIFIED),
-        ),
+        IpAddr::V6(d) => IpAddr::V6(src_v6(config, d, local.v6(config))),
     }
+}
+
+/// Our IPv6 source for `dst`: `given`, else the one the configuration
+/// chooses, else unspecified. Without the `ipv6` feature no packet goes to
+/// an IPv6 address (`Config::speaks` refuses them), so the choosing code is
+/// left out of IPv4-only builds.
+fn src_v6(config: &Config, dst: Ipv6Addr, given: Option<Ipv6Addr>) -> Ipv6Addr {
+    #[cfg(feature = "ipv6")]
+    let chosen = given.or_else(|| config.ipv6_src_for(dst));
+    #[cfg(not(feature = "ipv6"))]
+    let chosen = {
+        let _ = (config, dst);
+        given
+    };
+    chosen.unwrap_or(Ipv6Addr::UNSPECIFIED)
 }
 
 /// Which of our addresses packets for an RPC leave from: the one its peer
@@ -376,6 +390,13 @@ impl Local {
     pub(super) fn of(config: &Config, addr: IpAddr) -> Local {
         match addr {
             IpAddr::V4(_) => Local::CHOSEN,
+            // Without the feature, no packet to an IPv6 address is taken.
+            #[cfg(not(feature = "ipv6"))]
+            IpAddr::V6(_) => {
+                let _ = config;
+                Local::CHOSEN
+            }
+            #[cfg(feature = "ipv6")]
             IpAddr::V6(a) => config
                 .ipv6_addrs
                 .iter()
@@ -386,6 +407,10 @@ impl Local {
 
     /// The IPv6 address it names; `None` when the destination chooses.
     pub(super) fn v6(self, config: &Config) -> Option<Ipv6Addr> {
+        // Without the feature every RPC's `Local` is `CHOSEN`.
+        if !cfg!(feature = "ipv6") {
+            return None;
+        }
         let k = usize::from(self.0).checked_sub(1)?;
         config.ipv6_addrs.get(k).copied().flatten()
     }
@@ -442,10 +467,7 @@ pub(super) fn emit_headers(
         }
         IpAddr::V6(dst) => {
             let ip = Ipv6Repr {
-                src_addr: to
-                    .src_v6
-                    .or_else(|| config.ipv6_src_for(dst))
-                    .unwrap_or(Ipv6Addr::UNSPECIFIED),
+                src_addr: src_v6(config, dst, to.src_v6),
                 dst_addr: dst,
                 next_header: to.protocol,
                 payload_len: to.ip_payload_len,
@@ -585,7 +607,9 @@ impl<'a> Endpoint<'a> {
         }
         tx.consume(len, |frame| {
             let at = emit_headers(&self.config, &self.caps, frame, route);
-            body(&mut frame[at..]);
+            if let Some(b) = frame.get_mut(at..) {
+                body(b);
+            }
         });
         self.stats.tx_frames += 1;
     }
@@ -655,7 +679,7 @@ impl<'a> Endpoint<'a> {
         let mut cursor = self.resolving.front();
         while let Some(i) = cursor {
             cursor = self.resolving.next_of(&self.peers[..], i);
-            let Some(p) = self.peers[usize::from(i)].peer.as_ref() else {
+            let Some(p) = self.peers.get(usize::from(i)).and_then(|s| s.peer.as_ref()) else {
                 self.resolving.remove(&mut self.peers[..], i);
                 continue;
             };
@@ -701,7 +725,11 @@ impl<'a> Endpoint<'a> {
                 #[cfg(not(feature = "ipv6"))]
                 IpAddr::V6(_) => {}
             }
-            if let Some(p) = self.peers[usize::from(i)].peer.as_mut() {
+            if let Some(p) = self
+                .peers
+                .get_mut(usize::from(i))
+                .and_then(|s| s.peer.as_mut())
+            {
                 p.arp_sent = Some(now);
                 // One probe per doubt; another silence raises it again.
                 p.probe = false;

@@ -248,7 +248,11 @@ impl<'a> Endpoint<'a> {
     ) {
         match self.find_peer(from.addr) {
             Some(p) => {
-                if let Some(peer) = self.peers[usize::from(p)].peer.as_mut() {
+                if let Some(peer) = self
+                    .peers
+                    .get_mut(usize::from(p))
+                    .and_then(|s| s.peer.as_mut())
+                {
                     peer.set_cutoffs(cutoffs, version);
                 }
             }
@@ -301,7 +305,11 @@ impl<'a> Endpoint<'a> {
         else {
             return;
         };
-        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+        let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         let differs = p.link_addr.is_some_and(|known| known != mac);
@@ -555,14 +563,18 @@ impl<'a> Endpoint<'a> {
             return;
         };
         let tick = self.config.tick;
-        let Some(peer) = self.peers[usize::from(p)].peer.as_mut() else {
+        let Some(peer) = self
+            .peers
+            .get_mut(usize::from(p))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         if peer.cutoffs_sent.is_some_and(|t| now < t + tick) {
             return;
         }
         peer.cutoffs_sent = Some(now);
-        self.push_ctrl(from.answer(CtrlKind::Cutoffs));
+        self.push_answer(&from, CtrlKind::Cutoffs);
     }
 
     fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) -> Option<usize> {
@@ -604,7 +616,9 @@ impl<'a> Endpoint<'a> {
                 // The server lost the request: send everything sent so far again.
                 let peer = r.map_or(0, |r| r.peer);
                 let prio = match (
-                    self.peers[usize::from(peer)].peer.as_ref(),
+                    self.peers
+                        .get(usize::from(peer))
+                        .and_then(|s| s.peer.as_ref()),
                     r.and_then(|r| r.out.as_ref()),
                 ) {
                     (Some(p), Some(out)) => p.unsched_priority(out.length, num_priorities),
@@ -663,7 +677,7 @@ impl<'a> Endpoint<'a> {
                 // A peer we no longer hold: answer this one alone.
                 let mut one = heapless::Vec::new();
                 let _ = one.push(ack);
-                self.push_ctrl(from.answer(CtrlKind::Acks(one)));
+                self.push_answer(&from, CtrlKind::Acks(one));
             }
         }
     }

@@ -335,7 +335,11 @@ impl<'a> Endpoint<'a> {
         let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
             return false;
         };
-        if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        {
             // The retry interval still applies: a flood of forged adverts
             // buys at most one solicitation per ARP_RETRY.
             if p.link_addr != Some(mac) {

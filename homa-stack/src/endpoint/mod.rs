@@ -79,9 +79,9 @@ pub struct Endpoint<'a> {
     /// Incoming messages that may get grants, in SRPT order and by age.
     grant: Heap,
     grant_fifo: Heap,
-    /// Peers with grant candidates, by their best one (each peer's own
+    /// Each peer's best grant candidate, best first (each peer's own
     /// candidates are in its slot's `grants`).
-    grant_peers: Heap,
+    grant_best: Heap,
     /// Granted-but-missing bytes of scheduled messages with pool space.
     incoming: u64,
     /// Socket slots with no socket; sockets by client and server port.
@@ -212,7 +212,7 @@ impl<'a> Endpoint<'a> {
             send_fifo: Heap::new(queues::SEND_FIFO),
             grant: Heap::new(queues::GRANT),
             grant_fifo: Heap::new(queues::GRANT_FIFO),
-            grant_peers: Heap::new(peer::GRANT_PEERS),
+            grant_best: Heap::new(queues::GRANT_BEST),
             incoming: 0,
             socket_free,
             client_ports,
@@ -404,7 +404,7 @@ impl<'a> Endpoint<'a> {
             };
             self.waiters.pop_front(&mut self.rpcs[..]);
             let prio = self.config.num_priorities.saturating_sub(2);
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
                 continue;
             };
             if let Some(m) = r.inp.as_mut() {

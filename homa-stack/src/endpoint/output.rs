@@ -36,7 +36,7 @@ impl<'a> Endpoint<'a> {
             let Some(c) = self.ctrl.pop_front() else {
                 break;
             };
-            self.emit_ctrl(now, tx, mac, &c);
+            self.emit_ctrl(now, tx, mac, c);
             budget -= 1;
         }
         if self.grants_dirty {
@@ -67,7 +67,7 @@ impl<'a> Endpoint<'a> {
 
     fn link_addr_of(&self, addr: IpAddr) -> Option<EthernetAddress> {
         let pi = self.find_peer(addr)?;
-        self.peers[usize::from(pi)].peer.as_ref()?.link_addr
+        self.peers.get(usize::from(pi))?.peer.as_ref()?.link_addr
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {

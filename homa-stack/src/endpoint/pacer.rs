@@ -151,9 +151,10 @@ impl<'a> super::Endpoint<'a> {
     /// (`queues`): O(1) here, O(log n) when the pick's RPC is refreshed.
     pub(super) fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
         let best = usize::from(self.send.peek(&self.rpcs[..])?);
-        if self.rpcs[best]
-            .rpc
-            .as_ref()
+        if self
+            .rpcs
+            .get(best)
+            .and_then(|s| s.rpc.as_ref())
             .and_then(|r| r.out.as_ref())
             .is_some_and(|o| !o.resend.is_empty())
         {
@@ -210,7 +211,7 @@ impl<'a> super::Endpoint<'a> {
         };
         let (start, end) = super::rpc::packet_at(out.next_xmit, seg, out.unscheduled, out.length);
         let priority = if start < out.unscheduled {
-            let peer = self.peers[usize::from(r.peer)].peer.as_ref()?;
+            let peer = self.peers.get(usize::from(r.peer))?.peer.as_ref()?;
             peer.unsched_priority(out.length, c.num_priorities)
         } else {
             out.sched_priority

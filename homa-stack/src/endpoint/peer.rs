@@ -14,7 +14,7 @@
 //! reachable to stale to probe.
 
 use crate::config::NUM_PRIORITIES;
-use crate::storage::{HeapLink, HeapNode, IndexLink, IndexNode, ListLink, ListNode, Meld};
+use crate::storage::{IndexLink, IndexNode, ListLink, ListNode, Meld};
 use crate::time::{Duration, Instant};
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
@@ -45,10 +45,6 @@ pub struct PeerSlot {
     /// The peer's RPCs that are grant candidates, best at the root; a slot
     /// and not the `Peer`, as the links below (see `queues`).
     pub(crate) grants: Meld,
-    /// The grant key of `grants`' root, as the peer heap was last told.
-    pub(crate) grant_key: u128,
-    /// In the heap of peers by their best grant candidate.
-    grant_order: HeapLink,
 }
 
 impl PeerSlot {
@@ -59,8 +55,6 @@ impl PeerSlot {
         resolve: ListLink::EMPTY,
         by_addr: IndexLink::EMPTY,
         grants: Meld::EMPTY,
-        grant_key: u128::MAX,
-        grant_order: HeapLink::EMPTY,
     };
 }
 
@@ -70,26 +64,6 @@ pub(crate) const PEER_TABLE: u8 = 0;
 pub(crate) const RESOLVE: u8 = 1;
 /// Marker of the peer index by address.
 pub(crate) struct PeerAddrTag;
-/// The heap of peers that have grant candidates, by their best one's key
-/// (the only heap of peer slots).
-pub(crate) const GRANT_PEERS: u8 = 0;
-
-impl HeapNode for PeerSlot {
-    type Key = u128;
-    #[inline(always)]
-    fn heap_link(&self, _heap: u8) -> &HeapLink {
-        &self.grant_order
-    }
-    #[inline(always)]
-    fn heap_link_mut(&mut self, _heap: u8) -> &mut HeapLink {
-        &mut self.grant_order
-    }
-    #[inline(always)]
-    fn heap_key(&self, _heap: u8) -> u128 {
-        self.grant_key
-    }
-}
-
 impl ListNode for PeerSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
         if kind == RESOLVE {
@@ -298,7 +272,11 @@ impl<'a> super::Endpoint<'a> {
     /// An RPC now refers to peer `pi`: it is not evictable.
     pub(super) fn peer_taken(&mut self, pi: u16) {
         let now = self.now;
-        if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        {
             p.rpcs = p.rpcs.saturating_add(1);
             p.last_used = now;
         }
@@ -312,7 +290,11 @@ impl<'a> super::Endpoint<'a> {
     /// An RPC that referred to peer `pi` is gone: with the last one, the
     /// peer joins the back of the eviction order.
     pub(super) fn peer_released(&mut self, pi: u16) {
-        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
+        let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         p.rpcs = p.rpcs.saturating_sub(1);
@@ -324,9 +306,10 @@ impl<'a> super::Endpoint<'a> {
     /// Peer `pi`'s link address may have come into doubt: ARP is asked at
     /// the next egress (the resolve list holds the peers to ask about).
     pub(super) fn peer_doubted(&mut self, pi: u16) {
-        if self.peers[usize::from(pi)]
-            .peer
-            .as_ref()
+        if self
+            .peers
+            .get(usize::from(pi))
+            .and_then(|s| s.peer.as_ref())
             .is_some_and(|p| p.probe || !p.resolved())
         {
             self.resolving.push_back(&mut self.peers[..], pi);
@@ -354,7 +337,11 @@ impl<'a> super::Endpoint<'a> {
     /// control queue is full they are dropped, counted, and the server's
     /// NEED_ACK asks again.
     pub(super) fn add_ack(&mut self, pi: u16, addr: IpAddr, sport: u16, ack: Ack, now: bool) {
-        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
+        let Some(peer) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        else {
             return;
         };
         let _ = peer.acks.push(ack);
@@ -383,12 +370,18 @@ impl<'a> super::Endpoint<'a> {
         });
         if !queued {
             self.stats.acks_dropped += lost;
-            if let Some(p) = self.peers[usize::from(pi)].peer.as_mut() {
+            if let Some(p) = self
+                .peers
+                .get_mut(usize::from(pi))
+                .and_then(|s| s.peer.as_mut())
+            {
                 p.ack_flush_queued = false;
             }
         }
     }
 
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     pub(super) fn peer_resolved(&self, peer: u16) -> bool {
         self.peers
             .get(usize::from(peer))

@@ -10,10 +10,11 @@
 //!   granted, fewest bytes still to receive first, then oldest;
 //!   `grant_fifo` the same by age for FIFO grants. The same candidates by
 //!   peer: each peer slot holds a leftist heap of its own (`grants`, its
-//!   best candidate at the root, same key), and `grant_peers` orders the
-//!   peers that have candidates by a copy of their root's key, so the
-//!   scheduler finds every peer's best without a walk (docs/protocol.md
-//!   4.4: the active set is spread across peers).
+//!   best candidate at the root, same key), and `grant_best` holds the
+//!   roots alone (one per peer with candidates, same key), so the scheduler
+//!   finds every peer's best without a walk (docs/protocol.md 4.4: the
+//!   active set is spread across peers). It is a heap of RPC slots like
+//!   the others, so one copy of the heap code serves all five.
 //! - `incoming`: the sum over scheduled messages with pool space of their
 //!   granted-but-missing bytes, which grants may not push past
 //!   `max_incoming`; each RPC remembers its share (`Rpc::counted`).
@@ -40,30 +41,38 @@ pub(crate) const SEND_FIFO: u8 = 1;
 pub(crate) const GRANT: u8 = 2;
 /// The receiver's by-age candidate heap.
 pub(crate) const GRANT_FIFO: u8 = 3;
+/// Each peer's best grant candidate (the root of its `grants`), by the
+/// `GRANT` key.
+pub(crate) const GRANT_BEST: u8 = 4;
 
-/// The per-slot links of the four heaps, by heap number.
+/// The per-slot links of the five heaps, by heap number.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct QueueLinks([HeapLink; 4]);
+pub(crate) struct QueueLinks([HeapLink; 5]);
 
 impl QueueLinks {
-    pub(crate) const EMPTY: QueueLinks = QueueLinks([HeapLink::EMPTY; 4]);
+    pub(crate) const EMPTY: QueueLinks = QueueLinks([HeapLink::EMPTY; 5]);
 }
 
-/// One key type for the four heaps, so one copy of the heap code serves
+/// The links of heap `heap` (a heap number above is taken as the last).
+fn link_index(heap: u8) -> usize {
+    usize::from(heap).min(usize::from(GRANT_BEST))
+}
+
+/// One key type for the five heaps, so one copy of the heap code serves
 /// them: a `u128` whose order is the tuple's.
 ///
 /// - `SEND`: (no retransmission pending, bytes left to send once, birth);
-/// - `GRANT`: (bytes still to receive, birth);
+/// - `GRANT` and `GRANT_BEST`: (bytes still to receive, birth);
 /// - the by-age heaps: birth.
 impl HeapNode for RpcSlot {
     type Key = u128;
     #[inline(always)]
     fn heap_link(&self, heap: u8) -> &HeapLink {
-        &self.queues.0[usize::from(heap & 3)]
+        &self.queues.0[link_index(heap)]
     }
     #[inline(always)]
     fn heap_link_mut(&mut self, heap: u8) -> &mut HeapLink {
-        &mut self.queues.0[usize::from(heap & 3)]
+        &mut self.queues.0[link_index(heap)]
     }
     #[inline(always)]
     fn heap_key(&self, heap: u8) -> u128 {
@@ -78,7 +87,7 @@ impl HeapNode for RpcSlot {
                 let (no_resend, left) = r.keys.send;
                 u128::from(no_resend) << 96 | u128::from(left) << 64 | birth
             }
-            GRANT => u128::from(r.keys.grant) << 64 | birth,
+            GRANT | GRANT_BEST => u128::from(r.keys.grant) << 64 | birth,
             _ => birth,
         }
     }
@@ -171,15 +180,14 @@ impl<'a> Endpoint<'a> {
             counted: 0,
             keys: HeapKeys::default(),
         });
-        let (old_keys, peer, birth) = self.rpcs[slot]
-            .rpc
-            .as_ref()
-            .map_or((None, NONE, 0), |r| (Some(r.keys), r.peer, r.birth));
-        // Its GRANT key (see the `HeapNode` impl), from what is at hand.
-        let key = u128::from(p.keys.grant) << 64 | u128::from(birth);
+        let (old_keys, peer) = self
+            .rpcs
+            .get(slot)
+            .and_then(|s| s.rpc.as_ref())
+            .map_or((None, NONE), |r| (Some(r.keys), r.peer));
         // The heaps read the keys stored in the RPC: store the new ones
         // before any insert or sift.
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
+        if let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) {
             r.keys = p.keys;
         }
         let rpcs = &mut self.rpcs[..];
@@ -198,15 +206,15 @@ impl<'a> Endpoint<'a> {
             if !was_candidate {
                 self.grant.insert(rpcs, i);
                 self.grant_fifo.insert(rpcs, i);
-                self.peer_candidate(peer, i, key, Change::Insert);
+                self.peer_candidate(peer, i, Change::Insert);
             } else if old_keys.is_none_or(|k| k.grant != p.keys.grant) {
                 self.grant.update(rpcs, i);
-                self.peer_candidate(peer, i, key, Change::Update);
+                self.peer_candidate(peer, i, Change::Update);
             }
         } else if was_candidate {
             self.grant.remove(rpcs, i);
             self.grant_fifo.remove(rpcs, i);
-            self.peer_candidate(peer, i, key, Change::Remove);
+            self.peer_candidate(peer, i, Change::Remove);
         }
         let rpcs = &mut self.rpcs[..];
         let park = p.wants_send && !p.resolved;
@@ -282,8 +290,11 @@ impl<'a> Endpoint<'a> {
         if self.grant.remove(rpcs, i) {
             self.grant_fifo.remove(rpcs, i);
             self.grants_dirty = true;
-            let peer = rpcs[slot].rpc.as_ref().map_or(NONE, |r| r.peer);
-            self.peer_candidate(peer, i, u128::MAX, Change::Remove);
+            let peer = rpcs
+                .get(slot)
+                .and_then(|s| s.rpc.as_ref())
+                .map_or(NONE, |r| r.peer);
+            self.peer_candidate(peer, i, Change::Remove);
         }
         let rpcs = &mut self.rpcs[..];
         let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
@@ -302,40 +313,34 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    /// Keeps peer `pi`'s candidate heap, and its place among the peers, in
-    /// step with the `grant` heap's `change` of candidate `i`, whose key is
-    /// now `key`. O(log n); a
-    /// key change of the peer's best candidate that stays best reads its
-    /// links and its children's keys (none for an only candidate), and
-    /// sifts the peer only when other peers have candidates too.
+    /// Keeps peer `pi`'s candidate heap, and `grant_best`, in step with the
+    /// `grant` heap's `change` of candidate `i` (its key already stored).
+    /// O(log n): when the peer's best candidate changes, the old one leaves
+    /// `grant_best` and the new one enters; when the best stays best with
+    /// a new key, it is sifted, only if other peers have candidates too (a
+    /// heap of one has no order to restore).
     #[inline]
-    fn peer_candidate(&mut self, pi: u16, i: u16, key: u128, change: Change) {
+    fn peer_candidate(&mut self, pi: u16, i: u16, change: Change) {
         let rpcs = &mut self.rpcs[..];
         let Some(ps) = self.peers.get_mut(usize::from(pi)) else {
             return;
         };
+        let old = ps.grants.peek();
         match change {
             Change::Insert => ps.grants.insert(rpcs, i),
             Change::Update => ps.grants.update(rpcs, i),
             Change::Remove => ps.grants.remove(rpcs, i),
         };
-        let Some(best) = ps.grants.peek() else {
-            self.grant_peers.remove(&mut self.peers[..], pi);
-            return;
-        };
-        let key = if best == i {
-            key
-        } else {
-            rpcs.get(usize::from(best))
-                .map_or(u128::MAX, |r| r.heap_key(GRANT))
-        };
-        let moved = key != core::mem::replace(&mut ps.grant_key, key);
-        let peers = &mut self.peers[..];
-        if change == Change::Insert && !self.grant_peers.contains(peers, pi) {
-            self.grant_peers.insert(peers, pi);
-        } else if moved && self.grant_peers.len() > 1 {
-            // A heap of one peer has no order to restore.
-            self.grant_peers.update(peers, pi);
+        let best = ps.grants.peek();
+        if best != old {
+            if let Some(o) = old {
+                self.grant_best.remove(rpcs, o);
+            }
+            if let Some(b) = best {
+                self.grant_best.insert(rpcs, b);
+            }
+        } else if best == Some(i) && self.grant_best.len() > 1 {
+            self.grant_best.update(rpcs, i);
         }
     }
 
@@ -474,17 +479,11 @@ impl<'a> Endpoint<'a> {
         for (pi, s) in peers.iter().enumerate() {
             let i = pi as u16;
             in_peer_heaps += s.grants.check(rpcs)?;
-            let root_key = s
-                .grants
-                .peek()
-                .map(|r| rpcs[usize::from(r)].heap_key(GRANT));
-            if root_key.is_some_and(|k| k != s.grant_key) {
-                return Err("a peer's grant key is not its best candidate's");
+            let root = s.grants.peek();
+            if root.is_some_and(|r| !self.grant_best.contains(rpcs, r)) {
+                return Err("a peer's best candidate is not in the heap of the best");
             }
-            if self.grant_peers.contains(peers, i) != root_key.is_some() {
-                return Err("the peer heap disagrees with the peers' candidates");
-            }
-            with_candidates += usize::from(root_key.is_some());
+            with_candidates += usize::from(root.is_some());
             if self.peer_free.contains(peers, i) != s.peer.is_none() {
                 return Err("the peer free list disagrees with the table");
             }
@@ -502,15 +501,16 @@ impl<'a> Endpoint<'a> {
                 return Err("a peer to resolve is not in the resolve list");
             }
         }
-        if in_peer_heaps != candidates || with_candidates != self.grant_peers.len() {
-            return Err("the peers' heaps hold RPCs or peers they should not");
+        // Every peer's best is in `grant_best` and it holds as many: no other.
+        if in_peer_heaps != candidates || with_candidates != self.grant_best.len() {
+            return Err("the peers' heaps or the heap of the best hold RPCs they should not");
         }
-        let top_peer = self
-            .grant_peers
-            .peek(peers)
-            .map(|p| peers[usize::from(p)].grant_key);
-        if top_peer != best_grant {
-            return Err("the peer heap's top is not the best candidate's peer");
+        let top_best = self
+            .grant_best
+            .peek(rpcs)
+            .map(|r| rpcs[usize::from(r)].heap_key(GRANT_BEST));
+        if top_best != best_grant {
+            return Err("the top of the heap of the best is not the best candidate");
         }
         Ok(())
     }

@@ -22,7 +22,7 @@ impl<'a> Endpoint<'a> {
         priority: u8,
     ) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id) else {
-            self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
+            self.push_answer(&from, CtrlKind::RpcUnknown);
             return None;
         };
         self.heard(i, from.mac);
@@ -45,7 +45,7 @@ impl<'a> Endpoint<'a> {
                 if r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
                     r.silent_ticks = 0;
                 }
-                self.push_ctrl(from.answer(CtrlKind::Busy));
+                self.push_answer(&from, CtrlKind::Busy);
                 return Some(i);
             }
         };
@@ -67,7 +67,7 @@ impl<'a> Endpoint<'a> {
             out.granted = grant;
         }
         if offset >= tx_end {
-            self.push_ctrl(from.answer(CtrlKind::Busy));
+            self.push_answer(&from, CtrlKind::Busy);
             return Some(i);
         }
         out.request_resend(offset, end, priority.min(top));

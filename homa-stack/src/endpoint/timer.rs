@@ -79,9 +79,10 @@ impl<'a> Endpoint<'a> {
             let Some(r) = self.rpcs[slot].rpc.as_mut() else {
                 continue;
             };
-            let resolved = self.peers[usize::from(r.peer)]
-                .peer
-                .as_ref()
+            let resolved = self
+                .peers
+                .get(usize::from(r.peer))
+                .and_then(|s| s.peer.as_ref())
                 .is_some_and(|p| p.resolved());
             if !r.state.is_client() {
                 // What RESENDs reset the silence of, they may not keep for
@@ -117,31 +118,23 @@ impl<'a> Endpoint<'a> {
             }
             let verdict = match r.state {
                 State::ClientDone | State::ServerReady | State::ServerInService => Verdict::Quiet,
-                State::ServerOutgoing => {
-                    let sent = r
-                        .out
-                        .as_ref()
-                        .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
-                    if sent {
-                        r.done_ticks = r.done_ticks.saturating_add(1);
-                        if u32::from(r.done_ticks) >= self.config.request_ack_ticks.min(0xFFFF) {
-                            r.need_ack_due = true;
-                            due = Some(slot);
+                State::ServerOutgoing | State::ClientOutgoing => {
+                    if r.state == State::ServerOutgoing {
+                        let sent = r
+                            .out
+                            .as_ref()
+                            .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
+                        if sent {
+                            r.done_ticks = r.done_ticks.saturating_add(1);
+                            if u32::from(r.done_ticks) >= self.config.request_ack_ticks.min(0xFFFF)
+                            {
+                                r.need_ack_due = true;
+                                due = Some(slot);
+                            }
+                        } else {
+                            r.done_ticks = 0;
                         }
-                    } else {
-                        r.done_ticks = 0;
                     }
-                    let busy = r
-                        .out
-                        .as_ref()
-                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty());
-                    if busy && resolved {
-                        Verdict::Quiet
-                    } else {
-                        Verdict::Silent
-                    }
-                }
-                State::ClientOutgoing => {
                     let busy = r
                         .out
                         .as_ref()
@@ -175,7 +168,8 @@ impl<'a> Endpoint<'a> {
             r.silent_ticks = r.silent_ticks.saturating_add(1);
             let silent = r.silent_ticks;
             let resend_time = silent >= self.config.resend_ticks
-                && (silent - self.config.resend_ticks) % self.config.resend_interval == 0;
+                // (Validated non-zero; `max` tells the compiler.)
+                && (silent - self.config.resend_ticks) % self.config.resend_interval.max(1) == 0;
             if matches!(verdict, Verdict::OwnGrants) {
                 if resend_time {
                     if let Some(m) = r.inp.as_mut() {
@@ -210,7 +204,11 @@ impl<'a> Endpoint<'a> {
                 // A sender has nothing to ask for: its peer's RESENDs and
                 // GRANTs drive it, and the timeout ends it.
                 let asks = !matches!(r.state, State::ServerOutgoing);
-                if let Some(p) = self.peers[usize::from(peer)].peer.as_mut() {
+                if let Some(p) = self
+                    .peers
+                    .get_mut(usize::from(peer))
+                    .and_then(|s| s.peer.as_mut())
+                {
                     p.silent(since, now);
                 }
                 self.peer_doubted(peer);

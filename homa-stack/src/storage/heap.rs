@@ -139,7 +139,8 @@ impl Heap {
 }
 
 /// Heap element at position `p`.
-#[inline]
+#[cfg_attr(not(target_os = "none"), inline)]
+#[cfg_attr(target_os = "none", inline(never))]
 fn entry<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<u16> {
     let e = slots.get(p)?.heap_link(h).entry;
     (e != NONE).then_some(e)
@@ -151,7 +152,9 @@ fn key_at<T: HeapNode>(slots: &[T], h: u8, p: usize) -> Option<T::Key> {
     Some(slots.get(usize::from(e))?.heap_key(h))
 }
 
-/// Puts slot `i` at position `p`, both ways.
+/// Puts slot `i` at position `p`, both ways. (Out of line on the
+/// firmware: six inlined copies cost more than the calls.)
+#[cfg_attr(target_os = "none", inline(never))]
 fn place<T: HeapNode>(slots: &mut [T], h: u8, p: usize, i: u16) {
     if let Some(s) = slots.get_mut(p) {
         s.heap_link_mut(h).entry = i;
@@ -274,10 +277,23 @@ impl Heap {
         k: usize,
         out: &mut heapless::Vec<u16, N>,
     ) {
+        // The walk is generic over the slots only: one copy of it serves
+        // every capacity of `out`.
+        let mut found: heapless::Vec<u16, MAX_SMALLEST> = heapless::Vec::new();
+        self.smallest_into(slots, k.min(N), &mut found);
         out.clear();
-        let k = k.min(N).min(MAX_SMALLEST).min(self.len());
-        // Positions of the candidates; after j of k taken there are at
-        // most j + 1, and children are added only while j < k.
+        let _ = out.extend_from_slice(&found);
+    }
+
+    /// [`smallest`](Heap::smallest) into a vector of the largest capacity.
+    fn smallest_into<T: HeapNode>(
+        &self,
+        slots: &[T],
+        k: usize,
+        out: &mut heapless::Vec<u16, MAX_SMALLEST>,
+    ) {
+        out.clear();
+        let k = k.min(MAX_SMALLEST).min(self.len());
         let mut cand: heapless::Vec<usize, { MAX_SMALLEST + 1 }> = heapless::Vec::new();
         if k > 0 {
             let _ = cand.push(0);

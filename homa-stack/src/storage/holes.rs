@@ -476,6 +476,7 @@ impl Holes {
             .ok_or(AddOutcome::StoreFailed)
     }
 
+    #[cfg_attr(target_os = "none", inline(never))]
     fn put<S: HoleStore + ?Sized>(
         &self,
         store: &mut S,

@@ -172,7 +172,8 @@ impl Default for Meld {
 }
 
 /// Slot `i`'s link, [`MeldLink::EMPTY`] for an index out of range.
-#[inline]
+#[cfg_attr(not(target_os = "none"), inline)]
+#[cfg_attr(target_os = "none", inline(never))]
 fn link<T: MeldNode>(slots: &[T], i: u16) -> MeldLink {
     slots
         .get(usize::from(i))

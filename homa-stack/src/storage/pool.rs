@@ -305,7 +305,10 @@ impl<'a> Pool<'a> {
             let take = rest.len().min(page_size - in_page);
             let (now, later) = rest.split_at(take);
             let start = self.page_start(page)? + in_page;
-            self.storage[start..start + take].copy_from_slice(now);
+            self.storage
+                .get_mut(start..start + take)
+                .ok_or(PoolError::OutOfRange)?
+                .copy_from_slice(now);
             rest = later;
             if rest.is_empty() {
                 break;
@@ -378,7 +381,10 @@ impl<'a> Pool<'a> {
         let mut done = 0;
         let mut pieces = 0u16;
         for chunk in chunks.by_ref() {
-            out[done..done + chunk.len()].copy_from_slice(chunk);
+            let Some(to) = out.get_mut(done..done + chunk.len()) else {
+                break;
+            };
+            to.copy_from_slice(chunk);
             done += chunk.len();
             pieces += 1;
         }
@@ -469,6 +475,8 @@ impl<'a> Pool<'a> {
     }
 
     /// The link of `page`, if `page` and the link both name pool pages.
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn link(&self, page: u32) -> Option<u32> {
         if page >= self.total_pages {
             return None;

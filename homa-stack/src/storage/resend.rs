@@ -41,6 +41,7 @@
 //! panics or allocates, for any offsets.
 
 use core::fmt;
+use core::num::NonZeroU32;
 
 /// Bits of a [`ResendSet`]: the packets it tracks exactly.
 pub const RESEND_BITS: usize = 1024;
@@ -55,16 +56,29 @@ const NONE: u32 = u32::MAX;
 /// into `seg`-byte packets with one boundary forced at `unscheduled`:
 /// `[start, end)`. For `offset < length`, `start <= offset < end`.
 pub fn packet_at(offset: u32, seg: u32, unscheduled: u32, length: u32) -> (u32, u32) {
-    let seg = seg.max(1);
+    packet_in(offset, at_least_one(seg), unscheduled, length)
+}
+
+/// [`packet_at`] with a divisor the compiler knows is not zero (no check
+/// for a division by zero at each use).
+fn packet_in(offset: u32, seg: NonZeroU32, unscheduled: u32, length: u32) -> (u32, u32) {
     if offset < unscheduled {
-        let start = offset / seg * seg;
+        let start = offset / seg * seg.get();
         (
             start,
-            start.saturating_add(seg).min(unscheduled).min(length),
+            start.saturating_add(seg.get()).min(unscheduled).min(length),
         )
     } else {
-        let start = unscheduled + (offset - unscheduled) / seg * seg;
-        (start, start.saturating_add(seg).min(length))
+        let start = unscheduled + (offset - unscheduled) / seg * seg.get();
+        (start, start.saturating_add(seg.get()).min(length))
+    }
+}
+
+/// `n`, or 1 for 0.
+const fn at_least_one(n: u32) -> NonZeroU32 {
+    match NonZeroU32::new(n) {
+        Some(n) => n,
+        None => NonZeroU32::MIN,
     }
 }
 
@@ -73,7 +87,7 @@ pub fn packet_at(offset: u32, seg: u32, unscheduled: u32, length: u32) -> (u32, 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PacketGrid {
-    seg: u32,
+    seg: NonZeroU32,
     unscheduled: u32,
     length: u32,
 }
@@ -83,7 +97,7 @@ impl PacketGrid {
     /// packet (0 is taken as 1) and the unscheduled limit `unscheduled`.
     pub const fn new(seg: u32, unscheduled: u32, length: u32) -> Self {
         PacketGrid {
-            seg: if seg == 0 { 1 } else { seg },
+            seg: at_least_one(seg),
             unscheduled,
             length,
         }
@@ -91,7 +105,7 @@ impl PacketGrid {
 
     /// Payload bytes per packet.
     pub const fn seg(&self) -> u32 {
-        self.seg
+        self.seg.get()
     }
 
     /// The unscheduled limit: a packet boundary.
@@ -115,18 +129,18 @@ impl PacketGrid {
 
     /// Packets below the split.
     const fn first_packets(&self) -> u32 {
-        self.split().div_ceil(self.seg)
+        self.split().div_ceil(self.seg.get())
     }
 
     /// Number of packets.
     pub const fn packet_count(&self) -> u32 {
-        self.first_packets() + (self.length - self.split()).div_ceil(self.seg)
+        self.first_packets() + (self.length - self.split()).div_ceil(self.seg.get())
     }
 
     /// The packet containing byte `offset`: `[start, end)`; see
     /// [`packet_at`].
     pub fn packet_at(&self, offset: u32) -> (u32, u32) {
-        packet_at(offset, self.seg, self.unscheduled, self.length)
+        packet_in(offset, self.seg, self.unscheduled, self.length)
     }
 
     /// Index of the packet containing byte `offset`, or
@@ -147,14 +161,14 @@ impl PacketGrid {
         let first = self.first_packets();
         let split = self.split();
         let (start, limit) = if index < first {
-            (index * self.seg, split)
+            (index * self.seg.get(), split)
         } else {
             let start = (index - first)
-                .checked_mul(self.seg)
+                .checked_mul(self.seg.get())
                 .and_then(|n| n.checked_add(split))?;
             (start, self.length)
         };
-        (start < limit).then(|| (start, start.saturating_add(self.seg).min(limit)))
+        (start < limit).then(|| (start, start.saturating_add(self.seg.get()).min(limit)))
     }
 }
 
@@ -184,7 +198,7 @@ pub struct ResendSet {
     /// Bit `w` set: `bits[w]` is not zero (so `is_empty` reads one word).
     nonzero: u16,
     grid: PacketGrid,
-    per_bit: u32,
+    per_bit: NonZeroU32,
     /// Packets that intersect the highest `sent` given to `add`: no packet
     /// at or above is ever reported.
     sent_packets: u32,
@@ -213,7 +227,7 @@ impl ResendSet {
             bits: [0; WORDS],
             nonzero: 0,
             grid,
-            per_bit: if per_bit == 0 { 1 } else { per_bit },
+            per_bit: at_least_one(per_bit),
             sent_packets: 0,
             resume: NONE,
             priority: 0,
@@ -227,7 +241,7 @@ impl ResendSet {
 
     /// Consecutive packets one bit covers (1: the set is exact).
     pub const fn per_bit(&self) -> u32 {
-        self.per_bit
+        self.per_bit.get()
     }
 
     /// Priority for the retransmissions: the highest asked for since the
@@ -264,7 +278,7 @@ impl ResendSet {
         let k = self.per_bit;
         if self.resume != NONE {
             let group = self.resume / k;
-            let from = first.max(group.saturating_mul(k));
+            let from = first.max(group.saturating_mul(k.get()));
             if (first / k..=last / k).contains(&group) && from < self.resume {
                 // Packets of the partly resent group are asked for again.
                 self.resume = NONE;
@@ -291,6 +305,8 @@ impl ResendSet {
         }
     }
 
+    // Out of line on the firmware (smaller there); the compiler's choice on hosts.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn bit(&self, group: u32) -> bool {
         self.bits
             .get((group / 64) as usize)
@@ -323,13 +339,13 @@ impl ResendSet {
     /// The marked packets of `group` (set bit): `[lo, hi)` indices.
     fn group_span(&self, group: u32) -> (u32, u32) {
         let k = self.per_bit;
-        let mut lo = group.saturating_mul(k);
+        let mut lo = group.saturating_mul(k.get());
         if self.resume != NONE && self.resume / k == group {
             lo = self.resume;
         }
         let hi = group
             .saturating_add(1)
-            .saturating_mul(k)
+            .saturating_mul(k.get())
             .min(self.sent_packets);
         (lo, hi)
     }
@@ -395,7 +411,7 @@ impl ResendSet {
 
     /// Marked packets.
     pub fn len(&self) -> u32 {
-        let k = u64::from(self.per_bit);
+        let k = u64::from(self.per_bit.get());
         let groups: u64 = self.bits.iter().map(|w| u64::from(w.count_ones())).sum();
         let mut packets = groups * k;
         if let Some(last) = self.sent_packets.checked_sub(1) {
