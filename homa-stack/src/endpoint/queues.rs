@@ -81,15 +81,16 @@ impl HeapNode for RpcSlot {
         };
         // The keys as the RPC's last refresh computed them (`Rpc::keys`):
         // what the heaps are ordered by, read without walking its messages.
-        let birth = u128::from(r.birth);
-        match heap {
-            SEND => {
-                let (no_resend, left) = r.keys.send;
-                u128::from(no_resend) << 96 | u128::from(left) << 64 | birth
-            }
-            GRANT | GRANT_BEST => u128::from(r.keys.grant) << 64 | birth,
-            _ => birth,
-        }
+        // The high half is what the heap orders by first (none for the
+        // by-age heaps), the birth breaks ties: one shift and one or
+        // whichever the heap, as this runs twice per level of every sift.
+        let (no_resend, left) = r.keys.send;
+        let high = match heap {
+            SEND => u64::from(no_resend) << 32 | u64::from(left),
+            GRANT | GRANT_BEST => u64::from(r.keys.grant),
+            _ => 0,
+        };
+        u128::from(high) << 64 | u128::from(r.birth)
     }
 }
 
