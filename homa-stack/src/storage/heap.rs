@@ -394,22 +394,25 @@ impl Heap {
             if left >= len {
                 break;
             }
-            let Some(lkey) = key_at(slots, self.id, left) else {
+            // Each child's entry is read once: it names the slot whose key
+            // is compared and, for the smaller, what moves up.
+            let Some(l) = entry(slots, self.id, left) else {
+                break;
+            };
+            let Some(lkey) = slots.get(usize::from(l)).map(|s| s.heap_key(self.id)) else {
                 break;
             };
             let right = (left + 1 < len)
-                .then(|| key_at(slots, self.id, left + 1))
-                .flatten();
-            let (child, ckey) = match right {
-                Some(rkey) if rkey < lkey => (left + 1, rkey),
-                _ => (left, lkey),
+                .then(|| entry(slots, self.id, left + 1))
+                .flatten()
+                .and_then(|r| Some((r, slots.get(usize::from(r))?.heap_key(self.id))));
+            let (child, ci, ckey) = match right {
+                Some((r, rkey)) if rkey < lkey => (left + 1, r, rkey),
+                _ => (left, l, lkey),
             };
             if ckey >= key {
                 break;
             }
-            let Some(ci) = entry(slots, self.id, child) else {
-                break;
-            };
             place(slots, self.id, p, ci);
             p = child;
         }
