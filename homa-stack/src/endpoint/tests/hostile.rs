@@ -1482,6 +1482,46 @@ fn resend_life(ep: &Endpoint<'static>) -> Duration {
     Duration::from_nanos(ep.config.tick.total_nanos() * ticks)
 }
 
+/// Feeds `ep` A's RESEND(0, all) every 5 ms, running `step` for each 5 ms,
+/// until half a second past the RESEND life; asserts that `gone` became
+/// true within 10 ms of that life (not before: RESENDs bridge silences)
+/// and that it was counted once.
+fn freed_at_the_resend_life(
+    ep: &mut Endpoint<'static>,
+    dev: &mut TestDevice,
+    now: &mut Instant,
+    mut step: impl FnMut(&mut Endpoint<'static>, &mut TestDevice, &mut Instant),
+    gone: impl Fn(&Endpoint<'static>) -> bool,
+) {
+    let resend = homa_frame(
+        A_MAC,
+        B_MAC,
+        A_IP,
+        B_IP,
+        &client_resend(0, homa::RESEND_ALL),
+    );
+    let life = resend_life(ep);
+    let t0 = *now;
+    let mut freed_at = None;
+    while *now < t0 + life + Duration::from_millis(500) {
+        step(ep, dev, now);
+        if gone(ep) {
+            freed_at.get_or_insert(*now - t0);
+        }
+        dev.rx.push_back(resend.clone());
+    }
+    let freed_at = freed_at.expect("RESENDs kept the RPC for ever");
+    assert!(
+        freed_at >= life - Duration::from_millis(10),
+        "freed after {freed_at}: RESENDs must bridge silences"
+    );
+    assert!(
+        freed_at <= life + Duration::from_millis(10),
+        "freed after {freed_at}"
+    );
+    assert_eq!(ep.stats().server_resend_limited, 1);
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "two seconds of 100 us polls: too slow under Miri")]
 fn resends_alone_do_not_keep_a_sent_response_for_ever() {
@@ -1494,40 +1534,13 @@ fn resends_alone_do_not_keep_a_sent_response_for_ever() {
     let mut now = Instant::from_millis(1);
     let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
     dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
-    let resend = homa_frame(
-        A_MAC,
-        B_MAC,
-        A_IP,
-        B_IP,
-        &client_resend(0, homa::RESEND_ALL),
+    freed_at_the_resend_life(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        |ep, dev, now| run_server(ep, dev, now, Duration::from_millis(5), sock, b"pong"),
+        |ep| ep.rpcs_in_use() == 0,
     );
-    let life = resend_life(&ep);
-    let t0 = now;
-    let mut freed_at = None;
-    while now < t0 + life + Duration::from_millis(500) {
-        run_server(
-            &mut ep,
-            &mut dev,
-            &mut now,
-            Duration::from_millis(5),
-            sock,
-            b"pong",
-        );
-        if ep.rpcs_in_use() == 0 {
-            freed_at.get_or_insert(now - t0);
-        }
-        dev.rx.push_back(resend.clone());
-    }
-    let freed_at = freed_at.expect("RESENDs kept the sent response for ever");
-    assert!(
-        freed_at >= life - Duration::from_millis(10),
-        "freed after {freed_at}: RESENDs must bridge silences"
-    );
-    assert!(
-        freed_at <= life + Duration::from_millis(10),
-        "freed after {freed_at}"
-    );
-    assert_eq!(ep.stats().server_resend_limited, 1);
     assert_eq!(ep.stats().server_timeouts, 0);
     assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
 }
@@ -1569,33 +1582,13 @@ fn resends_alone_do_not_keep_a_request_waiting_for_pool_space_for_ever() {
         "{:?}",
         ep.rpc_info().collect::<Vec<_>>()
     );
-    let resend = homa_frame(
-        A_MAC,
-        B_MAC,
-        A_IP,
-        B_IP,
-        &client_resend(0, homa::RESEND_ALL),
+    freed_at_the_resend_life(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        |ep, dev, now| run_idle(ep, dev, now, Duration::from_millis(5)),
+        |ep| ep.rpc_info().all(|r| r.id != 3),
     );
-    let life = resend_life(&ep);
-    let t0 = now;
-    let mut freed_at = None;
-    while now < t0 + life + Duration::from_millis(500) {
-        run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(5));
-        if ep.rpc_info().all(|r| r.id != 3) {
-            freed_at.get_or_insert(now - t0);
-        }
-        dev.rx.push_back(resend.clone());
-    }
-    let freed_at = freed_at.expect("RESENDs kept the waiting request for ever");
-    assert!(
-        freed_at >= life - Duration::from_millis(10),
-        "freed after {freed_at}"
-    );
-    assert!(
-        freed_at <= life + Duration::from_millis(10),
-        "freed after {freed_at}"
-    );
-    assert_eq!(ep.stats().server_resend_limited, 1);
     // The request the application holds is not touched.
     assert_eq!(ep.rpcs_in_use(), 1);
 }
