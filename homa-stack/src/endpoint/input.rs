@@ -166,7 +166,7 @@ impl<'a> Endpoint<'a> {
             } => self.resend_pkt(from, offset, length, priority),
             Kind::RpcUnknown => self.rpc_unknown_pkt(from),
             Kind::Busy => {
-                let i = self.find_rpc(from.addr, from.local_id);
+                let i = self.find_rpc(from.addr, from.local_id, from.dport);
                 match i {
                     // Only a server sends BUSY (docs/protocol.md 4.7): one
                     // naming our server RPC is no sign of life, and must not
@@ -271,24 +271,24 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    /// The slot of the RPC with local id `id` shared with `addr`.
-    /// Client ids name their slot; server RPCs are searched, starting with
-    /// the one found last.
-    pub(super) fn find_rpc(&self, addr: IpAddr, id: u64) -> Option<usize> {
-        let is =
-            |s: &super::RpcSlot| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr);
+    /// The slot of the RPC with local id `id` shared with `addr` at our
+    /// port `port` (Linux looks RPCs up per socket: the right peer at
+    /// another of our ports names no RPC). Client ids name their slot;
+    /// server RPCs are searched in the index.
+    pub(super) fn find_rpc(&self, addr: IpAddr, id: u64, port: u16) -> Option<usize> {
         if id & 1 == 0 {
             let slot = super::rpc::client_slot(id);
-            return self.rpcs.get(slot).filter(|s| is(s)).map(|_| slot);
+            let named =
+                |s: &&super::RpcSlot| s.rpc.as_ref().is_some_and(|r| r.names(addr, id, port));
+            return self.rpcs.get(slot).filter(named).map(|_| slot);
         }
-        self.find_server_rpc(addr, id, self.hash.rpc(addr, id))
+        self.find_server_rpc(addr, id, port, self.hash.rpc(addr, id))
     }
 
-    /// The slot of the server RPC `id` from `addr`, whose index hash `h`
-    /// the caller has (to insert the RPC under it when it is new).
-    fn find_server_rpc(&self, addr: IpAddr, id: u64, h: u64) -> Option<usize> {
-        let is =
-            |s: &super::RpcSlot| matches!(&s.rpc, Some(r) if r.id == id && r.peer_addr == addr);
+    /// The slot of the server RPC `id` from `addr` at `port`, whose index
+    /// hash `h` the caller has (to insert the RPC under it when it is new).
+    fn find_server_rpc(&self, addr: IpAddr, id: u64, port: u16, h: u64) -> Option<usize> {
+        let is = |s: &super::RpcSlot| s.rpc.as_ref().is_some_and(|r| r.names(addr, id, port));
         self.servers.find(&self.rpcs[..], h, is).map(usize::from)
     }
 
@@ -365,7 +365,7 @@ impl<'a> Endpoint<'a> {
         let slot = if from.local_id & 1 == 1 {
             self.data_server_rpc(now, from, socket, h)?
         } else {
-            let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+            let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
                 self.count_drop(Drop::UnknownRpc);
                 return None;
             };
@@ -483,12 +483,12 @@ impl<'a> Endpoint<'a> {
     ) -> Option<usize> {
         let last = usize::from(self.last_server);
         let is_last = self.rpcs.get(last).and_then(|s| s.rpc.as_ref());
-        if is_last.is_some_and(|r| r.id == from.local_id && r.peer_addr == from.addr) {
+        if is_last.is_some_and(|r| r.names(from.addr, from.local_id, from.dport)) {
             return Some(last);
         }
         // One hash for the lookup and, when the request is new, the insert.
         let hash = self.hash.rpc(from.addr, from.local_id);
-        let slot = match self.find_server_rpc(from.addr, from.local_id, hash) {
+        let slot = match self.find_server_rpc(from.addr, from.local_id, from.dport, hash) {
             Some(i) => i,
             None => {
                 if leaves_tiny_hole(h.offset) {
@@ -578,7 +578,7 @@ impl<'a> Endpoint<'a> {
     }
 
     fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) -> Option<usize> {
-        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+        let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
             self.count_drop(Drop::UnknownRpc);
             return None;
         };
@@ -605,7 +605,7 @@ impl<'a> Endpoint<'a> {
     }
 
     fn rpc_unknown_pkt(&mut self, from: From) -> Option<usize> {
-        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+        let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
             self.count_drop(Drop::UnknownRpc);
             return None;
         };
@@ -641,7 +641,7 @@ impl<'a> Endpoint<'a> {
     }
 
     fn need_ack_pkt(&mut self, from: From) {
-        let rpc = self.find_rpc(from.addr, from.local_id);
+        let rpc = self.find_rpc(from.addr, from.local_id, from.dport);
         // Only a server asks, naming our client RPC (an even local id):
         // one naming a server RPC is answered with nothing.
         if from.local_id & 1 == 1 {
@@ -688,13 +688,13 @@ impl<'a> Endpoint<'a> {
         if id & 1 == 0 {
             return false;
         }
-        let Some(i) = self.find_rpc(addr, id) else {
+        let Some(i) = self.find_rpc(addr, id, port) else {
             return false;
         };
         let Some(r) = self.rpc_mut(i) else {
             return false;
         };
-        if r.local_port != port || r.state != State::ServerOutgoing {
+        if r.state != State::ServerOutgoing {
             return false;
         }
         self.free_rpc(i);

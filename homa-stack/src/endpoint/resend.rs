@@ -21,7 +21,7 @@ impl<'a> Endpoint<'a> {
         length: u32,
         priority: u8,
     ) -> Option<usize> {
-        let Some(i) = self.find_rpc(from.addr, from.local_id) else {
+        let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
             self.push_answer(&from, CtrlKind::RpcUnknown);
             return None;
         };

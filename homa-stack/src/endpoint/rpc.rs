@@ -160,6 +160,13 @@ pub(crate) struct Rpc {
 }
 
 impl Rpc {
+    /// Whether this is the RPC with local id `id` shared with `addr` at our
+    /// port `port`: what a packet must name to be for it.
+    #[inline]
+    pub fn names(&self, addr: IpAddr, id: u64, port: u16) -> bool {
+        self.id == id && self.peer_addr == addr && self.local_port == port
+    }
+
     /// A new RPC in `state`; the one place the literal lives.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]

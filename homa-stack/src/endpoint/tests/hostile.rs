@@ -1838,3 +1838,50 @@ fn a_burst_loss_larger_than_one_resend_still_recovers() {
         p.now - t0
     );
 }
+
+#[test]
+fn a_response_at_another_client_port_is_for_no_rpc() {
+    // An RPC is named by its id, its peer's address and our port (Linux
+    // looks RPCs up per socket): the right server answering at another of
+    // our client ports names no RPC, and the RPC at its own port is not
+    // completed by it.
+    let mut ep = endpoint(A_IP, A_MAC, 8, 1 << 20);
+    ep.add_neighbor(Instant::from_millis(0), B_IP, B_MAC)
+        .unwrap();
+    let (c1, c2) = (ep.socket().unwrap(), ep.socket().unwrap());
+    let rpc = ep.send_request(c1, B_IP, 500, b"ping").unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.poll(now, &mut dev);
+    dev.tx.clear();
+    let response = |dport| Repr {
+        sport: 500,
+        dport,
+        sender_id: rpc.id() ^ 1,
+        kind: Kind::Data {
+            header: DataHeader {
+                message_length: 4,
+                incoming: 4,
+                ack: None,
+                cutoff_version: 1,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: b"pong",
+        },
+    };
+    let other = ep.client_port(c2).unwrap();
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &response(other)));
+    now += Duration::from_micros(100);
+    ep.poll(now, &mut dev);
+    assert_eq!(ep.recv(c1), None, "completed from another port");
+    assert_eq!(ep.recv(c2), None);
+    assert_eq!(ep.stats().drops.unknown_rpc, 1);
+    let own = ep.client_port(c1).unwrap();
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &response(own)));
+    now += Duration::from_micros(100);
+    ep.poll(now, &mut dev);
+    assert!(matches!(ep.recv(c1), Some(Event::Response { rpc: r, len: 4 }) if r == rpc));
+}
