@@ -292,10 +292,11 @@ pub struct Stats {
     /// Server RPCs freed after `timeout_ticks` of silence from the client
     /// (also while sending the response or waiting for its ACK).
     pub server_timeouts: u64,
-    /// Server RPCs freed because RESENDs alone had kept them alive, with
-    /// no progress, for [`RESEND_LIFE_TIMEOUTS`] times `timeout_ticks`
-    /// (a response sent whole and never acked, or a request that never got
-    /// pool space).
+    /// Server RPCs freed because RESENDs, or GRANTs that granted nothing
+    /// new, had kept them alive with no progress for
+    /// [`RESEND_LIFE_TIMEOUTS`] times `timeout_ticks` (a response sent
+    /// whole and never acked, one waiting for grants that do not come, or
+    /// a request that never got pool space).
     ///
     /// [`RESEND_LIFE_TIMEOUTS`]: crate::endpoint::RESEND_LIFE_TIMEOUTS
     pub server_resend_limited: u64,

@@ -23,8 +23,9 @@
 //! `request_ack_ticks`.
 //!
 //! RESENDs reset the silence of a server RPC whose response is out or whose
-//! request waits for pool space, but they are not progress: after
-//! [`RESEND_LIFE_TIMEOUTS`] timeouts without any, the RPC is freed.
+//! request waits for pool space, and GRANTs that of one still being sent,
+//! but neither is progress: after [`RESEND_LIFE_TIMEOUTS`] timeouts
+//! without any, the RPC is freed.
 
 use super::rpc::State;
 use super::{Endpoint, RpcError, ICMP_PER_TICK};

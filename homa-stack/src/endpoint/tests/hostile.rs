@@ -1490,16 +1490,24 @@ fn freed_at_the_resend_life(
     ep: &mut Endpoint<'static>,
     dev: &mut TestDevice,
     now: &mut Instant,
+    step: impl FnMut(&mut Endpoint<'static>, &mut TestDevice, &mut Instant),
+    gone: impl Fn(&Endpoint<'static>) -> bool,
+) {
+    let resend = client_resend(0, homa::RESEND_ALL);
+    freed_at_the_life_under(ep, dev, now, &resend, step, gone);
+}
+
+/// [`freed_at_the_resend_life`] with `packet` from A's client in place of
+/// the RESEND.
+fn freed_at_the_life_under(
+    ep: &mut Endpoint<'static>,
+    dev: &mut TestDevice,
+    now: &mut Instant,
+    packet: &Repr<'_>,
     mut step: impl FnMut(&mut Endpoint<'static>, &mut TestDevice, &mut Instant),
     gone: impl Fn(&Endpoint<'static>) -> bool,
 ) {
-    let resend = homa_frame(
-        A_MAC,
-        B_MAC,
-        A_IP,
-        B_IP,
-        &client_resend(0, homa::RESEND_ALL),
-    );
+    let resend = homa_frame(A_MAC, B_MAC, A_IP, B_IP, packet);
     let life = resend_life(ep);
     let t0 = *now;
     let mut freed_at = None;
@@ -1884,4 +1892,47 @@ fn a_response_at_another_client_port_is_for_no_rpc() {
     now += Duration::from_micros(100);
     ep.poll(now, &mut dev);
     assert!(matches!(ep.recv(c1), Some(Event::Response { rpc: r, len: 4 }) if r == rpc));
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "two seconds of 100 us polls: too slow under Miri")]
+fn grants_that_grant_nothing_do_not_keep_a_partly_sent_response_for_ever() {
+    // A 100 kB response goes out to its unscheduled limit; the client then
+    // repeats a GRANT for what it already has every 5 ms. Each one is a
+    // sign of life (the message is still being sent), but none is
+    // progress: the RPC and its pages go after the same bound as RESENDs.
+    let mut ep = server(4, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let response = vec![7u8; 100_000];
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(2),
+        sock,
+        &response,
+    );
+    let unscheduled = ep.config.unsched_bytes;
+    let grant = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Grant {
+            offset: unscheduled,
+            priority: 7,
+        },
+    };
+    freed_at_the_life_under(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        &grant,
+        |ep, dev, now| run_idle(ep, dev, now, Duration::from_millis(5)),
+        |ep| ep.rpcs_in_use() == 0,
+    );
+    assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
 }
