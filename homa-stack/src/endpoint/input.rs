@@ -297,12 +297,7 @@ impl<'a> Endpoint<'a> {
     /// doubt (never replaced from here; see `peer`).
     pub(super) fn heard(&mut self, slot: usize, mac: EthernetAddress) {
         let now = self.now;
-        let Some(pi) = self
-            .rpcs
-            .get(slot)
-            .and_then(|s| s.rpc.as_ref())
-            .map(|r| r.peer)
-        else {
+        let Some(pi) = self.rpc_peer(slot) else {
             return;
         };
         let Some(p) = self
@@ -331,6 +326,11 @@ impl<'a> Endpoint<'a> {
     /// there; `None` rather than a panic if not).
     pub(super) fn rpc_mut(&mut self, slot: usize) -> Option<&mut Rpc> {
         self.rpcs.get_mut(slot)?.rpc.as_mut()
+    }
+
+    /// The peer-table index of the RPC in `slot`, if there is one.
+    pub(super) fn rpc_peer(&self, slot: usize) -> Option<u16> {
+        Some(self.rpcs.get(slot)?.rpc.as_ref()?.peer)
     }
 
     /// A DATA packet: returns the RPC it named (found or created).
@@ -559,7 +559,7 @@ impl<'a> Endpoint<'a> {
         if version == self.config.cutoff_version {
             return;
         }
-        let Some(p) = self.rpcs[slot].rpc.as_ref().map(|r| r.peer) else {
+        let Some(p) = self.rpc_peer(slot) else {
             return;
         };
         let tick = self.config.tick;

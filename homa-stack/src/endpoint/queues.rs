@@ -251,12 +251,7 @@ impl<'a> Endpoint<'a> {
     /// this shortcut as it does `refresh`.
     pub(super) fn refresh_sent(&mut self, slot: usize) {
         let i = slot as u16;
-        let peer = self
-            .rpcs
-            .get(slot)
-            .and_then(|s| s.rpc.as_ref())
-            .map(|r| r.peer);
-        if !peer.is_some_and(|p| self.peer_resolved(p)) {
+        if !self.rpc_peer(slot).is_some_and(|p| self.peer_resolved(p)) {
             return self.refresh(slot);
         }
         let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {

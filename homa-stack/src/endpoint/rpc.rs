@@ -325,12 +325,7 @@ impl<'a> super::Endpoint<'a> {
     /// makes one, and `process_homa` refreshes the RPC a packet named after
     /// handling it.
     pub(super) fn insert_rpc(&mut self, slot: usize, server_hash: Option<u64>) {
-        let Some(peer) = self
-            .rpcs
-            .get(slot)
-            .and_then(|s| s.rpc.as_ref())
-            .map(|r| r.peer)
-        else {
+        let Some(peer) = self.rpc_peer(slot) else {
             return;
         };
         self.peer_taken(peer);
