@@ -86,6 +86,18 @@ fn server(rpcs: usize, pool: usize) -> Endpoint<'static> {
     endpoint_with_peers(Config::new(B_IP, B_MAC), rpcs, 16, pool)
 }
 
+/// A server at B with a `pool`-byte pool, bound to port 500, with the
+/// first (and only) DATA of A's 10-byte request (client id 2, port 40,000)
+/// waiting on its device, and the clock at 1 ms.
+fn server_with_a_request(pool: usize) -> (Endpoint<'static>, SocketHandle, TestDevice, Instant) {
+    let mut ep = server(4, pool);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    (ep, sock, dev, Instant::from_millis(1))
+}
+
 /// Polls `ep` every 100 us for `d`, answering every request with `reply`.
 fn run_server(
     ep: &mut Endpoint<'static>,
@@ -156,12 +168,7 @@ fn a_fully_sent_response_waits_for_its_ack_not_a_fixed_limit() {
     // A response that went out whole is freed by its ACK; one whose client
     // never acks is kept (asking with NEED_ACK) until the silence timeout,
     // not freed early by a limit of its own.
-    let mut ep = server(4, 1 << 20);
-    let sock = ep.bind(500).unwrap();
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
     run_server(
         &mut ep,
         &mut dev,
@@ -1243,12 +1250,7 @@ fn a_full_rpc_or_peer_table_drops_new_requests_and_recovers() {
 fn the_ack_in_a_data_packet_that_fails_its_checks_frees_nothing() {
     // A DATA packet that is dropped as out of range is not believed in
     // part: the ack it carries does not free the RPC it names.
-    let mut ep = server(4, 1 << 20);
-    let sock = ep.bind(500).unwrap();
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
     run_server(
         &mut ep,
         &mut dev,
@@ -1295,12 +1297,7 @@ fn grants_for_a_response_sent_whole_do_not_hold_it() {
     // A response that went out whole needs no grant: a client that
     // repeats a GRANT instead of acking must not keep the RPC (and the
     // response's pages) past the silence timeout.
-    let mut ep = server(4, 1 << 20);
-    let sock = ep.bind(500).unwrap();
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
     let grant = Repr {
         sport: 40_000,
         dport: 500,
@@ -1536,12 +1533,7 @@ fn resends_alone_do_not_keep_a_sent_response_for_ever() {
     // A client that never acks its response but sends RESEND(0, all) every
     // 5 ms (as a lossy client would) keeps the RPC past the silence
     // timeout, but not beyond RESEND_LIFE_TIMEOUTS timeouts.
-    let mut ep = server(4, 1 << 20);
-    let sock = ep.bind(500).unwrap();
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
     freed_at_the_resend_life(
         &mut ep,
         &mut dev,
@@ -1605,13 +1597,8 @@ fn resends_alone_do_not_keep_a_request_waiting_for_pool_space_for_ever() {
 /// bytes, then gets `resend` from A: (packets retransmitted, new bytes
 /// sent) in answer to the RESEND.
 fn answer_to_one_resend(granted: u32, resend: Repr<'_>) -> (u64, u64) {
-    let mut ep = server(4, 4 << 20);
-    let sock = ep.bind(500).unwrap();
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(4 << 20);
     let reply = vec![5u8; 1_000_000];
-    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
     run_server(
         &mut ep,
         &mut dev,
@@ -1901,12 +1888,7 @@ fn grants_that_grant_nothing_do_not_keep_a_partly_sent_response_for_ever() {
     // repeats a GRANT for what it already has every 5 ms. Each one is a
     // sign of life (the message is still being sent), but none is
     // progress: the RPC and its pages go after the same bound as RESENDs.
-    let mut ep = server(4, 1 << 20);
-    let sock = ep.bind(500).unwrap();
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
-    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
     let response = vec![7u8; 100_000];
     run_server(
         &mut ep,
