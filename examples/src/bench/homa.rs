@@ -64,10 +64,12 @@ impl<'a> Ends<'a> {
     }
 
     /// After a step that moved `bytes`: the clock moves on, straight to the
-    /// next timer when nothing moved and nothing waits.
-    fn tick(&mut self, bytes: u64) {
+    /// next timer when nothing moved, nothing waits and the application has
+    /// no work to hand over (`busy`): a client about to issue its next
+    /// request is not an idle link waiting for a timer.
+    fn tick(&mut self, bytes: u64, busy: bool) {
         self.clock.advance(bytes);
-        if bytes == 0 && !self.pair.pending() {
+        if bytes == 0 && !busy && !self.pair.pending() {
             let next = [self.client.poll_at(), self.server.poll_at()]
                 .into_iter()
                 .flatten()
@@ -90,7 +92,7 @@ impl<'a> Ends<'a> {
             self.client.poll(self.clock.homa(), &mut self.pair.a());
             self.server.poll(self.clock.homa(), &mut self.pair.b());
             let moved = self.pair.bytes() - before;
-            self.tick(moved);
+            self.tick(moved, false);
         }
         Err(format!(
             "homa: {} RPCs or pool bytes left after the run",
@@ -245,7 +247,7 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> Result<(), String> {
                 .map_err(|e| format!("homa: reply: {e}"))?;
         }
         let moved = ends.pair.bytes() - before;
-        ends.tick(moved);
+        ends.tick(moved, cl.inflight.len() < cl.outstanding && issued < count);
         if ends.clock.ns > end {
             return Err(format!("homa: stalled after {done} of {count} RPCs"));
         }

@@ -80,10 +80,11 @@ impl<'s> Ends<'s> {
             .poll(now, &mut self.pair.b(), &mut self.ssockets);
     }
 
-    /// As homa's: the clock moves on, to the next timer when all is idle.
-    fn tick(&mut self, bytes: u64) {
+    /// As homa's: the clock moves on, to the next timer when all is idle
+    /// and the application has no work to hand over (`busy`).
+    fn tick(&mut self, bytes: u64, busy: bool) {
         self.clock.advance(bytes);
-        if bytes == 0 && !self.pair.pending() {
+        if bytes == 0 && !busy && !self.pair.pending() {
             let now = self.clock.smol();
             let next = [
                 self.client.poll_at(now, &self.csockets),
@@ -213,7 +214,7 @@ fn echo(
             }
         }
         let moved = ends.pair.bytes() - before;
-        ends.tick(moved);
+        ends.tick(moved, st.inflight.len() < st.outstanding && issued < count);
         if ends.clock.ns > end {
             return Err(format!("smoltcp udp: stalled after {done} of {count}"));
         }
@@ -328,7 +329,8 @@ fn bulk(
             }
         }
         let moved = ends.pair.bytes() - before;
-        ends.tick(moved);
+        let busy = st.sent < target && ends.csockets.get_mut::<tcp::Socket>(ch).can_send();
+        ends.tick(moved, busy);
         if ends.clock.ns > end {
             return Err(format!(
                 "smoltcp tcp: stalled at {} of {target} bytes",
