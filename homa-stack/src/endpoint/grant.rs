@@ -277,14 +277,6 @@ pub fn fifo_decision(
     })
 }
 
-/// When the next FIFO grant is due after one at `now`.
-pub fn next_fifo(config: &Config, link_mbps: u32, now: Instant) -> Instant {
-    match fifo_interval(config, link_mbps) {
-        Some(d) => now + d,
-        None => Instant::MAX,
-    }
-}
-
 /// Candidates the scheduler looks at: the best of the grant heap, and the
 /// best of each of the `max_overcommit` peers whose best is best (each
 /// peer's own heap has its best at the root; those roots are in a heap of
@@ -307,6 +299,30 @@ impl<'a> super::Endpoint<'a> {
     }
 
     /// Gives the oldest waiting message its FIFO share.
+    /// Runs the FIFO grant clock at an egress. It runs only while some
+    /// message awaits grants: the first FIFO grant is due one interval
+    /// after one starts waiting, and an endpoint with nothing to grant has
+    /// no FIFO deadline, so `poll_at` does not wake it for one.
+    #[inline]
+    pub(super) fn fifo_clock(&mut self, now: Instant) {
+        // The common case, nothing to grant, without the frame of the rest.
+        if self.grant.is_empty() {
+            self.next_fifo_grant = None;
+        } else {
+            self.fifo_clock_run(now);
+        }
+    }
+
+    fn fifo_clock_run(&mut self, now: Instant) {
+        match self.next_fifo_grant {
+            Some(t) if now < t => return,
+            Some(_) => self.fifo_grant(),
+            // A message started waiting: the clock starts.
+            None => {}
+        }
+        self.next_fifo_grant = fifo_interval(&self.config, self.link_mbps).map(|d| now + d);
+    }
+
     pub(super) fn fifo_grant(&mut self) {
         if self.grant.is_empty() || !fifo_grants_on(&self.config) {
             return;

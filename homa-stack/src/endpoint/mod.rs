@@ -112,7 +112,9 @@ pub struct Endpoint<'a> {
     /// Arrival counter for RPC births.
     births: u64,
     next_tick: Instant,
-    next_fifo_grant: Instant,
+    /// When the next FIFO grant is due; `None` while no message awaits
+    /// grants (see `grant::fifo_clock`).
+    next_fifo_grant: Option<Instant>,
     /// A grant candidate or the incoming total changed (set by `refresh`
     /// only): the scheduler runs at the next egress.
     grants_dirty: bool,
@@ -229,7 +231,7 @@ impl<'a> Endpoint<'a> {
             next_port: MIN_CLIENT_PORT,
             births: 0,
             next_tick: Instant::ZERO,
-            next_fifo_grant: Instant::ZERO,
+            next_fifo_grant: None,
             grants_dirty: false,
             max_payload,
             link_mbps,
@@ -292,7 +294,7 @@ impl<'a> Endpoint<'a> {
     fn rebase(&mut self, now: Instant) {
         net_debug!("homa: clock went back from {} to {}", self.now, now);
         self.next_tick = self.next_tick.min(now + self.config.tick);
-        self.next_fifo_grant = self.next_fifo_grant.min(now);
+        self.next_fifo_grant = self.next_fifo_grant.map(|t| t.min(now));
         self.pacer.rebase(now);
         self.arp_at = self.arp_at.map(|t| t.min(now));
         for p in self.peers.iter_mut().filter_map(|p| p.peer.as_mut()) {
@@ -368,9 +370,9 @@ impl<'a> Endpoint<'a> {
         }
         if !self.live.is_empty() {
             earliest(self.next_tick);
-            if self.config.grant_fifo_fraction > 0 {
-                earliest(self.next_fifo_grant);
-            }
+        }
+        if let Some(t) = self.next_fifo_grant {
+            earliest(t);
         }
         at
     }

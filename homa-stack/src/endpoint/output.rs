@@ -7,7 +7,7 @@ use super::iface::{
     emit_headers, ip_header_len, link_header_len, src_for, Local, Route, HOP_LIMIT,
 };
 use super::pacer::DataPick;
-use super::{grant, Endpoint};
+use super::Endpoint;
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::Drop;
 use crate::time::Instant;
@@ -43,10 +43,7 @@ impl<'a> Endpoint<'a> {
             self.schedule_grants();
             self.grants_dirty = false;
         }
-        if now >= self.next_fifo_grant {
-            self.fifo_grant();
-            self.next_fifo_grant = grant::next_fifo(&self.config, self.link_mbps, now);
-        }
+        self.fifo_clock(now);
         if !self.emit_rpc_control(now, device, &mut budget) {
             return;
         }

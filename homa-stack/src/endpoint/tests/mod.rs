@@ -132,6 +132,67 @@ fn long_messages_are_granted_and_short_ones_are_not() {
 }
 
 #[test]
+fn an_endpoint_with_nothing_to_grant_has_no_fifo_deadline() {
+    // B holds a short request it has not answered: nothing to grant, so
+    // its next wake-up is the tick, not a FIFO grant every interval.
+    let mut p = Pair::linked(16, 1 << 20);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    p.a.send_request(client, B_IP, 500, &pattern(100, 1))
+        .unwrap();
+    assert!(p.run_until(Duration::from_millis(1), |p| p.b.recv(server).is_some()));
+    let fifo = grant::fifo_interval(&p.b.config, p.b.link_mbps).unwrap();
+    assert!(fifo < p.b.config.tick, "a FIFO deadline would come first");
+    assert_eq!(p.b.next_fifo_grant, None);
+    assert_eq!(p.b.poll_at(), Some(p.b.next_tick));
+}
+
+/// Runs a 1 MB request, then a 300 kB one, from A to B with one message
+/// granted at a time; returns B's FIFO grant count when the shorter, which
+/// SRPT favours, has arrived.
+fn fifo_grants_while_srpt_grants_another(fifo_fraction: u32) -> u64 {
+    let mut config = Config::new(B_IP, B_MAC);
+    config.max_overcommit = 1;
+    config.grant_fifo_fraction = fifo_fraction;
+    config.fifo_grant_increment = 10_000;
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 16, 4 << 20),
+        endpoint_with(config, 16, 4 << 20),
+    );
+    p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    p.link_mbps = Some(10_000);
+    p.logging = false;
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    p.a.send_request(client, B_IP, 500, &pattern(1_000_000, 1))
+        .unwrap();
+    p.a.send_request(client, B_IP, 500, &pattern(300_000, 2))
+        .unwrap();
+    let mut first = None;
+    assert!(p.run_until(Duration::from_secs(1), |p| {
+        match p.b.recv(server) {
+            Some(Event::Request { len, .. }) => {
+                first = Some((len, p.b.stats().grants_fifo));
+                true
+            }
+            _ => false,
+        }
+    }));
+    let (len, fifo) = first.unwrap();
+    assert_eq!(len, 300_000, "SRPT completes the shorter request first");
+    fifo
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn the_oldest_message_gets_fifo_grants_while_srpt_grants_a_shorter_one() {
+    // 10 kB every 40 us at 20% of 10 Gbit/s; the shorter takes 240 us.
+    assert!(fifo_grants_while_srpt_grants_another(200) > 0);
+    assert_eq!(fifo_grants_while_srpt_grants_another(0), 0);
+}
+
+#[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn data_packets_follow_linux_geometry_and_priorities() {
     let mut p = Pair::linked(16, 4 << 20);
