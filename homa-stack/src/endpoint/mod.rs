@@ -73,9 +73,12 @@ pub struct Endpoint<'a> {
     /// Of `ctrl_due`, those skipped at the last egress for an unresolved
     /// peer: they wait for ARP, not for a poll.
     ctrl_blocked: usize,
-    /// RPCs with DATA to send, in SRPT order and by age (see `queues`).
+    /// RPCs with DATA to send, in SRPT order and by age (see `queues`),
+    /// but for those with a short message left: in `send_short`, in the
+    /// order they became ready.
     send: Heap,
     send_fifo: Heap,
+    send_short: List,
     /// Incoming messages that may get grants, in SRPT order and by age.
     grant: Heap,
     grant_fifo: Heap,
@@ -212,6 +215,7 @@ impl<'a> Endpoint<'a> {
             ctrl_blocked: 0,
             send: Heap::new(queues::SEND),
             send_fifo: Heap::new(queues::SEND_FIFO),
+            send_short: List::new(rpc::SHORT),
             grant: Heap::new(queues::GRANT),
             grant_fifo: Heap::new(queues::GRANT_FIFO),
             grant_best: Heap::new(queues::GRANT_BEST),
@@ -345,7 +349,9 @@ impl<'a> Endpoint<'a> {
     /// application calls in.
     pub fn poll_at(&self) -> Option<Instant> {
         // O(1): queue heads and counters only.
+        // A short message is never held back: it goes at the next poll.
         if !self.ctrl.is_empty()
+            || !self.send_short.is_empty()
             || self.grants_dirty
             || self.ctrl_due.len() > self.ctrl_blocked
             || self.waiter_fits()

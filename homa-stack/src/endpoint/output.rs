@@ -48,7 +48,7 @@ impl<'a> Endpoint<'a> {
             return;
         }
         // A FIFO turn is counted only when there is something to pick.
-        while budget > 0 && !self.send.is_empty() {
+        while budget > 0 && !(self.send.is_empty() && self.send_short.is_empty()) {
             let fifo_turn = self.pacer.fifo_turn(self.config.pacer_fifo_fraction);
             let Some(pick) = self.pick_data(now, fifo_turn) else {
                 return;

@@ -8,7 +8,9 @@
 //! `max_nic_est_backlog` ahead of now. Held-back messages go in SRPT order
 //! (fewest bytes left to send first), except that every
 //! `1000 / pacer_fifo_fraction`-th pick goes to the oldest message so a long
-//! message is never starved.
+//! message is never starved. Messages with at most `defer_min_bytes` left
+//! are never held back: they go first, in the order they became ready, as
+//! Linux sends them from `sendmsg`.
 
 use super::rpc::State;
 use crate::time::{Duration, Instant};
@@ -145,27 +147,37 @@ pub(super) struct DataPick {
 
 /// The sender's pick of the next DATA packet.
 impl<'a> super::Endpoint<'a> {
-    /// Chooses the next DATA packet: a pending retransmission first, else the
-    /// message with the fewest bytes left (or, on a FIFO turn, the oldest),
-    /// if the NIC-queue estimate lets it go. Both are the tops of heaps
+    /// Chooses the next DATA packet: a pending retransmission first; on a
+    /// FIFO turn the oldest message with more than `defer_min_bytes` left;
+    /// then the short message that has waited longest (never held back);
+    /// else the message with the fewest bytes left, if the NIC-queue
+    /// estimate lets it go. All are the fronts of heaps or of a list
     /// (`queues`): O(1) here, O(log n) when the pick's RPC is refreshed.
     pub(super) fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
-        let best = usize::from(self.send.peek(&self.rpcs[..])?);
-        if self
-            .rpcs
-            .get(best)
-            .and_then(|s| s.rpc.as_ref())
-            .and_then(|r| r.out.as_ref())
-            .is_some_and(|o| !o.resend.is_empty())
-        {
+        let best = self.send.peek(&self.rpcs[..]).map(usize::from);
+        if let Some(best) = best.filter(|&b| {
+            self.rpcs
+                .get(b)
+                .and_then(|s| s.rpc.as_ref())
+                .and_then(|r| r.out.as_ref())
+                .is_some_and(|o| !o.resend.is_empty())
+        }) {
             return self.resend_pick(best);
         }
         let oldest = self
             .send_fifo
             .peek(&self.rpcs[..])
             .map(usize::from)
-            .filter(|&o| fifo_turn && o != best);
-        for slot in oldest.into_iter().chain([best]) {
+            .filter(|&o| fifo_turn && Some(o) != best);
+        let short = self.send_short.front().map(usize::from);
+        // The candidates in order, without an iterator chain's branches.
+        let (mut order, mut n) = ([0usize; 3], 0);
+        for slot in [oldest, short, best] {
+            let Some(s) = slot else { continue };
+            order[n] = s;
+            n += 1;
+        }
+        for &slot in &order[..n] {
             if let Some(p) = self.new_data_pick(now, slot) {
                 return Some(p);
             }

@@ -17,8 +17,9 @@ pub struct RpcSlot {
     pub(crate) rpc: Option<Rpc>,
     /// In the lists, by kind: `TABLE` (the free or the live list),
     /// `READY` (its socket's ready queue), `CTRL` (RPCs with a GRANT,
-    /// RESEND or NEED_ACK due), `WAIT` (messages waiting for pool space).
-    lists: [ListLink; 4],
+    /// RESEND or NEED_ACK due), `WAIT` (messages waiting for pool space),
+    /// `SHORT` (short messages to send, see `queues`).
+    lists: [ListLink; 5],
     /// In the index of server RPCs by (peer address, id).
     index: IndexLink,
     /// In the sender's and the grant scheduler's heaps.
@@ -31,7 +32,7 @@ impl RpcSlot {
     /// An empty slot, for building tables: `[RpcSlot::EMPTY; 64]`.
     pub const EMPTY: RpcSlot = RpcSlot {
         rpc: None,
-        lists: [ListLink::EMPTY; 4],
+        lists: [ListLink::EMPTY; 5],
         index: IndexLink::EMPTY,
         queues: QueueLinks::EMPTY,
         by_peer: MeldLink::EMPTY,
@@ -47,15 +48,17 @@ pub(crate) const READY: u8 = 1;
 pub(crate) const CTRL: u8 = 2;
 /// The list of messages waiting for pool space.
 pub(crate) const WAIT: u8 = 3;
+/// The sender's list of short messages, in the order they became ready.
+pub(crate) const SHORT: u8 = 4;
 /// Marker of the server-RPC index.
 pub(crate) struct ServerTag;
 
 impl ListNode for RpcSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
-        &self.lists[usize::from(kind & 3)]
+        &self.lists[usize::from(kind.min(SHORT))]
     }
     fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
-        &mut self.lists[usize::from(kind & 3)]
+        &mut self.lists[usize::from(kind.min(SHORT))]
     }
 }
 

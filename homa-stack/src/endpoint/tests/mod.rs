@@ -236,6 +236,46 @@ fn data_packets_follow_linux_geometry_and_priorities() {
     assert_eq!(offsets.iter().map(|o| o.1).sum::<usize>(), 100_000);
 }
 
+/// The message lengths of A's first-transmission DATA packets, in the
+/// order they went out.
+fn data_lengths_from_a(p: &Pair) -> Vec<u32> {
+    let mut lengths = Vec::new();
+    for (_, to_b, f, _) in &p.log {
+        let Ok(h) = homa::Packet::new_checked(&f[34..]) else {
+            continue;
+        };
+        if *to_b && h.packet_type() == homa::PacketType::Data {
+            if let Ok(homa::Repr {
+                kind: homa::Kind::Data { header, .. },
+                ..
+            }) = homa::Repr::parse(&h)
+            {
+                if !header.retransmit {
+                    lengths.push(header.message_length);
+                }
+            }
+        }
+    }
+    lengths
+}
+
+#[test]
+fn short_messages_go_first_in_the_order_they_were_sent() {
+    // A 3,000-byte message, then three of at most defer_min_bytes (1000)
+    // handed over in one go: the short ones are never held back and go
+    // out in sendmsg order, as Linux sends them, before the longer one's
+    // packets; SRPT orders only what is longer.
+    let mut p = Pair::linked(16, 1 << 20);
+    p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    for len in [3000, 900, 100, 1000] {
+        p.a.send_request(client, B_IP, 500, &pattern(len, 1))
+            .unwrap();
+    }
+    p.run_until(Duration::from_micros(50), |_| false);
+    assert_eq!(data_lengths_from_a(&p), [900, 100, 1000, 3000, 3000, 3000]);
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn sixty_four_concurrent_rpcs_of_mixed_sizes() {
