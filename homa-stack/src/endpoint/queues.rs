@@ -293,7 +293,10 @@ impl<'a> Endpoint<'a> {
             self.send_short.push_back(rpcs, i);
             return;
         }
-        self.send_short.remove(rpcs, i);
+        // Mostly empty: the header says so without reading the slot.
+        if !self.send_short.is_empty() {
+            self.send_short.remove(rpcs, i);
+        }
         // The by-age heap's keys (births) never change: insert or remove only.
         if sends {
             if self.send.insert(rpcs, i) {
