@@ -1918,3 +1918,55 @@ fn grants_that_grant_nothing_do_not_keep_a_partly_sent_response_for_ever() {
     );
     assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
 }
+
+#[test]
+fn a_handle_to_a_freed_server_rpc_never_names_a_newcomer_with_its_id() {
+    // Server ids are the client's to choose. A's request is in service
+    // when an RPC_UNKNOWN (A's, or forged from A's address) frees it, and
+    // C's request with the same id takes the freed slot: the handle the
+    // application still holds for A's request must not read, answer or
+    // abort C's (A's response would go to C).
+    let mut ep = server(1, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    ep.poll(now, &mut dev);
+    let Some(Event::Request { rpc: for_a, .. }) = ep.recv(sock) else {
+        panic!("A's request was not delivered");
+    };
+    let unknown = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::RpcUnknown,
+    };
+    dev.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, A_IP, B_IP, &unknown));
+    ep.poll(now, &mut dev);
+    assert_eq!(ep.rpcs_in_use(), 0, "RPC_UNKNOWN frees a server RPC");
+    let req = request_data(2, 40_000, 10, 10, 0, b"C's secret");
+    dev.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+    ep.poll(now, &mut dev);
+    assert_eq!(ep.rpcs_in_use(), 1);
+    // Before the application takes C's request, and after.
+    assert_eq!(ep.abort(for_a), Err(SendError::NoSuchRpc));
+    assert_eq!(ep.rpcs_in_use(), 1, "the stale handle aborted C's request");
+    let Some(Event::Request {
+        rpc: for_c, peer, ..
+    }) = ep.recv(sock)
+    else {
+        panic!("C's request was not delivered");
+    };
+    assert_eq!(peer, IpAddr::V4(C_IP));
+    assert_ne!(for_a, for_c);
+    assert!(
+        ep.message(for_a).is_none(),
+        "the stale handle reads C's request"
+    );
+    assert_eq!(ep.reply(for_a, b"A's answer"), Err(SendError::NoSuchRpc));
+    assert!(ep.message(for_c).is_some());
+    ep.reply(for_c, b"C's answer").unwrap();
+}
