@@ -200,6 +200,6 @@ impl<'a> Endpoint<'a> {
 /// more in one range (its window is granted a packet at a time as bytes
 /// arrive), and when it does it asks again for what is still missing in
 /// its next round, so recovery takes more rounds but never fails.
-fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
+pub(super) fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
     unsched_bytes.max(seg).max(1)
 }

@@ -1970,3 +1970,102 @@ fn a_handle_to_a_freed_server_rpc_never_names_a_newcomer_with_its_id() {
     assert!(ep.message(for_c).is_some());
     ep.reply(for_c, b"C's answer").unwrap();
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn one_rpc_unknown_cannot_buy_a_whole_request_again() {
+    // A's 1 MB request to B is out whole (B granted it all). An RPC_UNKNOWN
+    // naming it (28 bytes, from B's address: B's, or forged) restarts the
+    // request; like a RESEND(0, all) it may schedule at most the
+    // unscheduled bytes again, not the megabyte, whoever asks.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let h = ep
+        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
+        .unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    let (_, port) = only_rpc(&ep);
+    let from_b = |kind| Repr {
+        sport: 500,
+        dport: port,
+        sender_id: h.id() ^ 1,
+        kind,
+    };
+    let grant = from_b(Kind::Grant {
+        offset: 1_000_000,
+        priority: 0,
+    });
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
+    let retx = ep.stats().retransmissions;
+    dev.rx.push_back(homa_frame(
+        B_MAC,
+        A_MAC,
+        B_IP,
+        A_IP,
+        &from_b(Kind::RpcUnknown),
+    ));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    let retx = ep.stats().retransmissions - retx;
+    let most = u64::from(ep.config.unsched_bytes.div_ceil(1424)) + 1;
+    assert!(retx > 0, "the restart sent nothing");
+    assert!(
+        retx <= most,
+        "one RPC_UNKNOWN bought {retx} retransmissions"
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_request_the_server_lost_is_restarted_and_completes() {
+    // B drops A's whole 1 MB request (its application aborts it); A's
+    // RESEND for the response gets RPC_UNKNOWN and A restarts the request.
+    // The restart sends the unscheduled bytes again, and B's RESENDs ask
+    // for the rest: the RPC still completes, byte-exact.
+    let mut p = Pair::linked(8, 4 << 20);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let req = pattern(1_000_000, 9);
+    let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
+    let mut seen = 0;
+    let mut done = false;
+    let t0 = p.now;
+    let ok = p.run_until(Duration::from_secs(2), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            seen += 1;
+            if seen == 1 {
+                p.b.abort(rpc).unwrap();
+                continue;
+            }
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            assert!(buf == req, "the restarted request differs");
+            p.b.reply(rpc, b"ok").unwrap();
+        }
+        if let Some(e) = p.a.recv(client) {
+            assert!(
+                matches!(e, Event::Response { rpc, len: 2 } if rpc == h),
+                "{e:?}"
+            );
+            done = true;
+        }
+        done
+    });
+    assert!(
+        ok,
+        "never completed\nA: {}\nB: {}",
+        p.a.stats(),
+        p.b.stats()
+    );
+    assert_eq!(seen, 2);
+    assert!(
+        p.now - t0 < Duration::from_millis(500),
+        "took {}",
+        p.now - t0
+    );
+}
