@@ -451,7 +451,7 @@ impl<'a> Endpoint<'a> {
             AddOutcome::OutOfRange | AddOutcome::StoreFailed => {
                 return self.count_drop(Drop::BadRange)
             }
-            AddOutcome::TooManyGaps | AddOutcome::TinyHole => {
+            AddOutcome::TooManyGaps | AddOutcome::TinyHole | AddOutcome::TooFar => {
                 return self.count_drop(Drop::TooManyGaps)
             }
         }
