@@ -2069,3 +2069,75 @@ fn a_request_the_server_lost_is_restarted_and_completes() {
         p.now - t0
     );
 }
+
+#[test]
+fn resends_do_not_keep_a_response_waiting_for_pool_space() {
+    // A's 10-byte request to B has its response (60 kB, more than A's
+    // pool has free beside a 40 kB request that B keeps alive with BUSY)
+    // waiting for pool space. Only a message's receiver sends RESEND, so
+    // B's RESENDs naming A's client RPC, every 50 ms, are no sign of
+    // life: the RPC fails at its timeout like any other waiting for pool
+    // space, instead of being held for ever.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 64 * 1024);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let big = ep.send_request(client, B_IP, 500, &[1u8; 40_000]).unwrap();
+    let small = ep.send_request(client, B_IP, 500, b"0123456789").unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    let port = ep.client_port(client).unwrap();
+    let from_b = |h: RpcHandle, kind| Repr {
+        sport: 500,
+        dport: port,
+        sender_id: h.id() ^ 1,
+        kind,
+    };
+    let response = from_b(
+        small,
+        Kind::Data {
+            header: DataHeader {
+                message_length: 60_000,
+                incoming: 10_000,
+                ack: None,
+                cutoff_version: 1,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: &[2u8; 1424],
+        },
+    );
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &response));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    assert_eq!(ep.stats().drops.no_buffer, 1);
+    let resend = from_b(
+        small,
+        Kind::Resend {
+            offset: 0,
+            length: 10,
+            priority: 7,
+        },
+    );
+    let mut failed = None;
+    for _ in 0..20 {
+        dev.rx.push_back(homa_frame(
+            B_MAC,
+            A_MAC,
+            B_IP,
+            A_IP,
+            &from_b(big, Kind::Busy),
+        ));
+        dev.rx
+            .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &resend));
+        run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(50));
+        if let Some(Event::Failed { rpc, error }) = ep.recv(client) {
+            failed = Some((rpc, error, now));
+            break;
+        }
+    }
+    let (rpc, error, at) = failed.expect("the waiting RPC was held for a second");
+    assert_eq!((rpc, error), (small, RpcError::TimedOut));
+    assert!(at <= Instant::from_millis(200), "failed at {at}");
+    assert_eq!(ep.rpcs_in_use(), 2, "the request B keeps alive stays");
+}
