@@ -14,7 +14,9 @@
 //! - everything else, including frames too short to classify, goes to the
 //!   other stack.
 //!
-//! 802.1Q and 802.1ad tags (up to two) are looked through. Both halves
+//! 802.1Q and 802.1ad tags (up to two) are looked through, and so are the
+//! IPv6 extension headers homa-stack skips (hop-by-hop, destination
+//! options, routing with no segments left; up to four). Both halves
 //! transmit straight into the device. One IP address and one MAC serve both
 //! stacks: the other stack answers ARP, neighbour discovery and pings, and
 //! homa-stack runs with `Config::passive_host` so it answers neither.
@@ -170,14 +172,18 @@ fn route_ipv4(ip: &[u8]) -> Option<Route> {
     }
 }
 
+/// Extension headers looked through, as many as homa-stack follows.
+const MAX_EXT_HEADERS: usize = 4;
+
 fn route_ipv6(ip: &[u8]) -> Option<Route> {
     if *ip.first()? >> 4 != 6 {
         return None;
     }
-    match *ip.get(6)? {
+    let (next, upper) = upper_layer(*ip.get(6)?, ip.get(40..)?)?;
+    match next {
         IPPROTO_HOMA => Some(Route::Homa),
         58 => {
-            let icmp = ip.get(40..)?;
+            let icmp = upper;
             match *icmp.first()? {
                 135 | 136 => Some(Route::Both),
                 // Destination unreachable: the quoted header's next header.
@@ -187,6 +193,30 @@ fn route_ipv6(ip: &[u8]) -> Option<Route> {
         }
         _ => None,
     }
+}
+
+/// Follows hop-by-hop, destination-options and routing headers (the last
+/// only with no segments left) to the upper-layer header, as homa-stack
+/// does: its number and bytes. `None` for a header cut short, a routing
+/// header with segments left, or more than [`MAX_EXT_HEADERS`].
+fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8])> {
+    const HOP_BY_HOP: u8 = 0;
+    const ROUTING: u8 = 43;
+    const DEST_OPTIONS: u8 = 60;
+    for _ in 0..=MAX_EXT_HEADERS {
+        if !matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTIONS) {
+            return Some((next, rest));
+        }
+        let [nh, len, _, segments_left, ..] = *rest else {
+            return None;
+        };
+        if next == ROUTING && segments_left != 0 {
+            return None;
+        }
+        next = nh;
+        rest = rest.get((usize::from(len) + 1) * 8..)?;
+    }
+    None
 }
 
 /// Counters of one side of a [`Share`].
@@ -468,6 +498,27 @@ mod tests {
         let mut unreachable6 = std::vec![1, 4, 0, 0, 0, 0, 0, 0];
         unreachable6.extend_from_slice(&ipv6(146, &[0; 8]));
         assert_eq!(route(&eth(0x86dd, &ipv6(58, &unreachable6))), Route::Homa);
+    }
+
+    #[test]
+    fn ipv6_extension_headers_are_looked_through_as_homa_stack_does() {
+        // Hop-by-hop (8 bytes), then destination options (16), then Homa:
+        // homa-stack skips them, so the splitter must give it the packet.
+        let mut chain = std::vec![60, 0, 0, 0, 0, 0, 0, 0];
+        chain.extend_from_slice(&[146, 1]);
+        chain.extend_from_slice(&[0; 14 + 40]);
+        assert_eq!(route(&eth(0x86dd, &ipv6(0, &chain))), Route::Homa);
+        // A routing header with no segments left, then neighbour discovery.
+        let mut nd = std::vec![58, 0, 0, 0, 0, 0, 0, 0, 135, 0, 0, 0];
+        assert_eq!(route(&eth(0x86dd, &ipv6(43, &nd))), Route::Both);
+        // Segments left: not for us to skip; and no more than homa-stack
+        // follows (4), nor a header cut short.
+        nd[3] = 1;
+        assert_eq!(route(&eth(0x86dd, &ipv6(43, &nd))), Route::Other);
+        let mut long = [0u8, 0, 0, 0, 0, 0, 0, 0].repeat(5);
+        long[4 * 8] = 146;
+        assert_eq!(route(&eth(0x86dd, &ipv6(0, &long))), Route::Other);
+        assert_eq!(route(&eth(0x86dd, &ipv6(0, &chain[..12]))), Route::Other);
     }
 
     #[test]

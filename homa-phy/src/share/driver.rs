@@ -306,8 +306,14 @@ impl<D: driver::Driver, const FRAMES: usize, const MTU: usize> driver::Driver
         state
     }
 
+    /// The driver's, with the MTU capped at the queues' `MTU`: a larger
+    /// frame could not be received through the queues, nor written whole
+    /// by a token whose room was taken (it writes into an `MTU`-byte
+    /// scratch buffer).
     fn capabilities(&self) -> driver::Capabilities {
-        self.shared.caps.clone()
+        let mut caps = self.shared.caps.clone();
+        caps.max_transmission_unit = caps.max_transmission_unit.min(MTU);
+        caps
     }
 
     fn hardware_address(&self) -> driver::HardwareAddress {
@@ -334,6 +340,8 @@ mod tests {
         room: usize,
         link: Option<driver::LinkState>,
         last_rx_waker: Option<Waker>,
+        /// The MTU it reports; 0 for 1514.
+        mtu: usize,
     }
 
     struct MockRx(Vec<u8>);
@@ -372,7 +380,7 @@ mod tests {
         }
         fn capabilities(&self) -> driver::Capabilities {
             let mut caps = driver::Capabilities::default();
-            caps.max_transmission_unit = 1514;
+            caps.max_transmission_unit = if self.mtu == 0 { 1514 } else { self.mtu };
             caps
         }
         fn hardware_address(&self) -> driver::HardwareAddress {
@@ -511,6 +519,33 @@ mod tests {
         late.consume(4, |b| b.copy_from_slice(b"lost"));
         assert_eq!(shared.tx_lost(), 1);
         assert_eq!(shared.into_inner().tx, [b"ok".to_vec()]);
+    }
+
+    #[test]
+    fn a_lost_frame_of_the_largest_size_a_half_reports_is_written_whole() {
+        // A jumbo-frame driver under the default 1518-byte queues: a token
+        // whose room was taken hands its writer a scratch buffer of `MTU`
+        // bytes, so no half may report more (a stack's writer indexes the
+        // whole length it asked for, and would panic).
+        let shared: SharedDriver<Mock> = SharedDriver::new(Mock {
+            room: 1,
+            mtu: 9014,
+            ..Mock::default()
+        });
+        let (mut h, mut o) = shared.halves();
+        let mtu = h.capabilities().max_transmission_unit;
+        assert_eq!(mtu, 1518);
+        assert_eq!(o.capabilities().max_transmission_unit, 1518);
+        let mut cx = Context::from_waker(Waker::noop());
+        let late = h.transmit(&mut cx).unwrap();
+        o.transmit(&mut cx)
+            .unwrap()
+            .consume(2, |b| b.copy_from_slice(b"ok"));
+        late.consume(mtu, |b| {
+            assert_eq!(b.len(), mtu);
+            b.fill(1);
+        });
+        assert_eq!(shared.tx_lost(), 1);
     }
 
     #[test]

@@ -97,13 +97,17 @@ pub(crate) struct Socket {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SocketHandle(pub(crate) u16);
 
-/// An RPC: its slot and its id, so a handle to a freed slot is never mistaken
-/// for the RPC that reuses it.
+/// An RPC: its slot, its id and its birth (the endpoint's count of RPCs
+/// made when it was made), so a handle to a freed slot is never mistaken
+/// for the RPC that reuses it. The id alone would not do: a server RPC's id
+/// is its client's choice, so a newcomer may bring the id of the RPC it
+/// replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RpcHandle {
     pub(crate) slot: u16,
     pub(crate) id: u64,
+    pub(crate) birth: u64,
 }
 
 impl RpcHandle {
@@ -432,6 +436,7 @@ impl<'a> Endpoint<'a> {
         Ok(RpcHandle {
             slot: slot as u16,
             id,
+            birth: self.births,
         })
     }
 
@@ -508,6 +513,7 @@ impl<'a> Endpoint<'a> {
         let rpc = RpcHandle {
             slot: i as u16,
             id: r.id,
+            birth: r.birth,
         };
         let len = r.inp.as_ref().map_or(0, |m| m.length as usize);
         Some(match (r.state, r.error) {

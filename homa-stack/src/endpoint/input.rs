@@ -451,7 +451,7 @@ impl<'a> Endpoint<'a> {
             AddOutcome::OutOfRange | AddOutcome::StoreFailed => {
                 return self.count_drop(Drop::BadRange)
             }
-            AddOutcome::TooManyGaps | AddOutcome::TinyHole => {
+            AddOutcome::TooManyGaps | AddOutcome::TinyHole | AddOutcome::TooFar => {
                 return self.count_drop(Drop::TooManyGaps)
             }
         }
@@ -610,10 +610,15 @@ impl<'a> Endpoint<'a> {
             return None;
         };
         let num_priorities = self.config.num_priorities;
+        let unsched_bytes = self.config.unsched_bytes;
         let r = self.rpcs[i].rpc.as_ref();
         match r.map(|r| r.state) {
             Some(State::ClientOutgoing) => {
-                // The server lost the request: send everything sent so far again.
+                // The server lost the request: it starts again. Linux sends
+                // everything sent so far again; like a RESEND(0, all) here
+                // that is at most the unscheduled bytes (a 28-byte packet,
+                // easily forged, must not buy a megabyte), and the server's
+                // RESENDs ask for the rest (docs/protocol.md 4.7).
                 let peer = r.map_or(0, |r| r.peer);
                 let prio = match (
                     self.peers
@@ -625,7 +630,8 @@ impl<'a> Endpoint<'a> {
                     _ => 0,
                 };
                 if let Some(out) = self.rpc_mut(i).and_then(|r| r.out.as_mut()) {
-                    out.request_resend(0, out.next_xmit, prio);
+                    let cap = super::resend::resend_cap(unsched_bytes, out.seg);
+                    out.request_resend(0, out.next_xmit.min(cap), prio);
                 }
             }
             Some(s) if !s.is_client() => {

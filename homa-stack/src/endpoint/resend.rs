@@ -41,8 +41,10 @@ impl<'a> Endpoint<'a> {
             }
             _ => {
                 // A client asking while its request waits for our pool
-                // space is alive: the wait is ours, not its silence.
-                if r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
+                // space is alive: the wait is ours, not its silence. (Not
+                // a server naming our client RPC: only a message's
+                // receiver asks, so that is no sign of life.)
+                if !r.state.is_client() && r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
                     r.silent_ticks = 0;
                 }
                 self.push_answer(&from, CtrlKind::Busy);
@@ -200,6 +202,6 @@ impl<'a> Endpoint<'a> {
 /// more in one range (its window is granted a packet at a time as bytes
 /// arrive), and when it does it asks again for what is still missing in
 /// its next round, so recovery takes more rounds but never fails.
-fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
+pub(super) fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
     unsched_bytes.max(seg).max(1)
 }

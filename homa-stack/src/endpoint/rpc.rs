@@ -316,7 +316,8 @@ impl<'a> super::Endpoint<'a> {
             .get(usize::from(h.slot))?
             .rpc
             .as_ref()
-            .filter(|r| r.id == h.id)
+            // Births are unique for the endpoint's life (a u64 count).
+            .filter(|r| r.birth == h.birth)
     }
 
     /// Takes in the new RPC the caller has just put in free slot `slot`

@@ -67,7 +67,10 @@
 //! hole after the last one filled: retransmissions arrive in the order the
 //! RESENDs asked for them, ascending, and the hint (the last hole visited
 //! and its predecessor) makes each one O(1). Anything else walks the list
-//! from the head, at most `hole_count` descriptors.
+//! from the hint (when the packet lies above it) or the head, past at most
+//! [`MAX_WALK`] holes: a packet whose hole lies farther on is dropped as
+//! [`AddOutcome::TooFar`], so no packet, however often replayed, buys a
+//! walk over thousands of holes.
 //!
 //! # Failures
 //!
@@ -96,6 +99,16 @@ pub const DESCRIPTOR_LEN: u32 = 8;
 /// Hole capacity of [`Holes::new`]. A 1,000,000-byte message losing every
 /// second 1,424-byte packet has 351 holes.
 pub const DEFAULT_MAX_HOLES: u16 = 4096;
+
+/// Holes one [`Holes::add`] may walk past, from where its search starts
+/// (the hint, or the first hole), to find the packet's hole; a packet
+/// farther on is dropped as [`AddOutcome::TooFar`]. Without a bound a
+/// sender that cut its message into thousands of holes could replay one
+/// packet that walks them all, every time: 4,096 descriptor loads, on a
+/// host about 15 times the work of a full 1,424-byte DATA packet; bounded,
+/// about that of one. Honest retransmissions come in ascending order and
+/// the hint finds each at once, and a dropped one is asked for again.
+pub const MAX_WALK: u16 = 128;
 
 /// "No hole": never a hole start, as a hole is at least 8 bytes and ends
 /// at most at `u32::MAX`.
@@ -190,6 +203,9 @@ pub enum AddOutcome {
     /// Dropped: accepting it would leave a hole shorter than
     /// [`DESCRIPTOR_LEN`] bytes.
     TinyHole,
+    /// Dropped: finding its place would walk past more than [`MAX_WALK`]
+    /// holes; the tracker is unchanged.
+    TooFar,
     /// Dropped: the store failed or holds an impossible descriptor; the
     /// tracker is unchanged. The message cannot be trusted to complete.
     StoreFailed,
@@ -390,6 +406,7 @@ impl Holes {
         // Descriptors ascend strictly, so the walk ends; the count only
         // guards against a store whose chain is longer than it should be.
         let mut budget = self.hole_count;
+        let mut walk = MAX_WALK;
         let hole = loop {
             let hole = self.get(store, at)?;
             if offset < hole.end {
@@ -400,6 +417,7 @@ impl Holes {
                 return Err(AddOutcome::Duplicate);
             }
             budget = budget.checked_sub(1).ok_or(AddOutcome::StoreFailed)?;
+            walk = walk.checked_sub(1).ok_or(AddOutcome::TooFar)?;
             prev = at;
             at = hole.next;
         };
@@ -671,6 +689,48 @@ mod tests {
         assert_eq!(h.add(600, 400, &mut s), AddOutcome::New);
         assert_eq!(holes(&h, &mut s), [(300, 600)]);
         (h, s)
+    }
+
+    /// A 1 MB message with `DEFAULT_MAX_HOLES` holes: one-byte packets
+    /// every 10 bytes (each hole 9 bytes), as only a hostile sender cuts.
+    fn riddled() -> (Holes, TestStore) {
+        let mut s = TestStore::new(1_000_000);
+        let mut h = Holes::new(1_000_000);
+        for k in 0..=u32::from(DEFAULT_MAX_HOLES) {
+            assert_eq!(h.add(k * 10, 1, &mut s), AddOutcome::New);
+        }
+        assert_eq!(h.hole_count(), usize::from(DEFAULT_MAX_HOLES));
+        (h, s)
+    }
+
+    #[test]
+    fn one_packet_walks_a_bounded_number_of_holes() {
+        // A duplicate of received data between the last two holes, replayed
+        // at will, walked every hole from the first (4,096 descriptor loads
+        // per packet): the walk stops after MAX_WALK and drops the packet.
+        let (mut h, mut s) = riddled();
+        let before = h;
+        let most = usize::from(MAX_WALK) + 2;
+        for (offset, len) in [(4095 * 10, 1), (4094 * 10 + 5, 3), (4000 * 10 + 1, 9)] {
+            s.loads = 0;
+            let got = h.add(offset, len, &mut s);
+            assert!(
+                s.loads <= most,
+                "add({offset}, {len}) made {} loads",
+                s.loads
+            );
+            assert_eq!(got, AddOutcome::TooFar, "add({offset}, {len})");
+            assert_eq!(h, before);
+        }
+        // Within the bound the walk answers as ever: a duplicate, a tiny
+        // hole, a fill; and the hint then reaches the next hole at once.
+        let near = MAX_WALK as u32 * 10;
+        assert_eq!(h.add(near, 1, &mut s), AddOutcome::Duplicate);
+        assert_eq!(h.add(near - 7, 2, &mut s), AddOutcome::TinyHole);
+        assert_eq!(h.add(near - 9, 9, &mut s), AddOutcome::New);
+        s.loads = 0;
+        assert_eq!(h.add(near + 1, 9, &mut s), AddOutcome::New);
+        assert!(s.loads <= 2, "{} loads", s.loads);
     }
 
     #[test]
@@ -1049,6 +1109,42 @@ mod tests {
             out
         }
 
+        /// `add`, for a tracker whose search for a packet below
+        /// `recv_end` starts at the hole beginning at `start` (its hint or
+        /// its head): the walk past more than `MAX_WALK` holes is the one
+        /// rule that depends on where the search starts.
+        fn add_from(&mut self, offset: u32, len: u32, start: u32) -> AddOutcome {
+            let in_range = offset
+                .checked_add(len)
+                .is_some_and(|end| len > 0 && end as usize <= self.got.len());
+            let holes = self.holes();
+            let (first, last) = match (holes.first(), holes.last()) {
+                (Some(f), Some(l)) => (f.0, l.1),
+                _ => return self.add(offset, len),
+            };
+            // The checks made before any walk: range, above recv_end (no
+            // walk), below the first hole, in the data after the last.
+            if !in_range || offset >= self.recv_end || offset < first || offset >= last {
+                return self.add(offset, len);
+            }
+            let i = holes
+                .iter()
+                .position(|h| h.0 == start)
+                .expect("the search starts at a hole");
+            // The first hole from there ending above the packet: its own,
+            // or (when the packet lies in data before it) the one after.
+            let j = i + holes[i..].iter().position(|h| offset < h.1).unwrap();
+            let passed = if offset < holes[j].0 {
+                j - 1 - i
+            } else {
+                j - i
+            };
+            if passed > usize::from(MAX_WALK) {
+                return AddOutcome::TooFar;
+            }
+            self.add(offset, len)
+        }
+
         fn add(&mut self, offset: u32, len: u32) -> AddOutcome {
             let end = match offset.checked_add(len) {
                 Some(end) if len > 0 && end as usize <= self.got.len() => end,
@@ -1119,6 +1215,11 @@ mod tests {
         for (step, &(offset, len)) in ops.iter().enumerate() {
             s.stores.clear();
             let before = h;
+            let start = if h.hint != NONE && h.hint <= offset {
+                h.hint
+            } else {
+                h.head
+            };
             s.fail_after = fail.get(step % fail.len().max(1)).copied().flatten();
             let armed = s.fail_after.is_some();
             let got = h.add(offset, len, &mut s);
@@ -1139,7 +1240,7 @@ mod tests {
                 assert_eq!(h, before, "state changed by a failed add({offset}, {len})");
                 AddOutcome::StoreFailed
             } else {
-                m.add(offset, len)
+                m.add_from(offset, len, start)
             };
             assert_eq!(got, want, "add({offset}, {len}) at step {step}");
             let end = offset.saturating_add(len);

@@ -1918,3 +1918,226 @@ fn grants_that_grant_nothing_do_not_keep_a_partly_sent_response_for_ever() {
     );
     assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
 }
+
+#[test]
+fn a_handle_to_a_freed_server_rpc_never_names_a_newcomer_with_its_id() {
+    // Server ids are the client's to choose. A's request is in service
+    // when an RPC_UNKNOWN (A's, or forged from A's address) frees it, and
+    // C's request with the same id takes the freed slot: the handle the
+    // application still holds for A's request must not read, answer or
+    // abort C's (A's response would go to C).
+    let mut ep = server(1, 1 << 20);
+    let sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let now = Instant::from_millis(1);
+    let req = request_data(2, 40_000, 10, 10, 0, b"0123456789");
+    dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &req));
+    ep.poll(now, &mut dev);
+    let Some(Event::Request { rpc: for_a, .. }) = ep.recv(sock) else {
+        panic!("A's request was not delivered");
+    };
+    let unknown = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::RpcUnknown,
+    };
+    dev.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, A_IP, B_IP, &unknown));
+    ep.poll(now, &mut dev);
+    assert_eq!(ep.rpcs_in_use(), 0, "RPC_UNKNOWN frees a server RPC");
+    let req = request_data(2, 40_000, 10, 10, 0, b"C's secret");
+    dev.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+    ep.poll(now, &mut dev);
+    assert_eq!(ep.rpcs_in_use(), 1);
+    // Before the application takes C's request, and after.
+    assert_eq!(ep.abort(for_a), Err(SendError::NoSuchRpc));
+    assert_eq!(ep.rpcs_in_use(), 1, "the stale handle aborted C's request");
+    let Some(Event::Request {
+        rpc: for_c, peer, ..
+    }) = ep.recv(sock)
+    else {
+        panic!("C's request was not delivered");
+    };
+    assert_eq!(peer, IpAddr::V4(C_IP));
+    assert_ne!(for_a, for_c);
+    assert!(
+        ep.message(for_a).is_none(),
+        "the stale handle reads C's request"
+    );
+    assert_eq!(ep.reply(for_a, b"A's answer"), Err(SendError::NoSuchRpc));
+    assert!(ep.message(for_c).is_some());
+    ep.reply(for_c, b"C's answer").unwrap();
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn one_rpc_unknown_cannot_buy_a_whole_request_again() {
+    // A's 1 MB request to B is out whole (B granted it all). An RPC_UNKNOWN
+    // naming it (28 bytes, from B's address: B's, or forged) restarts the
+    // request; like a RESEND(0, all) it may schedule at most the
+    // unscheduled bytes again, not the megabyte, whoever asks.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let h = ep
+        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
+        .unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    let (_, port) = only_rpc(&ep);
+    let from_b = |kind| Repr {
+        sport: 500,
+        dport: port,
+        sender_id: h.id() ^ 1,
+        kind,
+    };
+    let grant = from_b(Kind::Grant {
+        offset: 1_000_000,
+        priority: 0,
+    });
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
+    let retx = ep.stats().retransmissions;
+    dev.rx.push_back(homa_frame(
+        B_MAC,
+        A_MAC,
+        B_IP,
+        A_IP,
+        &from_b(Kind::RpcUnknown),
+    ));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    let retx = ep.stats().retransmissions - retx;
+    let most = u64::from(ep.config.unsched_bytes.div_ceil(1424)) + 1;
+    assert!(retx > 0, "the restart sent nothing");
+    assert!(
+        retx <= most,
+        "one RPC_UNKNOWN bought {retx} retransmissions"
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_request_the_server_lost_is_restarted_and_completes() {
+    // B drops A's whole 1 MB request (its application aborts it); A's
+    // RESEND for the response gets RPC_UNKNOWN and A restarts the request.
+    // The restart sends the unscheduled bytes again, and B's RESENDs ask
+    // for the rest: the RPC still completes, byte-exact.
+    let mut p = Pair::linked(8, 4 << 20);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let req = pattern(1_000_000, 9);
+    let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
+    let mut seen = 0;
+    let mut done = false;
+    let t0 = p.now;
+    let ok = p.run_until(Duration::from_secs(2), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            seen += 1;
+            if seen == 1 {
+                p.b.abort(rpc).unwrap();
+                continue;
+            }
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            assert!(buf == req, "the restarted request differs");
+            p.b.reply(rpc, b"ok").unwrap();
+        }
+        if let Some(e) = p.a.recv(client) {
+            assert!(
+                matches!(e, Event::Response { rpc, len: 2 } if rpc == h),
+                "{e:?}"
+            );
+            done = true;
+        }
+        done
+    });
+    assert!(
+        ok,
+        "never completed\nA: {}\nB: {}",
+        p.a.stats(),
+        p.b.stats()
+    );
+    assert_eq!(seen, 2);
+    assert!(
+        p.now - t0 < Duration::from_millis(500),
+        "took {}",
+        p.now - t0
+    );
+}
+
+#[test]
+fn resends_do_not_keep_a_response_waiting_for_pool_space() {
+    // A's 10-byte request to B has its response (60 kB, more than A's
+    // pool has free beside a 40 kB request that B keeps alive with BUSY)
+    // waiting for pool space. Only a message's receiver sends RESEND, so
+    // B's RESENDs naming A's client RPC, every 50 ms, are no sign of
+    // life: the RPC fails at its timeout like any other waiting for pool
+    // space, instead of being held for ever.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 64 * 1024);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let big = ep.send_request(client, B_IP, 500, &[1u8; 40_000]).unwrap();
+    let small = ep.send_request(client, B_IP, 500, b"0123456789").unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    let port = ep.client_port(client).unwrap();
+    let from_b = |h: RpcHandle, kind| Repr {
+        sport: 500,
+        dport: port,
+        sender_id: h.id() ^ 1,
+        kind,
+    };
+    let response = from_b(
+        small,
+        Kind::Data {
+            header: DataHeader {
+                message_length: 60_000,
+                incoming: 10_000,
+                ack: None,
+                cutoff_version: 1,
+                retransmit: false,
+                offset: 0,
+            },
+            payload: &[2u8; 1424],
+        },
+    );
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &response));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    assert_eq!(ep.stats().drops.no_buffer, 1);
+    let resend = from_b(
+        small,
+        Kind::Resend {
+            offset: 0,
+            length: 10,
+            priority: 7,
+        },
+    );
+    let mut failed = None;
+    for _ in 0..20 {
+        dev.rx.push_back(homa_frame(
+            B_MAC,
+            A_MAC,
+            B_IP,
+            A_IP,
+            &from_b(big, Kind::Busy),
+        ));
+        dev.rx
+            .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &resend));
+        run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(50));
+        if let Some(Event::Failed { rpc, error }) = ep.recv(client) {
+            failed = Some((rpc, error, now));
+            break;
+        }
+    }
+    let (rpc, error, at) = failed.expect("the waiting RPC was held for a second");
+    assert_eq!((rpc, error), (small, RpcError::TimedOut));
+    assert!(at <= Instant::from_millis(200), "failed at {at}");
+    assert_eq!(ep.rpcs_in_use(), 2, "the request B keeps alive stays");
+}
