@@ -609,17 +609,29 @@ impl<'a> Endpoint<'a> {
             self.count_drop(Drop::UnknownRpc);
             return None;
         };
+        let num_priorities = self.config.num_priorities;
+        let unsched_bytes = self.config.unsched_bytes;
         let r = self.rpcs[i].rpc.as_ref();
         match r.map(|r| r.state) {
             Some(State::ClientOutgoing) => {
-                // The server lost the request: it starts again, as a new
-                // message (Linux sends everything sent so far again). The
-                // unscheduled bytes go, paced, and the server that really
-                // lost it grants the rest as for any request; a forged
-                // 28-byte packet buys at most the unscheduled bytes
-                // (docs/protocol.md 4.7).
+                // The server lost the request: it starts again. Linux sends
+                // everything sent so far again; like a RESEND(0, all) here
+                // that is at most the unscheduled bytes (a 28-byte packet,
+                // easily forged, must not buy a megabyte), and the server's
+                // RESENDs ask for the rest (docs/protocol.md 4.7).
+                let peer = r.map_or(0, |r| r.peer);
+                let prio = match (
+                    self.peers
+                        .get(usize::from(peer))
+                        .and_then(|s| s.peer.as_ref()),
+                    r.and_then(|r| r.out.as_ref()),
+                ) {
+                    (Some(p), Some(out)) => p.unsched_priority(out.length, num_priorities),
+                    _ => 0,
+                };
                 if let Some(out) = self.rpc_mut(i).and_then(|r| r.out.as_mut()) {
-                    out.restart();
+                    let cap = super::resend::resend_cap(unsched_bytes, out.seg);
+                    out.request_resend(0, out.next_xmit.min(cap), prio);
                 }
             }
             Some(s) if !s.is_client() => {

@@ -249,16 +249,6 @@ impl MsgOut {
         let _ = self.resend.add(start, end, self.next_xmit, priority);
     }
 
-    /// Starts the message again from its first byte, as if new: its
-    /// receiver has lost it (RPC_UNKNOWN). The unscheduled bytes go again,
-    /// paced like any new data, and the rest waits for the receiver's
-    /// grants; nothing stays queued for retransmission.
-    pub fn restart(&mut self) {
-        self.next_xmit = 0;
-        self.granted = self.unscheduled;
-        self.cut(self.seg);
-    }
-
     /// Fixes the packet size at the first transmission.
     pub fn cut(&mut self, seg: u32) {
         self.seg = seg;
