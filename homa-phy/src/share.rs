@@ -172,14 +172,14 @@ fn route_ipv4(ip: &[u8]) -> Option<Route> {
     }
 }
 
-/// Extension headers looked through, as many as homa-stack follows.
-const MAX_EXT_HEADERS: usize = 4;
+/// IPv6 extension headers [`ipv6_upper_layer`] follows before giving up.
+pub const MAX_IPV6_EXT_HEADERS: usize = 4;
 
 fn route_ipv6(ip: &[u8]) -> Option<Route> {
     if *ip.first()? >> 4 != 6 {
         return None;
     }
-    let (next, upper) = upper_layer(*ip.get(6)?, ip.get(40..)?)?;
+    let (next, upper) = ipv6_upper_layer(*ip.get(6)?, ip.get(40..)?)?;
     match next {
         IPPROTO_HOMA => Some(Route::Homa),
         58 => {
@@ -195,15 +195,19 @@ fn route_ipv6(ip: &[u8]) -> Option<Route> {
     }
 }
 
-/// Follows hop-by-hop, destination-options and routing headers (the last
-/// only with no segments left) to the upper-layer header, as homa-stack
-/// does: its number and bytes. `None` for a header cut short, a routing
-/// header with segments left, or more than [`MAX_EXT_HEADERS`].
-fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8])> {
+/// From an IPv6 header's next-header value and the bytes after it, follows
+/// hop-by-hop, destination-options and routing headers (the last only with
+/// no segments left, so we are its final destination) to the upper-layer
+/// header: its number and bytes. `None` for a header cut short, a routing
+/// header with segments left, or more than [`MAX_IPV6_EXT_HEADERS`]. Any
+/// other value (a fragment header, 44, among them) is returned as the
+/// upper layer, for the caller to take or refuse. The one walk both the
+/// splitter and homa-stack route by, so they agree on every packet.
+pub fn ipv6_upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8])> {
     const HOP_BY_HOP: u8 = 0;
     const ROUTING: u8 = 43;
     const DEST_OPTIONS: u8 = 60;
-    for _ in 0..=MAX_EXT_HEADERS {
+    for _ in 0..=MAX_IPV6_EXT_HEADERS {
         if !matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTIONS) {
             return Some((next, rest));
         }

@@ -23,13 +23,8 @@ use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icm
 use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol, Ipv6Addr};
 
-/// Extension headers followed before giving up on a packet.
-const MAX_EXT_HEADERS: usize = 4;
-
-/// Next-header values of the extension headers we skip.
-const HOP_BY_HOP: u8 = 0;
-const ROUTING: u8 = 43;
-const DEST_OPTIONS: u8 = 60;
+/// The extension-header walk, shared with the splitter so the two agree.
+use crate::phy::share::ipv6_upper_layer as skip_extension_headers;
 
 /// The all-nodes multicast address `ff02::1`.
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
@@ -395,32 +390,6 @@ impl<'a> Endpoint<'a> {
     }
 }
 
-/// Follows hop-by-hop, destination-options and routing headers (the last
-/// only with no segments left, so we are its final destination) to the
-/// upper-layer header: its number and bytes. `None` for a fragment, a
-/// routing header with segments left, a truncated header, or more than
-/// [`MAX_EXT_HEADERS`] of them.
-fn skip_extension_headers(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8])> {
-    for _ in 0..MAX_EXT_HEADERS {
-        if !matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTIONS) {
-            return Some((next, rest));
-        }
-        let [nh, len, _, segments_left, ..] = *rest else {
-            return None;
-        };
-        if next == ROUTING && segments_left != 0 {
-            return None;
-        }
-        let n = (usize::from(len) + 1) * 8;
-        if rest.len() < n {
-            return None;
-        }
-        next = nh;
-        rest = &rest[n..];
-    }
-    (!matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTIONS)).then_some((next, rest))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,6 +409,9 @@ mod tests {
 
     #[test]
     fn extension_headers_are_skipped_or_refused() {
+        const HOP_BY_HOP: u8 = 0;
+        const ROUTING: u8 = 43;
+        const DEST_OPTIONS: u8 = 60;
         // Hop-by-hop (8 bytes) then destination options (16 bytes) then Homa.
         let mut b = [0u8; 8 + 16 + 4];
         b[0] = DEST_OPTIONS;
