@@ -148,9 +148,10 @@ fn an_endpoint_with_nothing_to_grant_has_no_fifo_deadline() {
 }
 
 /// Runs a 1 MB request, then a 300 kB one, from A to B with one message
-/// granted at a time; returns B's FIFO grant count when the shorter, which
-/// SRPT favours, has arrived.
-fn fifo_grants_while_srpt_grants_another(fifo_fraction: u32) -> u64 {
+/// granted at a time; returns, when the shorter (which SRPT favours) has
+/// arrived, B's FIFO grant count and the GRANTs B sent for the 1 MB
+/// request until then, each with its priority.
+fn fifo_grants_while_srpt_grants_another(fifo_fraction: u32) -> (u64, Vec<u8>) {
     let mut config = Config::new(B_IP, B_MAC);
     config.max_overcommit = 1;
     config.grant_fifo_fraction = fifo_fraction;
@@ -162,11 +163,11 @@ fn fifo_grants_while_srpt_grants_another(fifo_fraction: u32) -> u64 {
     p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
     p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
     p.link_mbps = Some(10_000);
-    p.logging = false;
     let server = p.b.bind(500).unwrap();
     let client = p.a.socket().unwrap();
-    p.a.send_request(client, B_IP, 500, &pattern(1_000_000, 1))
-        .unwrap();
+    let long =
+        p.a.send_request(client, B_IP, 500, &pattern(1_000_000, 1))
+            .unwrap();
     p.a.send_request(client, B_IP, 500, &pattern(300_000, 2))
         .unwrap();
     let mut first = None;
@@ -181,15 +182,38 @@ fn fifo_grants_while_srpt_grants_another(fifo_fraction: u32) -> u64 {
     }));
     let (len, fifo) = first.unwrap();
     assert_eq!(len, 300_000, "SRPT completes the shorter request first");
-    fifo
+    let mut grants = Vec::new();
+    for (_, to_b, f, _) in &p.log {
+        let Ok(h) = homa::Packet::new_checked(&f[34..]) else {
+            continue;
+        };
+        if let (false, Ok(r)) = (*to_b, homa::Repr::parse(&h)) {
+            if let homa::Kind::Grant { priority, .. } = r.kind {
+                if r.sender_id == long.id() ^ 1 {
+                    grants.push(priority);
+                }
+            }
+        }
+    }
+    (fifo, grants)
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn the_oldest_message_gets_fifo_grants_while_srpt_grants_a_shorter_one() {
     // 10 kB every 40 us at 20% of 10 Gbit/s; the shorter takes 240 us.
-    assert!(fifo_grants_while_srpt_grants_another(200) > 0);
-    assert_eq!(fifo_grants_while_srpt_grants_another(0), 0);
+    // The oldest's first GRANTs are the FIFO grants, at priority 6
+    // (docs/protocol.md 4.4), while SRPT still grants the shorter; its
+    // SRPT grants (priority 0) begin once the shorter is granted whole.
+    // Without FIFO grants it gets none at 6.
+    let (fifo, grants) = fifo_grants_while_srpt_grants_another(200);
+    let fifo = fifo as usize;
+    assert!(fifo > 0);
+    assert_eq!(grants[..fifo], vec![6; fifo], "{grants:?}");
+    assert!(!grants[fifo..].contains(&6), "{grants:?}");
+    let (none, grants) = fifo_grants_while_srpt_grants_another(0);
+    assert_eq!(none, 0);
+    assert!(!grants.contains(&6), "{grants:?}");
 }
 
 #[test]
