@@ -298,7 +298,6 @@ impl<'a> super::Endpoint<'a> {
         }
     }
 
-    /// Gives the oldest waiting message its FIFO share.
     /// Runs the FIFO grant clock at an egress. It runs only while some
     /// message awaits grants: the first FIFO grant is due one interval
     /// after one starts waiting, and an endpoint with nothing to grant has
@@ -323,6 +322,7 @@ impl<'a> super::Endpoint<'a> {
         self.next_fifo_grant = fifo_interval(&self.config, self.link_mbps).map(|d| now + d);
     }
 
+    /// Gives the oldest waiting message its FIFO share.
     pub(super) fn fifo_grant(&mut self) {
         if self.grant.is_empty() || !fifo_grants_on(&self.config) {
             return;

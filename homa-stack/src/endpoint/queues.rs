@@ -158,10 +158,6 @@ impl<'a> Endpoint<'a> {
             .out
             .as_ref()
             .is_some_and(|o| !o.resend.is_empty() || (sending(r.state) && o.can_send_new()));
-        let short = wants_send
-            && r.out.as_ref().is_some_and(|o| {
-                o.resend.is_empty() && o.bytes_left() <= self.config.defer_min_bytes
-            });
         let inp = r.inp.as_ref().filter(|m| m.buf.is_some());
         let grant = matches!(r.state, State::ClientIncoming | State::ServerIncoming)
             && inp.is_some_and(|m| m.granted < m.length);
@@ -175,7 +171,7 @@ impl<'a> Endpoint<'a> {
         };
         Some(Placement {
             wants_send,
-            short,
+            short: wants_send && self.short(keys.send),
             resolved: self.peer_resolved(r.peer),
             grant,
             counted,
@@ -274,8 +270,14 @@ impl<'a> Endpoint<'a> {
             )
         });
         let old = core::mem::replace(&mut r.keys.send, key);
-        let short = wants_send && key.0 && key.1 <= self.config.defer_min_bytes;
+        let short = wants_send && self.short(key);
         self.queue_send(i, wants_send, short, old != key);
+    }
+
+    /// Whether a message with this send key (no retransmission pending,
+    /// bytes left to send) waits in `send_short`.
+    fn short(&self, (no_resend, left): (bool, u32)) -> bool {
+        no_resend && left <= self.config.defer_min_bytes
     }
 
     /// Puts RPC `i` where its DATA waits: in `send_short` (`sends` and
