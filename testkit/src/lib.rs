@@ -7,7 +7,7 @@
 //! patterns, test devices, raw frame builders and the two-host driver
 //! itself) is in [`homa_phy::testing`], so that homa-stack's own unit
 //! tests share it too; this crate builds on it. Not published: it serves
-//! the integration tests (`tests/`), the tools (`examples/`) and the fuzz
+//! the integration tests (`tests/`), the tools (`tools/`) and the fuzz
 //! targets (`fuzz/`).
 
 pub mod duo;

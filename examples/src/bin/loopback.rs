@@ -15,7 +15,6 @@
 //! from neighbour discovery; the default sizes are IPv6's boundaries).
 
 use clap::Parser;
-use homa_examples::cli;
 use homa_phy::fault::{FaultConfig, PPM};
 use homa_phy::Duration;
 use homa_testkit::soak::{self, Soak, SIZES, SIZES_V6};
@@ -24,6 +23,19 @@ use std::process::ExitCode;
 /// Most RPCs in flight at once: each endpoint gets `(2K + 2) x 1.1 MB` of
 /// message pool for K, so 1024 means about 2.3 GB each.
 const MAX_CONCURRENCY: u64 = 1024;
+
+/// Largest message a soak sends, as Linux Homa allows.
+const MAX_MESSAGE: u32 = 1_000_000;
+
+/// A share of frames in `[0, 1]`.
+fn fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a fraction in [0, 1]"))
+    }
+}
 
 /// A Homa client and server over in-memory devices (no root): one echo RPC
 /// of each boundary size, or a soak of mixed sizes through injected faults.
@@ -46,20 +58,20 @@ struct Args {
     #[arg(long, value_name = "S", default_value_t = 1)]
     seed: u64,
     /// Share of frames dropped, in [0, 1].
-    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = cli::fraction)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = fraction)]
     loss: f64,
     /// Share of frames duplicated, in [0, 1].
-    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = cli::fraction)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = fraction)]
     dup: f64,
     /// Share of frames delayed behind later ones, in [0, 1].
-    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = cli::fraction)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = fraction)]
     reorder: f64,
     /// Share of frames with one bit flipped, in [0, 1] (turns checksums on).
-    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = cli::fraction)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = fraction)]
     corrupt: f64,
     /// Largest soak message, 1..=1000000 bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = cli::MAX_MESSAGE,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(cli::MAX_MESSAGE)))]
+    #[arg(long, value_name = "BYTES", default_value_t = MAX_MESSAGE,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_MESSAGE)))]
     max_size: u32,
     /// Every RPC over IPv6 (fd00::1 to fd00::2) instead of IPv4.
     #[arg(long)]

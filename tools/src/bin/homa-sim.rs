@@ -12,10 +12,10 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use homa_examples::cli;
-use homa_examples::sim::homa_config::HomaStyle;
-use homa_examples::sim::{plot, report, run, Protocol, SimOptions, Workload};
 use homa_phy::sim::Topology;
+use homa_tools::cli;
+use homa_tools::sim::homa_config::HomaStyle;
+use homa_tools::sim::{plot, report, run, Protocol, SimOptions, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum TopologyArg {

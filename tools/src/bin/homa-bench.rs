@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use homa_examples::bench::{self, Options, Single};
+use homa_tools::bench::{self, Options, Single};
 
 /// homa-stack against smoltcp 0.12, in one process and one run.
 #[derive(Parser, Debug)]

@@ -1,4 +1,4 @@
-//! Runs the built homa-dump on the committed captures (examples/data/) and
+//! Runs the built homa-dump on the committed captures (tools/data/) and
 //! on small captures written here (pcapng of both byte orders, pcap of both
 //! byte orders and resolutions, damaged files).
 
@@ -803,23 +803,6 @@ fn filters_by_type_host_port_and_rpc_combine() {
 // RPC view and statistics.
 
 #[test]
-fn the_loss_capture_is_what_the_loopback_program_writes() {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("loss.pcap");
-    let status = Command::new(env!("CARGO_BIN_EXE_loopback"))
-        .args(["--pcap", path.to_str().unwrap()])
-        .args(["--rpcs", "6", "--max-size", "6000", "--loss", "0.08"])
-        .args(["--seed", "2", "--concurrency", "2"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert!(
-        std::fs::read(&path).unwrap() == std::fs::read(data("loss.pcap")).unwrap(),
-        "examples/data/loss.pcap is stale: regenerate it with the command in make-dump-captures.rs"
-    );
-}
-
-#[test]
 fn rpc_view_of_known_rpcs_with_losses() {
     // Six echo RPCs (response = request), every one verified by loopback,
     // through 8% loss: two DATA packets were retransmitted.
@@ -974,8 +957,8 @@ fn the_dump_captures_are_what_their_generator_writes() {
 
 #[test]
 fn decoding_any_prefix_or_damage_of_the_frames_does_not_panic() {
-    use homa_examples::dump::reader::{Reader, Record};
-    use homa_examples::dump::{decode, json as dump_json, print};
+    use homa_tools::dump::reader::{Reader, Record};
+    use homa_tools::dump::{decode, json as dump_json, print};
     let file = std::fs::File::open(data("every-type.pcapng")).unwrap();
     let mut reader = Reader::open(file).unwrap();
     let mut frames = Vec::new();
@@ -1014,7 +997,7 @@ fn decoding_any_prefix_or_damage_of_the_frames_does_not_panic() {
 
 #[test]
 fn every_truncation_of_the_committed_pcapng_in_process() {
-    use homa_examples::dump::reader::{ReadError, Reader};
+    use homa_tools::dump::reader::{ReadError, Reader};
     let bytes = std::fs::read(data("every-type.pcapng")).unwrap();
     let recs = records(&bytes);
     for cut in 0..bytes.len() {

@@ -2,10 +2,10 @@
 //! simulated fabric, the workload sampling rule, and the slowdown of a lone
 //! message.
 
-use homa_examples::sim::report::json;
-use homa_examples::sim::traffic::Message;
-use homa_examples::sim::{run, run_with, Protocol, SimOptions, Workload};
 use homa_phy::sim::Topology;
+use homa_tools::sim::report::json;
+use homa_tools::sim::traffic::Message;
+use homa_tools::sim::{run, run_with, Protocol, SimOptions, Workload};
 
 /// A rack run short enough for a debug build.
 fn short_run(workload: &str, duration_us: u64) -> SimOptions {
@@ -158,7 +158,7 @@ fn rpcs_with_responses_all_succeed() {
 /// the legend right of the plot, and rasterises to a PNG.
 #[test]
 fn the_plot_is_drawn_as_svg_and_png() {
-    use homa_examples::sim::plot;
+    use homa_tools::sim::plot;
     let mut o = short_run("w4", 200);
     o.protocols = vec![Protocol::Homa];
     let r = run(&o).unwrap();

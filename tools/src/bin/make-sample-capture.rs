@@ -1,7 +1,7 @@
-//! Writes `examples/data/sample.pcap`, the capture homa-dump's tests read.
+//! Writes `tools/data/sample.pcap`, the capture homa-dump's tests read.
 //!
 //! ```text
-//! cargo run -p homa-examples --bin make-sample-capture [OUT.pcap]
+//! cargo run -p homa-tools --bin make-sample-capture [OUT.pcap]
 //! ```
 //!
 //! Two homa-stack endpoints, A (client, 10.0.0.1) and B (server on port

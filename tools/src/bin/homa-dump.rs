@@ -1,7 +1,7 @@
 //! homa-dump: prints the Homa packets of a pcap or pcapng capture, tcpdump
 //! style, or as JSON, per RPC, or as statistics. See `homa-dump --help` and
-//! the README's homa-dump section; the code is in `homa_examples::dump`.
+//! the README's homa-dump section; the code is in `homa_tools::dump`.
 
 fn main() -> std::process::ExitCode {
-    homa_examples::dump::main()
+    homa_tools::dump::main()
 }

@@ -1,8 +1,8 @@
 //! Writes the small captures homa-dump's and the Wireshark dissector's tests
-//! read, into `examples/data/` (or the directory given):
+//! read, into `tools/data/` (or the directory given):
 //!
 //! ```text
-//! cargo run -p homa-examples --bin make-dump-captures [DIR]
+//! cargo run -p homa-tools --bin make-dump-captures [DIR]
 //! ```
 //!
 //! - `every-type.pcapng`: Ethernet, nanosecond pcapng; every Homa packet
@@ -21,7 +21,7 @@
 //!
 //! Deterministic: running it again gives the same bytes. The capture of
 //! known RPCs with losses comes from the loopback program instead:
-//! `loopback --pcap examples/data/loss.pcap --rpcs 6 --max-size 6000
+//! `loopback --pcap tools/data/loss.pcap --rpcs 6 --max-size 6000
 //! --loss 0.08 --seed 2 --concurrency 2`.
 
 use std::path::{Path, PathBuf};

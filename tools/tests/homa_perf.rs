@@ -1,7 +1,7 @@
 //! homa-perf end to end: kernel TCP over loopback (always), homa-stack over
 //! two TAP devices in a network namespace, and a one-second testbed run
 //! (both need root with /dev/net/tun and `ip`: `#[ignore = "needs root"]`,
-//! run by `sudo cargo test -p homa-examples --test homa_perf -- --ignored`
+//! run by `sudo cargo test -p homa-tools --test homa_perf -- --ignored`
 //! and by CI).
 
 use std::io::{BufRead, BufReader};

@@ -5,8 +5,8 @@
 
 use std::process::ExitCode;
 
-use homa_examples::perf::cli::{self, Command, Transport};
-use homa_examples::perf::{homa, sys, tcp, testbed};
+use homa_tools::perf::cli::{self, Command, Transport};
+use homa_tools::perf::{homa, sys, tcp, testbed};
 
 fn main() -> ExitCode {
     let cmd = match cli::parse(std::env::args_os().skip(1)) {
