@@ -3,7 +3,7 @@
 //! cutoffs that split the unscheduled bytes evenly over the unscheduled
 //! levels, and one round trip of unscheduled bytes.
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 use homa_stack::config::{PriorityEncoding, NUM_PRIORITIES};
 use homa_stack::time::Duration;
 use homa_stack::wire::homa::MAX_MESSAGE_LENGTH;
@@ -41,7 +41,7 @@ pub fn rtt_unsched_bytes(fabric: &Fabric, packets: &Packetiser) -> u32 {
     let far = fabric.hosts() - 1;
     let rtt =
         fabric.ideal_one_way_frames(0, far, &[mtu]) + fabric.ideal_one_way_frames(far, 0, &[60]);
-    let per_packet = homa_phy::sim::serialisation_time(mtu, fabric.config().host_link_mbps);
+    let per_packet = crate::fabric::serialisation_time(mtu, fabric.config().host_link_mbps);
     let n = rtt.total_nanos().div_ceil(per_packet.total_nanos().max(1));
     (n as usize * packets.seg) as u32
 }
