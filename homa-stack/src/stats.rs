@@ -103,7 +103,9 @@ pub enum Drop {
     /// A frame we would send is larger than the device's MTU.
     FrameTooBig,
     /// An ICMP error beyond the per-tick budget of those acted on (each
-    /// makes a pass over the live RPCs, so a flood must not buy one each).
+    /// makes a pass over the live RPCs, so a flood must not buy one each),
+    /// or an RPC_UNKNOWN within a RESEND interval of the restart the last
+    /// one caused (each restart sends the unscheduled bytes again).
     RateLimited,
     /// A neighbour advertisement without the override flag for a peer whose
     /// known link address differs: not applied (RFC 4861 7.2.5).
@@ -133,7 +135,7 @@ impl fmt::Display for Drop {
             Drop::UnknownPeer => "unknown peer",
             Drop::NotHandled => "packet type not handled",
             Drop::FrameTooBig => "frame larger than the device MTU",
-            Drop::RateLimited => "over the per-tick budget",
+            Drop::RateLimited => "over its rate limit",
             Drop::NoOverride => "advertisement without override for a known address",
             Drop::WrongVlan => "frame for another VLAN",
         })

@@ -44,8 +44,9 @@ pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PO
 use ctrl::{Ctrl, CtrlKind, CTRL_QUEUE};
 pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
+pub use resend::RESEND_MAX_BYTES;
 pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
-pub use rpc::RpcSlot;
+pub use rpc::{RpcSlot, MAX_RESTARTS};
 pub use timer::RESEND_LIFE_TIMEOUTS;
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.

@@ -146,6 +146,8 @@ pub(crate) struct Rpc {
     pub resend_due: bool,
     /// Server: a NEED_ACK is due.
     pub need_ack_due: bool,
+    /// Client: the request's restarts by RPC_UNKNOWN (see `Rpc::restart`).
+    pub restarts: Restarts,
     /// Client: the outcome is waiting for the application.
     pub error: Option<crate::endpoint::RpcError>,
     /// The application has been told about the current state.
@@ -198,6 +200,7 @@ impl Rpc {
             stale_ticks: 0,
             resend_due: false,
             need_ack_due: false,
+            restarts: Restarts(0),
             error: None,
             reported: false,
             birth,
@@ -206,6 +209,71 @@ impl Rpc {
             keys: super::queues::HeapKeys::default(),
             local: super::iface::Local::CHOSEN,
         }
+    }
+}
+
+/// What an RPC_UNKNOWN naming a client request may do (see
+/// [`Rpc::restart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restart {
+    /// Send the request again.
+    Now,
+    /// The last restart was less than a RESEND interval ago: ignore it.
+    TooSoon,
+    /// The server forgot the request [`MAX_RESTARTS`] times already.
+    Exhausted,
+}
+
+/// How many times RPC_UNKNOWN may restart one client request; the next
+/// one fails it with [`RpcError::ServerForgot`].
+///
+/// An RPC_UNKNOWN is easily forged from the server's address, and each
+/// restart sends up to the unscheduled bytes again (see
+/// [`RESEND_MAX_BYTES`](super::RESEND_MAX_BYTES)), so restarts are rationed:
+/// at most one per `Config::resend_interval` (an honest server says
+/// RPC_UNKNOWN only in answer to our RESEND, which goes no faster), and
+/// this many in all. A server loses a request only when every packet of it
+/// (or of its last restart) was lost, or its table was full: at 30 % loss
+/// a one-packet request needs a ninth restart about once in 50,000 RPCs,
+/// while a forger buys at most this many times the unscheduled bytes.
+pub const MAX_RESTARTS: u8 = 8;
+
+/// How often RPC_UNKNOWN restarted a client request, and the ticks before
+/// it may again, in one `u16` (it keeps the slot within its size): the
+/// count in the top 4 bits, the ticks in the low 12 (a longer
+/// `Config::resend_interval` holds for 4,095 ticks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Restarts(u16);
+
+impl Restarts {
+    const HOLD: u16 = 0x0fff;
+
+    /// Restarts so far.
+    pub fn count(self) -> u8 {
+        (self.0 >> 12) as u8
+    }
+
+    /// One tick passed.
+    pub fn tick(&mut self) {
+        if self.0 & Self::HOLD != 0 {
+            self.0 -= 1;
+        }
+    }
+
+    /// An RPC_UNKNOWN names this client request: whether it may start
+    /// again now, at most once per `interval` ticks and [`MAX_RESTARTS`]
+    /// times in all (a restart it allows is counted here).
+    pub fn restart(&mut self, interval: u32) -> Restart {
+        if self.0 & Self::HOLD != 0 {
+            return Restart::TooSoon;
+        }
+        let count = self.count();
+        if count >= MAX_RESTARTS {
+            return Restart::Exhausted;
+        }
+        let hold = u16::try_from(interval).map_or(Self::HOLD, |t| t.min(Self::HOLD));
+        self.0 = (u16::from(count + 1) << 12) | hold;
+        Restart::Now
     }
 }
 

@@ -2141,3 +2141,85 @@ fn resends_do_not_keep_a_response_waiting_for_pool_space() {
     assert!(at <= Instant::from_millis(200), "failed at {at}");
     assert_eq!(ep.rpcs_in_use(), 2, "the request B keeps alive stays");
 }
+
+// Forged RPC_UNKNOWN: restarts of a client request are rationed.
+
+/// Floods A's 1 MB request to B, sent whole, with RPC_UNKNOWN forged from
+/// B's address every 20 us for `flood`: returns the bytes A sent in the
+/// flood's first 5 ms, the bytes sent in all, the forged packets and their
+/// bytes, and how the RPC ended.
+fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Event>) {
+    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let h = ep
+        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
+        .unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    let port = ep.client_port(client).unwrap();
+    let from_b = |kind| Repr {
+        sport: 500,
+        dport: port,
+        sender_id: h.id() ^ 1,
+        kind,
+    };
+    let grant = from_b(Kind::Grant {
+        offset: 1_000_000,
+        priority: 0,
+    });
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
+    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &from_b(Kind::RpcUnknown));
+    let (start, end) = (now, now + flood);
+    let (mut first, mut sent, mut n) = (0, 0, 0);
+    let mut outcome = None;
+    while now < end {
+        dev.rx.push_back(forged.clone());
+        n += 1;
+        ep.poll(now, &mut dev);
+        let bytes: usize = dev.tx.drain(..).map(|f| f.0.len()).sum();
+        sent += bytes;
+        if now < start + Duration::from_millis(5) {
+            first += bytes;
+        }
+        if outcome.is_none() {
+            outcome = ep.recv(client);
+        }
+        now += Duration::from_micros(20);
+    }
+    (first, sent, n, n * forged.len(), outcome)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_rpc_unknown_floods_buy_a_bounded_number_of_restarts() {
+    // RPC_UNKNOWN forged from B's address every 20 us for 100 ms (5,000
+    // packets) naming A's 1 MB request, which B has whole. Each restart
+    // sends at most the unscheduled bytes again, at most one per RESEND
+    // interval and `MAX_RESTARTS` in all; then the RPC fails, saying the
+    // server kept forgetting it.
+    let (first, sent, n, forged_bytes, outcome) = rpc_unknown_flood(Duration::from_millis(100));
+    let per = sent as f64 / n as f64;
+    std::println!(
+        "{n} forged RPC_UNKNOWN ({forged_bytes} bytes): {first} bytes sent in the first 5 ms, \
+         {sent} in all ({per:.0} per forged packet)"
+    );
+    // One restart's packets: 40,000 bytes in 29 frames of 90 header bytes.
+    let restart = 40_000 + 29 * 90;
+    assert!(first <= restart + 1_000, "{first} bytes in the first 5 ms");
+    let most = usize::from(MAX_RESTARTS) * (restart + 1_000);
+    assert!(
+        sent <= most,
+        "{n} forged RPC_UNKNOWN ({forged_bytes} bytes) bought {sent} bytes ({per:.0} each)"
+    );
+    assert!(per < 100.0, "{per:.0} bytes sent per forged packet");
+    let Some(Event::Failed { error, .. }) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(error, RpcError::ServerForgot);
+    assert_eq!(error.to_string(), "the server kept forgetting the request");
+}
