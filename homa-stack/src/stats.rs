@@ -312,6 +312,11 @@ pub struct Stats {
     pub link_addr_mismatches: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
+    /// Server RPCs freed to make room for a request from a peer holding
+    /// less than its share of the RPC table, taken from the peer holding
+    /// the most (see [`Config::peer_share`](crate::Config::peer_share));
+    /// also counted in `server_freed`.
+    pub server_evicted: u64,
     /// IPv6 neighbour solicitations sent (resolving a peer).
     pub ndp_solicits: u64,
     /// IPv6 neighbour advertisements sent (answering a solicitation).

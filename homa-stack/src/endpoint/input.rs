@@ -510,7 +510,7 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         hash: u64,
     ) -> Option<usize> {
-        let Some(slot) = self.free_slot() else {
+        let Some(slot) = self.free_slot().or_else(|| self.make_room(from.addr)) else {
             return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
         };
         let peer = self.peer_index(from.addr, now)?;

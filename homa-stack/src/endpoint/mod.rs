@@ -29,6 +29,7 @@ mod queues;
 mod resend;
 mod resources;
 mod rpc;
+mod share;
 mod timer;
 
 use heapless::Deque;
@@ -97,6 +98,8 @@ pub struct Endpoint<'a> {
     peer_free: List,
     peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
+    /// Peers holding server RPCs, the one holding the most first.
+    loads: Heap,
     /// The peer `peer_index` found or made last: tried before the index,
     /// as RPCs come in runs to one peer (checked by address, so a slot
     /// reused for another peer is simply a miss).
@@ -227,6 +230,7 @@ impl<'a> Endpoint<'a> {
             peer_free,
             peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
+            loads: Heap::new(share::LOAD),
             last_peer: 0,
             resolving: List::new(peer::RESOLVE),
             arp_at: None,

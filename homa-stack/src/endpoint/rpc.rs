@@ -18,8 +18,9 @@ pub struct RpcSlot {
     /// In the lists, by kind: `TABLE` (the free or the live list),
     /// `READY` (its socket's ready queue), `CTRL` (RPCs with a GRANT,
     /// RESEND or NEED_ACK due), `WAIT` (messages waiting for pool space),
-    /// `SHORT` (short messages to send, see `queues`).
-    lists: [ListLink; 5],
+    /// `SHORT` (short messages to send, see `queues`), `BY_PEER` (its
+    /// peer's server RPCs, see `share`).
+    lists: [ListLink; 6],
     /// In the index of server RPCs by (peer address, id).
     index: IndexLink,
     /// In the sender's and the grant scheduler's heaps.
@@ -32,7 +33,7 @@ impl RpcSlot {
     /// An empty slot, for building tables: `[RpcSlot::EMPTY; 64]`.
     pub const EMPTY: RpcSlot = RpcSlot {
         rpc: None,
-        lists: [ListLink::EMPTY; 5],
+        lists: [ListLink::EMPTY; 6],
         index: IndexLink::EMPTY,
         queues: QueueLinks::EMPTY,
         by_peer: MeldLink::EMPTY,
@@ -50,15 +51,17 @@ pub(crate) const CTRL: u8 = 2;
 pub(crate) const WAIT: u8 = 3;
 /// The sender's list of short messages, in the order they became ready.
 pub(crate) const SHORT: u8 = 4;
+/// Each peer's server RPCs, oldest first.
+pub(crate) const BY_PEER: u8 = 5;
 /// Marker of the server-RPC index.
 pub(crate) struct ServerTag;
 
 impl ListNode for RpcSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
-        &self.lists[usize::from(kind.min(SHORT))]
+        &self.lists[usize::from(kind.min(BY_PEER))]
     }
     fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
-        &mut self.lists[usize::from(kind.min(SHORT))]
+        &mut self.lists[usize::from(kind.min(BY_PEER))]
     }
 }
 
@@ -406,6 +409,7 @@ impl<'a> super::Endpoint<'a> {
         self.live.push_back(&mut self.rpcs[..], i);
         if let Some(h) = server_hash {
             self.servers.insert(&mut self.rpcs[..], i, h);
+            self.share_taken(slot, peer);
         }
         if server_hash.is_none() {
             self.refresh(slot);
@@ -469,7 +473,7 @@ impl<'a> super::Endpoint<'a> {
         let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
-        let (socket, peer) = (r.socket, r.peer);
+        let (socket, peer, server) = (r.socket, r.peer, !r.state.is_client());
         let out = r.out.take().map(|o| o.buf);
         let inp = r.inp.take().and_then(|m| m.buf);
         self.rpcs[slot].rpc = None;
@@ -486,6 +490,9 @@ impl<'a> super::Endpoint<'a> {
             s.ready.remove(&mut self.rpcs[..], i);
         }
         self.servers.remove(&mut self.rpcs[..], i);
+        if server {
+            self.share_released(slot, peer);
+        }
         self.peer_released(peer);
         if let Some(b) = out {
             self.pool.free(b);
