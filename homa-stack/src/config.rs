@@ -108,6 +108,17 @@ pub struct Config {
     pub max_rx_per_poll: usize,
     /// Most frames sent in one `poll`.
     pub max_tx_per_poll: usize,
+    /// The share of the RPC table one peer's server RPCs may keep while
+    /// another peer's request finds the table full, in thousandths
+    /// (1..=1000; default 250, a quarter).
+    ///
+    /// A peer alone may use the whole table: the share bites only when a
+    /// new request from a peer holding less than its share finds no free
+    /// slot. Then a server RPC of the peer holding the most is freed for
+    /// it, if that peer holds more than its share (its oldest that the
+    /// application does not hold), so one source flooding requests slows
+    /// itself, not its neighbours. 1000 never frees one.
+    pub peer_share: u16,
     /// Share the host's addresses with another stack (default `false`).
     ///
     /// When `true` the endpoint answers neither ARP requests nor ICMP echo
@@ -153,6 +164,7 @@ impl Config {
             tick: Duration::from_millis(1),
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,
+            peer_share: 250,
             passive_host: false,
         }
     }
@@ -253,6 +265,9 @@ impl Config {
         if self.resend_interval == 0 {
             return Err(ConfigError::Timing);
         }
+        if !(1..=1000).contains(&self.peer_share) {
+            return Err(ConfigError::PeerShare);
+        }
         Ok(())
     }
 }
@@ -269,6 +284,8 @@ pub enum ConfigError {
     Mtu,
     /// A zero tick, resend interval or link rate.
     Timing,
+    /// `peer_share` not in 1..=1000.
+    PeerShare,
 }
 
 impl core::fmt::Display for ConfigError {
@@ -278,6 +295,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Overcommit => "max_overcommit must be 1..=8",
             ConfigError::Mtu => "MTU must leave room for a DATA header and at most 65535",
             ConfigError::Timing => "tick, resend_interval and link_mbps must be non-zero",
+            ConfigError::PeerShare => "peer_share must be 1..=1000",
         })
     }
 }

@@ -29,6 +29,7 @@ mod queues;
 mod resend;
 mod resources;
 mod rpc;
+mod share;
 mod timer;
 
 use heapless::Deque;
@@ -44,8 +45,9 @@ pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PO
 use ctrl::{Ctrl, CtrlKind, CTRL_QUEUE};
 pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
+pub use resend::RESEND_MAX_BYTES;
 pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
-pub use rpc::RpcSlot;
+pub use rpc::{RpcSlot, MAX_RESTARTS};
 pub use timer::RESEND_LIFE_TIMEOUTS;
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
@@ -96,6 +98,8 @@ pub struct Endpoint<'a> {
     peer_free: List,
     peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
+    /// Peers holding server RPCs, the one holding the most first.
+    loads: Heap,
     /// The peer `peer_index` found or made last: tried before the index,
     /// as RPCs come in runs to one peer (checked by address, so a slot
     /// reused for another peer is simply a miss).
@@ -226,6 +230,7 @@ impl<'a> Endpoint<'a> {
             peer_free,
             peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
+            loads: Heap::new(share::LOAD),
             last_peer: 0,
             resolving: List::new(peer::RESOLVE),
             arp_at: None,

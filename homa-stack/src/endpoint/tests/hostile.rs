@@ -2141,3 +2141,238 @@ fn resends_do_not_keep_a_response_waiting_for_pool_space() {
     assert!(at <= Instant::from_millis(200), "failed at {at}");
     assert_eq!(ep.rpcs_in_use(), 2, "the request B keeps alive stays");
 }
+
+// Forged RPC_UNKNOWN: restarts of a client request are rationed.
+
+/// Floods A's 1 MB request to B, sent whole, with RPC_UNKNOWN forged from
+/// B's address every 20 us for `flood`: returns the bytes A sent in the
+/// flood's first 5 ms, the bytes sent in all, the forged packets and their
+/// bytes, and how the RPC ended.
+fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Event>) {
+    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let h = ep
+        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
+        .unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
+    let port = ep.client_port(client).unwrap();
+    let from_b = |kind| Repr {
+        sport: 500,
+        dport: port,
+        sender_id: h.id() ^ 1,
+        kind,
+    };
+    let grant = from_b(Kind::Grant {
+        offset: 1_000_000,
+        priority: 0,
+    });
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
+    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &from_b(Kind::RpcUnknown));
+    let (start, end) = (now, now + flood);
+    let (mut first, mut sent, mut n) = (0, 0, 0);
+    let mut outcome = None;
+    while now < end {
+        dev.rx.push_back(forged.clone());
+        n += 1;
+        ep.poll(now, &mut dev);
+        let bytes: usize = dev.tx.drain(..).map(|f| f.0.len()).sum();
+        sent += bytes;
+        if now < start + Duration::from_millis(5) {
+            first += bytes;
+        }
+        if outcome.is_none() {
+            outcome = ep.recv(client);
+        }
+        now += Duration::from_micros(20);
+    }
+    (first, sent, n, n * forged.len(), outcome)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_rpc_unknown_floods_buy_a_bounded_number_of_restarts() {
+    // RPC_UNKNOWN forged from B's address every 20 us for 100 ms (5,000
+    // packets) naming A's 1 MB request, which B has whole. Each restart
+    // sends at most the unscheduled bytes again, at most one per RESEND
+    // interval and `MAX_RESTARTS` in all; then the RPC fails, saying the
+    // server kept forgetting it.
+    let (first, sent, n, forged_bytes, outcome) = rpc_unknown_flood(Duration::from_millis(100));
+    let per = sent as f64 / n as f64;
+    std::println!(
+        "{n} forged RPC_UNKNOWN ({forged_bytes} bytes): {first} bytes sent in the first 5 ms, \
+         {sent} in all ({per:.0} per forged packet)"
+    );
+    // One restart's packets: 40,000 bytes in 29 frames of 90 header bytes.
+    let restart = 40_000 + 29 * 90;
+    assert!(first <= restart + 1_000, "{first} bytes in the first 5 ms");
+    let most = usize::from(MAX_RESTARTS) * (restart + 1_000);
+    assert!(
+        sent <= most,
+        "{n} forged RPC_UNKNOWN ({forged_bytes} bytes) bought {sent} bytes ({per:.0} each)"
+    );
+    assert!(per < 100.0, "{per:.0} bytes sent per forged packet");
+    let Some(Event::Failed { error, .. }) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(error, RpcError::ServerForgot);
+    assert_eq!(error.to_string(), "the server kept forgetting the request");
+}
+
+// One source cannot take every server slot.
+
+/// A one-packet request from C (`EVIL_MAC`), client id `id`, port 40,000.
+fn forged_request(id: u64) -> Vec<u8> {
+    let req = request_data(id, 40_000, 10, 10, 0, b"0123456789");
+    homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req)
+}
+
+/// B serves with 64 RPC slots (everything it is asked, at once) while C
+/// sends 16 one-packet requests every 5 ms (their responses wait 100 ms
+/// for an ACK that never comes), and A, once the flood has run 30 ms,
+/// makes `n` 100-byte RPCs one after another, 2 ms apart: how many of A's
+/// complete, and B's stats.
+fn rpcs_beside_a_flood(config: Config, n: usize) -> (usize, crate::stats::Stats) {
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint_with_peers(config, 64, 16, 4 << 20),
+    );
+    p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let (mut next_flood, mut id) = (p.now, 2);
+    let (mut current, mut made, mut completed, mut ended) = (None, 0, 0, 0);
+    let mut next_rpc = p.now + Duration::from_millis(30);
+    p.run_until(Duration::from_secs(10), |p| {
+        if p.now >= next_flood {
+            for _ in 0..16 {
+                p.db.rx.push_back(forged_request(id));
+                id += 2;
+            }
+            next_flood += Duration::from_millis(5);
+        }
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            p.b.reply(rpc, b"ok").unwrap();
+        }
+        let outcome = match p.a.recv(client) {
+            Some(Event::Response { rpc, .. }) => Some((rpc, 1)),
+            Some(Event::Failed { rpc, .. }) => Some((rpc, 0)),
+            _ => None,
+        };
+        if let Some((rpc, ok)) = outcome {
+            completed += ok;
+            ended += 1;
+            p.a.release(rpc).unwrap();
+            current = None;
+            next_rpc = p.now + Duration::from_millis(2);
+        }
+        if current.is_none() && made < n && p.now >= next_rpc {
+            current = Some(p.a.send_request(client, B_IP, 500, &pattern(100, made as u64)));
+            made += 1;
+        }
+        ended == n
+    });
+    assert_eq!(ended, n, "A's RPCs neither completed nor failed");
+    (completed, *p.b.stats())
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "seconds of virtual time: too slow under Miri")]
+fn a_legitimate_client_beside_a_one_source_flood_completes_its_rpcs() {
+    // C's flood keeps B's 64-slot table full; A's requests find it full
+    // too. A request from a peer under its share takes the slot of the
+    // oldest RPC of the peer holding the most: A's RPCs complete, C's
+    // flood slows only C.
+    let n = 20;
+    let (completed, stats) = rpcs_beside_a_flood(Config::new(B_IP, B_MAC), n);
+    std::println!(
+        "{completed} of {n} completed beside the flood; B refused {} requests and freed {} of C's",
+        stats.drops.rpc_table_full,
+        stats.server_evicted
+    );
+    assert!(
+        completed * 10 >= n * 9,
+        "{completed} of {n} completed\n{stats}"
+    );
+    assert!(stats.server_evicted > 0 && stats.drops.rpc_table_full > 0);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "hundreds of RPCs: slow under Miri")]
+fn a_peer_alone_may_use_the_whole_table() {
+    // The share bites only while another peer is refused: alone, A's 16
+    // requests fill B's 16 slots, none refused, none freed, all served.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 16, 1 << 20),
+        endpoint_with_peers(Config::new(B_IP, B_MAC), 16, 16, 1 << 20),
+    );
+    p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
+    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    for i in 0..16 {
+        p.a.send_request(client, B_IP, 500, &pattern(100, i))
+            .unwrap();
+    }
+    let mut held = Vec::new();
+    assert!(p.run_until(Duration::from_millis(50), |p| {
+        while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+            held.push(rpc);
+        }
+        held.len() == 16
+    }));
+    assert_eq!(p.b.rpcs_in_use(), 16);
+    for rpc in held {
+        p.b.reply(rpc, b"ok").unwrap();
+    }
+    let mut done = 0;
+    assert!(p.run_until(Duration::from_millis(50), |p| {
+        while let Some(Event::Response { .. }) = p.a.recv(client) {
+            done += 1;
+        }
+        done == 16
+    }));
+    assert_eq!(p.b.stats().drops.rpc_table_full, 0);
+    assert_eq!(p.b.stats().server_evicted, 0);
+}
+
+#[test]
+fn a_full_table_frees_a_slot_of_the_peer_holding_more_than_its_share() {
+    // C's 8 requests fill B's 8 slots (a share is 2). C's ninth is
+    // refused; A's takes the slot of C's oldest request, and C's next is
+    // refused again. With `peer_share` 1000 A's is refused.
+    for (share, evicted) in [(250, true), (1000, false)] {
+        let mut config = Config::new(B_IP, B_MAC);
+        config.peer_share = share;
+        let mut ep = endpoint_with_peers(config, 8, 16, 1 << 20);
+        let mut dev = TestDevice::default();
+        let now = Instant::from_millis(1);
+        ep.bind(500).unwrap();
+        for id in 1..=9 {
+            dev.rx.push_back(forged_request(2 * id));
+        }
+        ep.poll(now, &mut dev);
+        assert_eq!(ep.rpcs_in_use(), 8);
+        assert_eq!(ep.stats().drops.rpc_table_full, 1);
+        let a = request_data(2, 40_000, 10, 10, 0, b"from A....");
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &a));
+        dev.rx.push_back(forged_request(20));
+        ep.poll(now, &mut dev);
+        let from_a = ep.rpc_info().filter(|r| r.peer == IpAddr::V4(A_IP)).count();
+        assert_eq!(ep.rpcs_in_use(), 8);
+        assert_eq!(from_a, usize::from(evicted), "share {share}");
+        assert_eq!(ep.stats().server_evicted, u64::from(evicted));
+        assert_eq!(ep.stats().drops.rpc_table_full, 3 - u64::from(evicted));
+        // The one freed was C's oldest (client id 2).
+        let oldest = ep
+            .rpc_info()
+            .any(|r| r.peer == IpAddr::V4(C_IP) && r.id == 3);
+        assert_eq!(oldest, !evicted);
+    }
+}
