@@ -30,7 +30,7 @@ pub const MAX_IPV6_ADDRS: usize = 2;
 /// Configuration of an endpoint.
 ///
 /// Build with [`Config::new`] and change public fields; defaults are the
-/// Linux module's.
+/// Linux module's. The hash seed has no default: the caller supplies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -52,7 +52,8 @@ pub struct Config {
     /// IP MTU in bytes (1500 gives 1424 payload bytes per DATA packet).
     /// The device's frame MTU caps it further.
     pub mtu: usize,
-    /// Seed of every random choice the endpoint makes (first client id).
+    /// The secret seed of the endpoint's keyed hash (see [`Config::new`]),
+    /// from which the first client RPC id is also derived, one way.
     pub random_seed: u64,
     /// Link rate in Mbit/s for the pacer; the device's reported rate wins
     /// when it has one. Linux default 25000.
@@ -131,8 +132,29 @@ pub struct Config {
 }
 
 impl Config {
-    /// A configuration with the Linux defaults for the given addresses.
-    pub const fn new(ipv4_addr: Ipv4Addr, ethernet_addr: EthernetAddress) -> Config {
+    /// A configuration with the Linux defaults for the given addresses and
+    /// a secret `random_seed`.
+    ///
+    /// The seed keys the hash of the index that finds an RPC from a packet's
+    /// (address, id). Peers choose ids: one that knows the key can choose
+    /// ids that all land in one bucket and make every packet walk the whole
+    /// table. It must be unpredictable to peers and differ between hosts
+    /// and boots, with as many of its 64 bits random as the platform allows:
+    /// - on a host, from the operating system (`getrandom`);
+    /// - on a microcontroller, from a hardware random number generator
+    ///   (most Cortex-M parts with Ethernet have one), or failing that a
+    ///   unique device id (a factory serial number, not the MAC, which
+    ///   peers see) mixed with a boot counter kept in flash, so no two
+    ///   boots share a seed.
+    ///
+    /// Nothing a peer can see is derived from it but through a one-way step
+    /// (the first client id), so it does not leak. A constant seed (tests,
+    /// deterministic simulations) is fine where no peer is hostile.
+    pub const fn new(
+        ipv4_addr: Ipv4Addr,
+        ethernet_addr: EthernetAddress,
+        random_seed: u64,
+    ) -> Config {
         Config {
             ipv4_addr,
             ipv6: false,
@@ -140,7 +162,7 @@ impl Config {
             ipv6_addrs: [None; MAX_IPV6_ADDRS],
             ethernet_addr,
             mtu: 1500,
-            random_seed: 0,
+            random_seed,
             link_mbps: 25_000,
             priority_encoding: PriorityEncoding::Tos,
             homa_checksum_tx: true,
@@ -311,6 +333,7 @@ mod tests {
         let c = Config::new(
             Ipv4Addr::new(10, 0, 0, 1),
             EthernetAddress([2, 0, 0, 0, 0, 1]),
+            1,
         );
         assert_eq!(c.max_sched_prio(), 3);
         assert_eq!(c.highest_priority(), 7);
@@ -322,6 +345,7 @@ mod tests {
         let mut c = Config::new(
             Ipv4Addr::new(10, 0, 0, 1),
             EthernetAddress([2, 0, 0, 0, 0, 1]),
+            1,
         );
         c.unsched_cutoffs = [
             1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 68_608,

@@ -41,13 +41,15 @@
 //!
 //! let (ip_a, mac_a) = (Ipv4Addr::new(10, 0, 0, 1), EthernetAddress([2, 0, 0, 0, 0, 1]));
 //! let (ip_b, mac_b) = (Ipv4Addr::new(10, 0, 0, 2), EthernetAddress([2, 0, 0, 0, 0, 2]));
+//! // Each endpoint's secret hash seed: from the OS or a hardware RNG in
+//! // real use (see `Config::new`), fixed here so the example repeats.
 //! let mut a = Endpoint::new(
-//!     Config::new(ip_a, mac_a),
+//!     Config::new(ip_a, mac_a, 0x5eed_a),
 //!     &mut rpcs_a[..], &mut peers_a[..], &mut socks_a[..], &mut pool_a[..], 2048,
 //! )
 //! .unwrap();
 //! let mut b = Endpoint::new(
-//!     Config::new(ip_b, mac_b),
+//!     Config::new(ip_b, mac_b, 0x5eed_b),
 //!     &mut rpcs_b[..], &mut peers_b[..], &mut socks_b[..], &mut pool_b[..], 2048,
 //! )
 //! .unwrap();

@@ -220,9 +220,10 @@ impl<'a> super::Endpoint<'a> {
     /// in the index by address, not a walk).
     pub(super) fn find_peer(&self, addr: IpAddr) -> Option<u16> {
         let h = self.hash.addr(addr);
-        self.peer_addrs.find(&self.peers[..], h, |s| {
-            s.peer.as_ref().is_some_and(|p| p.addr == addr)
-        })
+        let is = |s: &PeerSlot| s.peer.as_ref().is_some_and(|p| p.addr == addr);
+        #[cfg(any(test, fuzzing))]
+        let is = self.counting(is);
+        self.peer_addrs.find(&self.peers[..], h, is)
     }
 
     /// The index of the peer at `addr`, created if needed: only for an RPC

@@ -83,7 +83,7 @@ fn arp_frame(
 
 /// A lone server endpoint with room for `rpcs` RPCs and 16 peers.
 fn server(rpcs: usize, pool: usize) -> Endpoint<'static> {
-    endpoint_with_peers(Config::new(B_IP, B_MAC), rpcs, 16, pool)
+    endpoint_with_peers(Config::new(B_IP, B_MAC, SEED), rpcs, 16, pool)
 }
 
 /// A server at B with a `pool`-byte pool, bound to port 500, with the
@@ -236,7 +236,7 @@ fn a_spoofed_frame_does_not_redirect_traffic() {
         endpoint(A_IP, A_MAC, 8, 1 << 20),
         endpoint_with(
             {
-                let mut c = Config::new(B_IP, B_MAC);
+                let mut c = Config::new(B_IP, B_MAC, SEED);
                 c.homa_checksum_rx = true;
                 c
             },
@@ -502,7 +502,7 @@ fn frames_never_exceed_the_device_mtu() {
 fn an_echo_reply_that_would_not_fit_is_dropped_and_counted() {
     // Bug 6: with 802.1Q marking, an untagged 1,514-byte ping would need a
     // 1,518-byte reply on a 1,514-byte device.
-    let mut c = Config::new(B_IP, B_MAC);
+    let mut c = Config::new(B_IP, B_MAC, SEED);
     c.priority_encoding = crate::config::PriorityEncoding::Vlan { vid: 5 };
     let mut ep = endpoint_with(c, 4, 1 << 20);
     let mut dev = TestDevice::default();
@@ -1177,7 +1177,7 @@ fn a_full_rpc_or_peer_table_drops_new_requests_and_recovers() {
     // B's RPC_UNKNOWN and the restart (nothing accepted is lost).
     let mut p = Pair::new(
         endpoint(A_IP, A_MAC, 8, 1 << 20),
-        endpoint_with_peers(Config::new(B_IP, B_MAC), 2, 1, 1 << 20),
+        endpoint_with_peers(Config::new(B_IP, B_MAC, SEED), 2, 1, 1 << 20),
     );
     p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
     p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
@@ -1391,7 +1391,7 @@ fn a_peer_with_many_shorter_messages_does_not_starve_another_peer() {
     // the SRPT scheduler can grant it.
     const C_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 3]);
     const UNSCHED: u32 = 1424;
-    let mut config = Config::new(B_IP, B_MAC);
+    let mut config = Config::new(B_IP, B_MAC, SEED);
     config.grant_fifo_fraction = 0;
     let mut ep = endpoint_with_peers(config, 32, 4, 8 << 20);
     let _sock = ep.bind(500).unwrap();
@@ -1651,7 +1651,7 @@ fn one_resend_cannot_buy_a_whole_message() {
     // One 37-byte RESEND may schedule at most the unscheduled bytes (40 kB,
     // 29 packets here) again, and grant at most as much beyond what was
     // sent: a receiver missing more asks again in its next round.
-    let most = u64::from(Config::new(B_IP, B_MAC).unsched_bytes.div_ceil(1424)) + 1;
+    let most = u64::from(Config::new(B_IP, B_MAC, SEED).unsched_bytes.div_ceil(1424)) + 1;
     // A response sent whole (granted by its client): RESEND(0, all) and
     // RESEND(0, 1 MB) ask for all 703 packets again.
     for resend in [
@@ -1684,7 +1684,7 @@ fn tagged_request_served(
     encoding: crate::config::PriorityEncoding,
     tci: Option<u16>,
 ) -> (bool, u64) {
-    let mut c = Config::new(B_IP, B_MAC);
+    let mut c = Config::new(B_IP, B_MAC, SEED);
     c.priority_encoding = encoding;
     let mut ep = endpoint_with(c, 4, 1 << 20);
     let _sock = ep.bind(500).unwrap();
@@ -2375,4 +2375,142 @@ fn a_full_table_frees_a_slot_of_the_peer_holding_more_than_its_share() {
             .any(|r| r.peer == IpAddr::V4(C_IP) && r.id == 3);
         assert_eq!(oldest, !evicted);
     }
+
+// ---- The index hash key: secret, and nothing on the wire reveals it. ----
+
+/// The bucket of `hash` in an index of 4,096 buckets (`Index::bucket_of`:
+/// the high 32 bits scaled to the bucket count, here the top 12 bits).
+fn bucket_of_4096(hash: u64) -> u64 {
+    hash >> 52
+}
+
+/// `n` client ids (even) from `src` whose server-side keys (`id ^ 1`) all
+/// land in bucket 0 of a 4,096-bucket index under the hash keyed by
+/// `seed`, searched from `from` on.
+fn colliding_ids(seed: u64, src: Ipv4Addr, from: u64, n: usize) -> Vec<u64> {
+    let known = KeyedHash::new(seed);
+    (from..)
+        .map(|i| 2 * i)
+        .filter(|&id| bucket_of_4096(known.rpc_v4(src, id ^ 1)) == 0)
+        .take(n)
+        .collect()
+}
+
+/// Index work per lookup of GRANTs for the (missing) client ids `ids` from
+/// `src`: probes over lookups.
+fn probes_per_lookup(
+    ep: &mut Endpoint<'static>,
+    dev: &mut TestDevice,
+    now: Instant,
+    src: Ipv4Addr,
+    ids: &[u64],
+) -> f64 {
+    let _ = ep.take_index_work();
+    for &id in ids {
+        let grant = Repr {
+            sport: 40_000,
+            dport: 500,
+            sender_id: id,
+            kind: Kind::Grant {
+                offset: 10_000,
+                priority: 1,
+            },
+        };
+        dev.rx
+            .push_back(homa_frame(EVIL_MAC, B_MAC, src, B_IP, &grant));
+    }
+    while !dev.rx.is_empty() {
+        ep.poll(now, dev);
+        dev.tx.clear();
+    }
+    let w = ep.take_index_work();
+    assert!(w.lookups >= ids.len() as u64, "{w:?}");
+    w.probes as f64 / w.lookups as f64
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "hashes millions of ids: too slow under Miri")]
+fn ids_chosen_to_collide_under_a_known_key_cost_no_more_than_random_ids() {
+    // Sixteen attackers fill a 4,096-RPC table with incomplete requests
+    // whose ids land in one bucket under the hash keyed by 0 (the seed
+    // once given to every endpoint), then send GRANTs for missing ids of
+    // the same bucket. Under the endpoint's own secret key those ids are
+    // as good as random: a lookup examines no more entries than one for
+    // random ids. (Keyed by 0, each would walk the whole table.)
+    const RPCS: usize = 4096;
+    const ATTACKERS: u8 = 16;
+    const PER_ATTACKER: usize = RPCS / ATTACKERS as usize;
+    const GRANTS: usize = 32;
+    let mut ep = server(RPCS, 4 << 20);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let now = Instant::from_millis(1);
+    let attacker = |a: u8| Ipv4Addr::new(10, 9, 0, a + 1);
+    let mut probes = Vec::new();
+    for a in 0..ATTACKERS {
+        let src = attacker(a);
+        let ids = colliding_ids(0, src, 1, PER_ATTACKER + GRANTS);
+        for &id in &ids[..PER_ATTACKER] {
+            let req = request_data(id, 40_000, 1000, 1000, 0, b"0123456789");
+            dev.rx
+                .push_back(homa_frame(EVIL_MAC, B_MAC, src, B_IP, &req));
+        }
+        while !dev.rx.is_empty() {
+            ep.poll(now, &mut dev);
+            dev.tx.clear();
+        }
+        probes.push(ids[PER_ATTACKER..].to_vec());
+    }
+    assert_eq!(ep.rpcs_in_use(), RPCS, "every request holds a slot");
+    let mut attack = 0.0;
+    let mut random = 0.0;
+    for a in 0..ATTACKERS {
+        let src = attacker(a);
+        attack += probes_per_lookup(&mut ep, &mut dev, now, src, &probes[usize::from(a)]);
+        // Ids nobody chose (no request used them: odd multiples of 2^40).
+        let ids: Vec<u64> = (0..GRANTS as u64)
+            .map(|i| ((u64::from(a) << 8 | i) * 2 + 1) << 40)
+            .collect();
+        random += probes_per_lookup(&mut ep, &mut dev, now, src, &ids);
+    }
+    let (attack, random) = (attack / f64::from(ATTACKERS), random / f64::from(ATTACKERS));
+    // Both near 1 (4,096 keys in 4,096 buckets; each packet also looks up
+    // its peer); 512 lookups each, so the means differ by a few hundredths.
+    eprintln!("probes per lookup: {attack:.3} colliding, {random:.3} random");
+    assert!(
+        attack <= random * 1.25,
+        "probes per lookup: {attack:.2} for colliding ids, {random:.2} for random ones"
+    );
+    assert_eq!(ep.rpcs_in_use(), RPCS);
+}
+
+#[test]
+fn the_first_client_id_on_the_wire_reveals_nothing_of_the_seed() {
+    // The id's sequence part once was `seed & 0xffff_ffff` + 1, so one
+    // packet gave away half the key. Now it comes from the key one way:
+    // it matches no bits of the seed, and seeds one bit apart give
+    // sequences about half their bits apart.
+    let first_seq = |seed: u64| {
+        let mut ep = endpoint_with(Config::new(A_IP, A_MAC, seed), 4, 1 << 16);
+        ep.add_neighbor(Instant::ZERO, B_IP, B_MAC).unwrap();
+        let sock = ep.socket().unwrap();
+        ep.send_request(sock, B_IP, 500, b"hello").unwrap();
+        let mut dev = TestDevice::default();
+        ep.poll(Instant::from_millis(1), &mut dev);
+        let (f, _) = dev.tx.front().expect("the request went out");
+        let id = homa::Packet::new_checked(&f[34..]).unwrap().sender_id();
+        assert_eq!(id & 1, 0, "a client id is even");
+        id >> 17
+    };
+    let mut apart = 0;
+    for i in 0..32u64 {
+        let seed = 0x0123_4567_89ab_cdef ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let seq = first_seq(seed);
+        assert_ne!(seq - 1, seed & 0xffff_ffff, "seed {seed:#x}");
+        assert_ne!(seq - 1, seed >> 32, "seed {seed:#x}");
+        let flipped = first_seq(seed ^ 1 << (i % 64));
+        apart += ((seq ^ flipped) & 0xffff_ffff).count_ones();
+    }
+    // 32 pairs of 32-bit values: 512 bits differ on average.
+    assert!((384..=640).contains(&apart), "{apart} of 1024 bits differ");
 }
