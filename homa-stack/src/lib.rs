@@ -3,8 +3,8 @@
 //! Homa is a datacenter RPC transport: message-based, receiver-driven (the
 //! receiver GRANTs bytes to the sender with the fewest bytes left first), and
 //! it uses the switches' priority queues so short messages pass long ones.
-//! This crate speaks the wire format of the Linux kernel module ("era D", IP
-//! protocol 146).
+//! This crate speaks the wire format of the Linux kernel module (HomaModule
+//! `main`, IP protocol 146).
 //!
 //! Layout, leaves first:
 //! - [`wire`]: packet views (`Packet<T>`) and representations (`Repr`) for

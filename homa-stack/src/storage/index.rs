@@ -5,10 +5,11 @@
 //!
 //! Every incoming packet names its RPC by (peer address, RPC id), and every
 //! packet for a server port names a socket; looking these up by walking the
-//! tables costs O(table) per packet (issue 12). A hash index makes a lookup
-//! cost the length of one chain. Its memory must come from the caller's
-//! tables like everything else, so the index spreads its bucket array over
-//! the slots: slot `k` holds the head of bucket `k`
+//! tables costs O(table) per packet, and the endpoint's cost must not grow
+//! with its tables (docs/architecture.md, "Memory and bounds"). A hash
+//! index makes a lookup cost the length of one chain. Its memory must come
+//! from the caller's tables like everything else, so the index spreads its
+//! bucket array over the slots: slot `k` holds the head of bucket `k`
 //! ([`IndexLink`]'s `bucket_head`), and each slot holds the next slot of
 //! its own chain. With as many buckets as slots ([`Index::new`]), the
 //! average chain is at most one element long for keys the hash spreads

@@ -811,7 +811,7 @@ mod tests {
     }
 
     /// More bad requests than the server has RPC slots do not stop it from
-    /// answering a good one afterwards (they used to stay in the table).
+    /// answering a good one afterwards: each is freed as it is refused.
     #[test]
     fn refused_requests_do_not_fill_the_rpc_table() {
         let (mut cm, mut sm) = (Storage::new(64, 4 << 20), Storage::new(8, 4 << 20));

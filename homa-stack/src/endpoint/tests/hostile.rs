@@ -730,7 +730,7 @@ fn losses_and_retransmissions(len: usize, rpcs: usize, every: u64, seed: u64) ->
 #[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
 fn retransmissions_follow_the_losses() {
-    // Issue 11's goal: retransmitted packets at most 1.5 times the packets
+    // The goal: retransmitted packets at most 1.5 times the packets
     // lost, for 1 MB messages at 5% loss and mixed sizes at 30%.
     for (len, rpcs, every) in [(1_000_000, 8, 20), (100_000, 20, 3), (20_000, 40, 3)] {
         let (lost, retx) = losses_and_retransmissions(len, rpcs, every, 0x9e37_79b9);
@@ -1355,9 +1355,9 @@ fn arp_of_an_unknown_operation_teaches_nothing() {
 
 #[test]
 fn overlapping_data_with_other_bytes_never_overwrites() {
-    // No bug: pins the review's finding. The first bytes to arrive stay:
-    // a replay with other bytes, or a packet straddling received data and
-    // a gap, is a counted duplicate and changes nothing.
+    // The first bytes to arrive stay: a replay with other bytes, or a
+    // packet straddling received data and a gap, is a counted duplicate and
+    // changes nothing.
     let mut ep = server(4, 1 << 20);
     let sock = ep.bind(500).unwrap();
     let mut dev = TestDevice::default();
