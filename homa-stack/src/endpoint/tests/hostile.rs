@@ -308,20 +308,44 @@ fn a_flipped_source_mac_on_a_checked_packet_does_not_redirect_traffic() {
 
 #[test]
 fn a_wrong_link_address_is_re_resolved_when_rpcs_fall_silent() {
-    // A forged ARP reply gives A a wrong MAC for B. A's RPC to B goes
+    // A forged ARP reply gives A a wrong MAC for B before any packet of B's
+    // confirmed one (the only time ARP alone may set it). A's RPC to B goes
     // silent; A asks ARP again, B answers, the RPC completes.
     let mut p = Pair::new(
         endpoint(A_IP, A_MAC, 8, 1 << 20),
         endpoint(B_IP, B_MAC, 8, 1 << 20),
     );
-    echo_rpc(&mut p, 100);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let req = pattern(5000, 7);
+    let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
     p.da.rx
         .push_back(arp_frame(ArpOperation::Reply, EVIL_MAC, B_IP, A_MAC, A_IP));
-    p.step();
-    let before = p.a.stats().arp_requests;
     let t0 = p.now;
-    echo_rpc(&mut p, 5000);
-    assert!(p.a.stats().arp_requests > before, "A asked ARP again");
+    let mut done = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        done |= matches!(p.a.recv(client), Some(Event::Response { rpc, .. }) if rpc == h);
+        done
+    });
+    assert!(done, "the RPC completed");
+    let homa_to: Vec<_> = p
+        .log
+        .iter()
+        .filter(|l| l.1 && l.2[12..14] == [8, 0])
+        .map(|l| EthernetFrame::new_unchecked(&l.2[..]).dst_addr())
+        .collect();
+    assert_eq!(
+        homa_to.first(),
+        Some(&EVIL_MAC),
+        "the forged address was used"
+    );
+    assert_eq!(homa_to.last(), Some(&B_MAC), "then B's own");
+    assert!(p.a.stats().arp_requests >= 1, "A asked ARP again");
     assert!(
         p.now - t0 < Duration::from_millis(50),
         "took {}",
@@ -2140,4 +2164,249 @@ fn resends_do_not_keep_a_response_waiting_for_pool_space() {
     assert_eq!((rpc, error), (small, RpcError::TimedOut));
     assert!(at <= Instant::from_millis(200), "failed at {at}");
     assert_eq!(ep.rpcs_in_use(), 2, "the request B keeps alive stays");
+}
+
+// A forged ARP request, neighbour solicitation or override advertisement
+// must not rewrite a known neighbour, and probing a known neighbour stays
+// rare and unicast (see `peer`).
+
+/// What one `echo_run` saw.
+pub(super) struct EchoRun {
+    /// RPCs that completed with the right response.
+    pub completed: usize,
+    /// The Ethernet destinations of A's Homa frames (while `p.logging`).
+    pub homa_to: Vec<EthernetAddress>,
+    /// The Ethernet destinations of A's ARP requests and neighbour
+    /// solicitations (while `p.logging`).
+    pub probes_to: Vec<EthernetAddress>,
+    /// ARP requests and neighbour solicitations A and B sent.
+    pub probes: [u64; 2],
+    /// Virtual time the run took.
+    pub elapsed: Duration,
+    /// Forged frames fed to A.
+    pub forgeries: u64,
+}
+
+/// Runs `rpcs` RPCs, one at a time, from A to B's server on port 500 at
+/// `dest`: requests of `len.0` bytes, responses of `len.1`, B replying
+/// `delay` after each request arrived and A releasing each response
+/// `delay` after it arrived; `forged` (a frame, an interval) is fed to A
+/// that often.
+pub(super) fn echo_run(
+    p: &mut Pair,
+    dest: IpAddr,
+    rpcs: usize,
+    len: (usize, usize),
+    delay: Duration,
+    forged: Option<(Vec<u8>, Duration)>,
+) -> EchoRun {
+    let server = p.b.bind(500).unwrap_or(SocketHandle(0));
+    let client = p.a.socket().unwrap();
+    let (req, reply) = (pattern(len.0, 7), pattern(len.1, 9));
+    let (from, t0) = (p.log.len(), p.now);
+    let probes = |ep: &Endpoint<'_>| ep.stats().arp_requests + ep.stats().ndp_solicits;
+    let before = [probes(&p.a), probes(&p.b)];
+    let mut next_forgery = p.now;
+    let mut forgeries = 0;
+    let mut completed = 0;
+    for _ in 0..rpcs {
+        let h = p.a.send_request(client, dest, 500, &req).unwrap();
+        let mut waiting: Vec<(RpcHandle, Instant)> = Vec::new();
+        let mut resp = None;
+        let ok = p.run_until(Duration::from_secs(1), |p| {
+            if let Some((frame, every)) = &forged {
+                if p.now >= next_forgery {
+                    p.da.rx.push_back(frame.clone());
+                    next_forgery = p.now + *every;
+                    forgeries += 1;
+                }
+            }
+            while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+                waiting.push((rpc, p.now + delay));
+            }
+            let now = p.now;
+            waiting.retain(|&(rpc, at)| {
+                if now < at {
+                    return true;
+                }
+                let mut buf = vec![0; p.b.message(rpc).unwrap().len()];
+                p.b.message(rpc).unwrap().copy_to(&mut buf);
+                assert_eq!(buf, req, "the request differs");
+                p.b.reply(rpc, &reply).unwrap();
+                false
+            });
+            match p.a.recv(client) {
+                Some(Event::Response { rpc, len: n }) if rpc == h => {
+                    let mut buf = vec![0; n];
+                    p.a.message(rpc).unwrap().copy_to(&mut buf);
+                    resp = Some((buf, p.now + delay));
+                }
+                Some(e) => panic!("unexpected {e:?}"),
+                None => {}
+            }
+            resp.as_ref().is_some_and(|r| p.now >= r.1)
+        });
+        let resp = resp.map(|r| r.0);
+        if ok {
+            p.a.release(h).unwrap();
+        }
+        if !ok {
+            break;
+        }
+        assert_eq!(resp.as_ref(), Some(&reply), "the response differs");
+        completed += 1;
+    }
+    // The last forgery fed is taken too.
+    p.step();
+    let from_a = p.log[from..].iter().filter(|l| l.1).map(|l| &l.2);
+    let (mut homa_to, mut probes_to) = (Vec::new(), Vec::new());
+    for f in from_a {
+        let dst = EthernetFrame::new_unchecked(&f[..]).dst_addr();
+        // IPv4's protocol, IPv6's next header (or ARP's low opcode byte:
+        // 1 for a request), ICMPv6's type.
+        match (&f[12..14], f.get(23), f.get(20), f.get(21), f.get(54)) {
+            ([8, 0], Some(146), ..) | ([0x86, 0xdd], _, Some(146), ..) => homa_to.push(dst),
+            ([8, 6], _, _, Some(1), _) | ([0x86, 0xdd], _, Some(58), _, Some(135)) => {
+                probes_to.push(dst)
+            }
+            _ => {}
+        }
+    }
+    EchoRun {
+        completed,
+        homa_to,
+        probes_to,
+        probes: [probes(&p.a) - before[0], probes(&p.b) - before[1]],
+        elapsed: p.now - t0,
+        forgeries,
+    }
+}
+
+/// The link address `ep` holds for `addr`.
+pub(super) fn link_of(ep: &Endpoint<'_>, addr: IpAddr) -> Option<EthernetAddress> {
+    let i = ep.find_peer(addr)?;
+    ep.peers[usize::from(i)].peer.as_ref()?.link_addr
+}
+
+/// Ten 100 kB echo RPCs from A to B at `dest` (B answering 1 ms after each
+/// request, over a 1 Gbit/s wire) with `forged` fed to A every 300 us:
+/// every RPC completes, every Homa frame goes to B's own address, A still
+/// holds it, and each forgery was counted as refused.
+pub(super) fn forgeries_redirect_nothing(p: &mut Pair, dest: IpAddr, forged: Vec<u8>) -> EchoRun {
+    p.link_mbps = Some(1000);
+    let every = Duration::from_micros(300);
+    let len = (100_000, 100_000);
+    let run = echo_run(
+        p,
+        dest,
+        10,
+        len,
+        Duration::from_millis(1),
+        Some((forged, every)),
+    );
+    assert_eq!(run.completed, 10);
+    let stray: Vec<_> = run.homa_to.iter().filter(|&&m| m != B_MAC).collect();
+    assert!(stray.is_empty(), "{} Homa frames redirected", stray.len());
+    assert_eq!(link_of(&p.a, dest), Some(B_MAC));
+    let refused = p.a.stats().link_addr_claims_refused;
+    assert_eq!(refused, run.forgeries, "each forgery refused");
+    run
+}
+
+/// After forgeries against a neighbour B's packets confirmed: A probed B
+/// only by unicast to its address, at most once per retry interval.
+pub(super) fn probed_by_unicast_at_a_bounded_rate(run: &EchoRun) {
+    assert!(!run.probes_to.is_empty(), "the doubt is probed");
+    assert!(
+        run.probes_to.iter().all(|&m| m == B_MAC),
+        "{:?}",
+        run.probes_to
+    );
+    let bound = run.elapsed.total_nanos() / Duration::from_millis(10).total_nanos() + 1;
+    assert!(
+        run.probes_to.len() as u64 <= bound,
+        "{} probes",
+        run.probes_to.len()
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_arp_requests_do_not_replace_a_neighbour_the_application_set() {
+    // B's address at A came from `add_neighbor`: no ARP packet changes it,
+    // and A never probes it.
+    let mut p = Pair::linked(8, 1 << 20);
+    let forged = arp_frame(
+        ArpOperation::Request,
+        EVIL_MAC,
+        B_IP,
+        EthernetAddress::BROADCAST,
+        A_IP,
+    );
+    let run = forgeries_redirect_nothing(&mut p, B_IP.into(), forged);
+    assert!(run.probes_to.is_empty(), "{:?}", run.probes_to);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_arp_requests_do_not_replace_a_confirmed_neighbour() {
+    // B's address at A came from ARP and B's Homa packets confirmed it: a
+    // forged ARP request for A from B's address only puts it in doubt, and
+    // A asks B itself, at the address it holds.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 100);
+    let forged = arp_frame(
+        ArpOperation::Request,
+        EVIL_MAC,
+        B_IP,
+        EthernetAddress::BROADCAST,
+        A_IP,
+    );
+    let run = forgeries_redirect_nothing(&mut p, B_IP.into(), forged);
+    probed_by_unicast_at_a_bounded_rate(&run);
+}
+
+/// Runs thirty RPCs from A to B at `dest` over a 100 Mbit/s wire without
+/// loss, each a 100-byte request and a 1 MB response, B's application
+/// answering 12 ms after each request arrived and B sending no BUSY
+/// meanwhile (A's RPC hears nothing past two RESEND times: a slow peer),
+/// and checks that each side asked for the other's link address at most
+/// once per reachable time begun, besides the first resolution. Returns
+/// the ARP requests or solicitations per second, A and B.
+pub(super) fn probes_during_1_mb_transfers(p: &mut Pair, dest: IpAddr) -> [f64; 2] {
+    p.link_mbps = Some(100);
+    p.logging = false;
+    p.filter = Box::new(|_, to_b, f| {
+        let at = if f[12..14] == [8, 0] { 34 } else { 54 };
+        let busy = f.get(at..).and_then(|h| homa::Packet::new_checked(h).ok());
+        to_b || busy.is_none_or(|h| h.packet_type() != homa::PacketType::Busy)
+    });
+    let len = (100, 1_000_000);
+    let run = echo_run(p, dest, 30, len, Duration::from_millis(12), None);
+    assert_eq!(run.completed, 30);
+    assert!(run.elapsed >= Duration::from_secs(2), "ran {}", run.elapsed);
+    let reachable = p.a.config.reachable_time.total_nanos();
+    let bound = 1 + run.elapsed.total_nanos().div_ceil(reachable);
+    assert!(
+        run.probes.iter().all(|&n| n <= bound),
+        "{:?} probes in {} (at most {bound} each)",
+        run.probes,
+        run.elapsed
+    );
+    let secs = run.elapsed.total_nanos() as f64 / 1e9;
+    run.probes.map(|n| n as f64 / secs)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_slow_peer_is_not_probed_during_1_mb_transfers() {
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 4 << 20),
+        endpoint(B_IP, B_MAC, 8, 4 << 20),
+    );
+    let rate = probes_during_1_mb_transfers(&mut p, B_IP.into());
+    std::println!("ARP requests per second over IPv4, A and B: {rate:?}");
 }
