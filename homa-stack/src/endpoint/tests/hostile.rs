@@ -2410,3 +2410,45 @@ fn a_slow_peer_is_not_probed_during_1_mb_transfers() {
     let rate = probes_during_1_mb_transfers(&mut p, B_IP.into());
     std::println!("ARP requests per second over IPv4, A and B: {rate:?}");
 }
+
+#[test]
+fn a_confirmed_neighbour_that_moved_is_learned_after_unanswered_probes() {
+    // B's packets confirmed its address at A; then B moves to another MAC
+    // and asks for A's from there. A does not take the new address from
+    // ARP alone: it probes the old one by unicast, and when those probes go
+    // unanswered, by broadcast, whose answer it takes.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 100);
+    let moved = EthernetAddress([2, 0, 0, 0, 0, 0x22]);
+    p.b.config.ethernet_addr = moved;
+    let asks = arp_frame(
+        ArpOperation::Request,
+        moved,
+        B_IP,
+        EthernetAddress::BROADCAST,
+        A_IP,
+    );
+    let once = Duration::from_secs(10);
+    let run = echo_run(
+        &mut p,
+        B_IP.into(),
+        1,
+        (5000, 5000),
+        Duration::ZERO,
+        Some((asks, once)),
+    );
+    assert_eq!(run.completed, 1);
+    assert_eq!(link_of(&p.a, B_IP.into()), Some(moved));
+    let unicast = usize::from(super::super::peer::UNICAST_PROBES);
+    assert_eq!(run.probes_to.len(), unicast + 1, "{:?}", run.probes_to);
+    assert!(run.probes_to[..unicast].iter().all(|&m| m == B_MAC));
+    assert_eq!(run.probes_to[unicast], EthernetAddress::BROADCAST);
+    assert!(
+        run.elapsed < Duration::from_millis(100),
+        "took {}",
+        run.elapsed
+    );
+}
