@@ -2452,3 +2452,121 @@ fn a_confirmed_neighbour_that_moved_is_learned_after_unanswered_probes() {
         run.elapsed
     );
 }
+
+// Known and accepted, as in Linux: what a forged BUSY, a forged first DATA
+// of a large message and forged NEED_ACKs can make us do, pinned so that a
+// change shows.
+
+/// A control packet `kind` from B's address, port 500, to A's client RPC
+/// `id` at `port`.
+fn from_server(id: u64, port: u16, kind: Kind<'static>) -> Vec<u8> {
+    let repr = Repr {
+        sport: 500,
+        dport: port,
+        sender_id: id ^ 1,
+        kind,
+    };
+    homa_frame(B_MAC, A_MAC, B_IP, A_IP, &repr)
+}
+
+#[test]
+fn a_forged_busy_keeps_a_client_rpc_waiting_as_in_linux() {
+    // B never answers A's request; a BUSY forged from B's address every
+    // 50 ms resets the RPC's silence (docs/protocol.md 4.7), so it waits as
+    // long as the forgeries last, and times out 100 ms after the last.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 1 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let c = ep.socket().unwrap();
+    let h = ep.send_request(c, B_IP, 500, b"hello").unwrap();
+    let (id, port) = only_rpc(&ep);
+    let mut failed_at = None;
+    let mut busies = 0;
+    let until = Instant::from_secs(2);
+    while now < Instant::from_secs(3) && failed_at.is_none() {
+        if now < until && (now - Instant::from_millis(1)).total_nanos() % 50_000_000 == 0 {
+            dev.rx.push_back(from_server(id, port, Kind::Busy));
+            busies += 1;
+        }
+        ep.poll(now, &mut dev);
+        dev.tx.clear();
+        if let Some(Event::Failed { rpc, error }) = ep.recv(c) {
+            assert_eq!((rpc, error), (h, RpcError::TimedOut));
+            failed_at = Some(now);
+        }
+        now += Duration::from_millis(1);
+    }
+    assert_eq!(busies, 40);
+    let at = failed_at.expect("the RPC timed out once the BUSYs stopped");
+    assert!(at > until, "failed at {at} while BUSYs still came");
+    assert!(at <= until + Duration::from_millis(100), "failed at {at}");
+    std::println!("{busies} forged BUSYs held the RPC until {at}");
+}
+
+#[test]
+fn one_forged_first_data_of_a_large_message_draws_about_20_control_packets() {
+    // The first DATA of a 1 MB request from a spoofed address: the server
+    // takes the RPC, grants, then asks the silent "client" to resend every
+    // RESEND interval until the timeout frees it, as Linux does. Everything
+    // it sends goes to the spoofed source; count it.
+    let mut ep = server(4, 2 << 20);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let payload = [7u8; 1400];
+    let req = request_data(2, 40_000, 1_000_000, 40_000, 0, &payload);
+    dev.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+    let mut now = Instant::from_millis(1);
+    let (mut frames, mut bytes) = (0, 0);
+    while now < Instant::from_millis(300) {
+        ep.poll(now, &mut dev);
+        for (f, _) in dev.tx.drain(..) {
+            assert_eq!(&f[30..34], &C_IP.octets(), "to the spoofed source");
+            frames += 1;
+            bytes += f.len();
+        }
+        now += Duration::from_micros(100);
+    }
+    assert_eq!(ep.rpcs_in_use(), 0, "freed by the timeout");
+    assert_eq!(ep.stats().server_timeouts, 1);
+    let tx = ep.stats().tx;
+    assert_eq!(frames as u64, tx.grant + tx.resend + tx.cutoffs);
+    assert!(
+        (15..=25).contains(&frames),
+        "{frames} packets, {bytes} bytes"
+    );
+    std::println!("one forged first DATA drew {frames} packets ({bytes} bytes): {tx:?}");
+}
+
+#[test]
+fn need_ack_is_reflected_one_for_one() {
+    // A NEED_ACK forged from a stranger's address, naming no RPC of ours,
+    // gets one ACK each (the server may have lost ours): one packet back
+    // per packet in, never more (114 bytes per 62-byte NEED_ACK frame).
+    let mut ep = endpoint(A_IP, A_MAC, 4, 1 << 20);
+    let _client = ep.socket().unwrap(); // port 0x8000
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let (mut sent, mut sent_bytes, mut fed_bytes) = (0, 0, 0);
+    for i in 0..100u64 {
+        let repr = Repr {
+            sport: 500,
+            dport: 0x8000,
+            sender_id: 2 * i + 3,
+            kind: Kind::NeedAck,
+        };
+        let f = homa_frame(EVIL_MAC, A_MAC, C_IP, A_IP, &repr);
+        fed_bytes += f.len();
+        dev.rx.push_back(f);
+        ep.poll(now, &mut dev);
+        for (f, _) in dev.tx.drain(..) {
+            sent += 1;
+            sent_bytes += f.len();
+        }
+        now += Duration::from_micros(10);
+    }
+    assert_eq!((sent, ep.stats().tx.ack), (100, 100));
+    assert_eq!(ep.peers_in_use(), 0, "strangers take no peer entry");
+    std::println!("100 NEED_ACKs ({fed_bytes} bytes) drew {sent} ACKs ({sent_bytes} bytes)");
+}
