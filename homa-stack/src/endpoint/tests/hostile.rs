@@ -2376,3 +2376,44 @@ fn a_full_table_frees_a_slot_of_the_peer_holding_more_than_its_share() {
         assert_eq!(oldest, !evicted);
     }
 }
+
+#[test]
+fn a_full_pool_frees_pages_of_the_peer_holding_more_than_its_share() {
+    // C's four forged first packets of 32 KiB requests take all 32 pages
+    // of B's pool. A's 10-byte request then takes the pages of C's oldest
+    // request (C holds far more than its share, A would hold 1 page),
+    // and C's fifth waits. With `peer_share` 1000 A's waits too.
+    for (share, evicted) in [(250, true), (1000, false)] {
+        let mut config = Config::new(B_IP, B_MAC);
+        config.peer_share = share;
+        let pool = crate::storage::buffer_len_for(32, 4096);
+        let mut ep = endpoint_with_peers(config, 16, 16, pool);
+        let sock = ep.bind(500).unwrap();
+        let mut dev = TestDevice::default();
+        let now = Instant::from_millis(1);
+        let chunk = [9u8; 1000];
+        for id in 1..=4 {
+            let req = request_data(2 * id, 40_000, 32 * 1024, 32 * 1024, 0, &chunk);
+            dev.rx
+                .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+        }
+        ep.poll(now, &mut dev);
+        assert_eq!(ep.pool_free_bytes(), 0);
+        let a = request_data(2, 40_000, 10, 10, 0, b"from A....");
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &a));
+        let req = request_data(10, 40_000, 32 * 1024, 32 * 1024, 0, &chunk);
+        dev.rx
+            .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+        ep.poll(now, &mut dev);
+        let served = matches!(ep.recv(sock), Some(Event::Request { peer, .. }) if peer == A_IP);
+        assert_eq!(served, evicted, "share {share}");
+        assert_eq!(ep.stats().server_evicted, u64::from(evicted));
+        // C's oldest request (client id 2) is the one freed; C's fifth waits.
+        let oldest = ep
+            .rpc_info()
+            .any(|r| r.peer == IpAddr::V4(C_IP) && r.id == 3);
+        assert_eq!(oldest, !evicted);
+        let waiting = ep.rpc_info().filter(|r| !r.in_has_buffer).count();
+        assert_eq!(waiting, 2 - usize::from(evicted));
+    }
+}
