@@ -2417,3 +2417,40 @@ fn a_full_pool_frees_pages_of_the_peer_holding_more_than_its_share() {
         assert_eq!(waiting, 2 - usize::from(evicted));
     }
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn one_control_packet_buys_at_most_resend_max_bytes_whatever_the_configuration() {
+    // A sends its 1 MB request whole unscheduled (`unsched_bytes` set to
+    // 1 MB). One RPC_UNKNOWN naming it schedules again the packets of at
+    // most `RESEND_MAX_BYTES`, not the megabyte the configuration allows.
+    let mut config = Config::new(A_IP, A_MAC);
+    config.unsched_bytes = 1_000_000;
+    let mut ep = endpoint_with(config, 4, 4 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let client = ep.socket().unwrap();
+    let h = ep
+        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
+        .unwrap();
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
+    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
+    let unknown = Repr {
+        sport: 500,
+        dport: ep.client_port(client).unwrap(),
+        sender_id: h.id() ^ 1,
+        kind: Kind::RpcUnknown,
+    };
+    let retx = ep.stats().retransmissions;
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &unknown));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(4));
+    let retx = ep.stats().retransmissions - retx;
+    let most = u64::from(RESEND_MAX_BYTES.div_ceil(1424)) + 1;
+    assert!(retx > 0, "the restart sent nothing");
+    assert!(
+        retx <= most,
+        "one RPC_UNKNOWN bought {retx} retransmissions"
+    );
+}
