@@ -150,8 +150,8 @@ impl<'a> Endpoint<'a> {
 
     /// Frees the oldest of `servers` the application does not hold (and,
     /// if `with_pages`, that holds pool pages), looking at
-    /// [`EVICT_PROBES`] at most. Returns the slot freed.
-    fn evict_one(&mut self, servers: List, with_pages: bool) -> Option<usize> {
+    /// [`EVICT_PROBES`] at most. Returns the slot freed and its pages.
+    fn evict_one(&mut self, servers: List, with_pages: bool) -> Option<(usize, usize)> {
         let mut cursor = servers.front();
         for _ in 0..EVICT_PROBES {
             let i = cursor?;
@@ -168,10 +168,11 @@ impl<'a> Endpoint<'a> {
                 r.id,
                 r.peer_addr
             );
+            let pages = usize::from(r.pages);
             self.free_rpc(slot);
             self.stats.server_evicted += 1;
             self.stats.server_freed += 1;
-            return Some(slot);
+            return Some((slot, pages));
         }
         None
     }
@@ -194,31 +195,34 @@ impl<'a> Endpoint<'a> {
             return None;
         }
         let servers = self.over_share(pi)?;
-        self.evict_one(servers, false)
+        self.evict_one(servers, false).map(|(slot, _)| slot)
     }
 
     /// The server RPC in `slot` found no pool pages for its `len`-byte
-    /// request: frees pages of the most loaded peer, while it is beyond its
-    /// share, if the RPC's peer would stay within its own. Whether `len`
-    /// bytes now fit.
+    /// request (or others waiting for them): frees pages of the most loaded
+    /// peer, while it is beyond its share, if the RPC's peer would stay
+    /// within its own. Whether the pages freed cover `len` bytes: then the
+    /// request takes them at once, and what others wait for is not touched.
     pub(super) fn make_pages(&mut self, slot: usize, len: usize) -> bool {
         let need = crate::storage::pages_for(len, self.pool.page_size());
         let pi = self.rpc_peer(slot);
         if self.load_with(pi, 0, need) > usize::from(self.config.peer_share) {
             return false;
         }
+        let mut freed = 0;
         for _ in 0..EVICT_PROBES {
-            if self.pool.free_pages() >= need {
-                return true;
-            }
             let Some(servers) = self.over_share(pi) else {
                 return false;
             };
-            if self.evict_one(servers, true).is_none() {
+            let Some((_, pages)) = self.evict_one(servers, true) else {
                 return false;
+            };
+            freed += pages;
+            if freed >= need {
+                return true;
             }
         }
-        self.pool.free_pages() >= need
+        false
     }
 }
 
