@@ -12,7 +12,7 @@
 //! whole table and pool. O(log peers) per change of a peer's load, and at
 //! most [`EVICT_PROBES`] RPCs looked at per request refused.
 
-use super::peer::PeerSlot;
+use super::peer::{Peer, PeerSlot};
 use super::rpc::{self, State};
 use super::Endpoint;
 use crate::storage::{HeapLink, HeapNode, List};
@@ -25,6 +25,12 @@ pub(super) const LOAD: u8 = 0;
 /// ones to free (one the application holds owes a response it is working
 /// on, and is passed over).
 const EVICT_PROBES: usize = 4;
+
+/// Peer `pi` of the table `peers` (a function of the table alone, so the
+/// RPC table stays free to borrow beside it).
+fn peer_in(peers: &mut [PeerSlot], pi: u16) -> Option<&mut Peer> {
+    peers.get_mut(usize::from(pi))?.peer.as_mut()
+}
 
 /// Peers are ordered by load, most first.
 impl HeapNode for PeerSlot {
@@ -62,11 +68,7 @@ impl<'a> Endpoint<'a> {
         };
         let (servers, pages) = (p.servers.len(), p.pages as usize);
         let load = self.load_of(servers, pages).min(usize::from(u16::MAX)) as u16;
-        let Some(p) = self
-            .peers
-            .get_mut(usize::from(pi))
-            .and_then(|s| s.peer.as_mut())
-        else {
+        let Some(p) = peer_in(&mut self.peers, pi) else {
             return;
         };
         p.load = load;
@@ -79,11 +81,7 @@ impl<'a> Endpoint<'a> {
 
     /// The new server RPC in `slot` counts for its peer `pi`.
     pub(super) fn share_taken(&mut self, slot: usize, pi: u16) {
-        let Some(p) = self
-            .peers
-            .get_mut(usize::from(pi))
-            .and_then(|s| s.peer.as_mut())
-        else {
+        let Some(p) = peer_in(&mut self.peers, pi) else {
             return;
         };
         if p.servers.is_empty() {
@@ -97,11 +95,7 @@ impl<'a> Endpoint<'a> {
     /// The server RPC in `slot`, being freed with the `pages` it was
     /// counted for, no longer counts for its peer `pi`.
     pub(super) fn share_released(&mut self, slot: usize, pi: u16, pages: u16) {
-        let Some(p) = self
-            .peers
-            .get_mut(usize::from(pi))
-            .and_then(|s| s.peer.as_mut())
-        else {
+        let Some(p) = peer_in(&mut self.peers, pi) else {
             return;
         };
         p.servers.remove(&mut self.rpcs[..], slot as u16);
@@ -130,11 +124,7 @@ impl<'a> Endpoint<'a> {
             return;
         }
         let (was, pi) = (core::mem::replace(&mut r.pages, held), r.peer);
-        if let Some(p) = self
-            .peers
-            .get_mut(usize::from(pi))
-            .and_then(|s| s.peer.as_mut())
-        {
+        if let Some(p) = peer_in(&mut self.peers, pi) {
             p.pages = (p.pages + u32::from(held)).saturating_sub(u32::from(was));
         }
         self.refresh_load(pi);

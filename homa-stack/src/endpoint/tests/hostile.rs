@@ -2144,12 +2144,19 @@ fn resends_do_not_keep_a_response_waiting_for_pool_space() {
 
 // Forged RPC_UNKNOWN: restarts of a client request are rationed.
 
-/// Floods A's 1 MB request to B, sent whole, with RPC_UNKNOWN forged from
-/// B's address every 20 us for `flood`: returns the bytes A sent in the
-/// flood's first 5 ms, the bytes sent in all, the forged packets and their
-/// bytes, and how the RPC ended.
-fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Event>) {
-    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
+/// A's 1 MB request to B, sent whole (B granted it all), under `config`,
+/// with the clock 21 ms on: A, its device, the clock, the client socket
+/// and an RPC_UNKNOWN from B naming the request.
+fn a_request_sent_whole(
+    config: Config,
+) -> (
+    Endpoint<'static>,
+    TestDevice,
+    Instant,
+    SocketHandle,
+    Repr<'static>,
+) {
+    let mut ep = endpoint_with(config, 4, 4 << 20);
     let mut dev = TestDevice::default();
     let mut now = Instant::from_millis(1);
     ep.add_neighbor(now, B_IP, B_MAC).unwrap();
@@ -2173,7 +2180,17 @@ fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Eve
         .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
     run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
     assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
-    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &from_b(Kind::RpcUnknown));
+    (ep, dev, now, client, from_b(Kind::RpcUnknown))
+}
+
+/// Floods A's 1 MB request to B, sent whole, with RPC_UNKNOWN forged from
+/// B's address every 20 us for `flood`: returns the bytes A sent in the
+/// flood's first 5 ms, the bytes sent in all, the forged packets and their
+/// bytes, and how the RPC ended.
+fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Event>) {
+    let (mut ep, mut dev, mut now, client, unknown) =
+        a_request_sent_whole(Config::new(A_IP, A_MAC));
+    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &unknown);
     let (start, end) = (now, now + flood);
     let (mut first, mut sent, mut n) = (0, 0, 0);
     let mut outcome = None;
@@ -2426,22 +2443,7 @@ fn one_control_packet_buys_at_most_resend_max_bytes_whatever_the_configuration()
     // most `RESEND_MAX_BYTES`, not the megabyte the configuration allows.
     let mut config = Config::new(A_IP, A_MAC);
     config.unsched_bytes = 1_000_000;
-    let mut ep = endpoint_with(config, 4, 4 << 20);
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
-    let client = ep.socket().unwrap();
-    let h = ep
-        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
-        .unwrap();
-    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
-    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
-    let unknown = Repr {
-        sport: 500,
-        dport: ep.client_port(client).unwrap(),
-        sender_id: h.id() ^ 1,
-        kind: Kind::RpcUnknown,
-    };
+    let (mut ep, mut dev, mut now, _, unknown) = a_request_sent_whole(config);
     let retx = ep.stats().retransmissions;
     dev.rx
         .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &unknown));
