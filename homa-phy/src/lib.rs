@@ -21,6 +21,7 @@
 //! | [`Tracer`]: every frame to a callback | yes | |
 //! | [`PcapWriter`] over a [`PcapSink`]: captures for Wireshark/tcpdump | yes | files under `std` |
 //! | `embassy::DriverAdapter`: any embassy-net driver | yes | feature `embassy` |
+//! | `lan9118::Lan9118`: the SMSC LAN9118 Ethernet controller (MPS2 boards) as an embassy-net driver | yes | feature `lan9118` |
 //! | [`Share`]: one device for homa-stack and another stack | yes | |
 //! | `smoltcp::SmoltcpDevice`: any device as a smoltcp device (for smoltcp on a `Share` half) | yes | feature `smoltcp` |
 //! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
@@ -158,6 +159,8 @@
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod fault;
+#[cfg(feature = "lan9118")]
+pub mod lan9118;
 pub mod loopback;
 pub mod pcap;
 pub mod pipe;

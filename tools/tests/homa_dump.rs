@@ -362,7 +362,7 @@ impl Pcapng {
     }
     fn block(&mut self, block_type: u32, body: &[u8]) {
         let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
         let total = (body.len() + 12) as u32;

@@ -4,7 +4,9 @@
 //! probes' endpoint ([`probe`]), and (feature `async`) the async runners'
 //! timer on SysTick.
 #![no_std]
-#![forbid(unsafe_code)]
+// Only the embassy-time driver's registration (`time_driver`) is unsafe: an
+// exported symbol.
+#![deny(unsafe_code)]
 
 use core::fmt::Display;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -28,6 +30,8 @@ fn SysTick() {
     let _ms = MILLIS.fetch_add(1, Ordering::Relaxed) + 1;
     #[cfg(feature = "async")]
     alarm::on_tick(_ms);
+    #[cfg(feature = "board")]
+    time_driver::on_tick(_ms);
 }
 
 /// Monotonic time from SysTick: whole milliseconds from its interrupt, the
@@ -383,5 +387,77 @@ pub mod alarm {
                 }
             });
         }
+    }
+}
+
+/// embassy-time's driver (feature `board`, for embassy-net) on the SysTick
+/// millisecond count: a tick is 1 ms (embassy-time-driver's `tick-hz-1_000`),
+/// and the SysTick interrupt wakes the waiters whose instant has come.
+#[cfg(feature = "board")]
+pub mod time_driver {
+    use core::cell::RefCell;
+    use core::sync::atomic::Ordering;
+    use core::task::Waker;
+
+    use cortex_m::interrupt::{self, Mutex};
+
+    use super::MILLIS;
+
+    /// Tasks that can wait at once; one more is woken at once instead (a
+    /// spurious wake: it asks again).
+    const WAITERS: usize = 4;
+
+    /// A waiting task: the tick at which to wake it, and its waker.
+    type Waiter = Option<(u64, Waker)>;
+
+    static WAITING: Mutex<RefCell<[Waiter; WAITERS]>> =
+        Mutex::new(RefCell::new([const { None }; WAITERS]));
+
+    /// The driver.
+    pub struct SysTickDriver;
+
+    impl embassy_time_driver::Driver for SysTickDriver {
+        fn now(&self) -> u64 {
+            u64::from(MILLIS.load(Ordering::Relaxed))
+        }
+
+        fn schedule_wake(&self, at: u64, waker: &Waker) {
+            interrupt::free(|cs| {
+                if at <= self.now() {
+                    waker.wake_by_ref();
+                    return;
+                }
+                let mut waiting = WAITING.borrow(cs).borrow_mut();
+                if let Some((t, _)) = waiting
+                    .iter_mut()
+                    .flatten()
+                    .find(|(_, w)| w.will_wake(waker))
+                {
+                    *t = (*t).min(at);
+                } else if let Some(free) = waiting.iter_mut().find(|w| w.is_none()) {
+                    *free = Some((at, waker.clone()));
+                } else {
+                    waker.wake_by_ref();
+                }
+            });
+        }
+    }
+
+    #[allow(unsafe_code)]
+    mod register {
+        embassy_time_driver::time_driver_impl!(static DRIVER: super::SysTickDriver = super::SysTickDriver);
+    }
+
+    /// From the SysTick interrupt: wakes the waiters due at `ms`.
+    pub(crate) fn on_tick(ms: u32) {
+        interrupt::free(|cs| {
+            for slot in WAITING.borrow(cs).borrow_mut().iter_mut() {
+                if slot.as_ref().is_some_and(|(at, _)| *at <= u64::from(ms)) {
+                    if let Some((_, waker)) = slot.take() {
+                        waker.wake();
+                    }
+                }
+            }
+        });
     }
 }

@@ -78,7 +78,7 @@ impl Loss {
         x ^= x >> 17;
         x ^= x << 5;
         self.rng = x;
-        x % self.one_in == 0
+        x.is_multiple_of(self.one_in)
     }
 }
 

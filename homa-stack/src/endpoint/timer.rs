@@ -170,7 +170,7 @@ impl<'a> Endpoint<'a> {
             let silent = r.silent_ticks;
             let resend_time = silent >= self.config.resend_ticks
                 // (Validated non-zero; `max` tells the compiler.)
-                && (silent - self.config.resend_ticks) % self.config.resend_interval.max(1) == 0;
+                && (silent - self.config.resend_ticks).is_multiple_of(self.config.resend_interval.max(1));
             if matches!(verdict, Verdict::OwnGrants) {
                 if resend_time {
                     if let Some(m) = r.inp.as_mut() {

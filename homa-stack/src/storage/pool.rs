@@ -63,7 +63,7 @@ pub const fn pages_for(len: usize, page_size: usize) -> usize {
     if page_size == 0 {
         return 0;
     }
-    len / page_size + (len % page_size != 0) as usize
+    len / page_size + !len.is_multiple_of(page_size) as usize
 }
 
 /// Usable message bytes of a pool built from `buffer_len` bytes with pages

@@ -628,7 +628,7 @@ mod tests {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            rng % 20 == 0
+            rng.is_multiple_of(20)
         };
         let mut lost = 0u32;
         let mut resent = 0u32;

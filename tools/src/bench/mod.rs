@@ -1,4 +1,4 @@
-//! homa-bench: homa-stack against smoltcp 0.12 in one process and one run.
+//! homa-bench: homa-stack against smoltcp 0.13 in one process and one run.
 //!
 //! Both stacks run two ends (Ethernet + IPv4, every checksum computed and
 //! verified) over the same [`ring::Pair`] of in-memory rings on the same

@@ -1,4 +1,4 @@
-//! homa-bench: homa-stack against smoltcp 0.12 in one process and one run
+//! homa-bench: homa-stack against smoltcp 0.13 in one process and one run
 //! (docs/benchmarks.md section 3).
 //!
 //! `homa-bench` runs everything and prints a table, then one `ratios:` line.
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use homa_tools::bench::{self, Options, Single};
 
-/// homa-stack against smoltcp 0.12, in one process and one run.
+/// homa-stack against smoltcp 0.13, in one process and one run.
 #[derive(Parser, Debug)]
 #[command(name = "homa-bench", version, about)]
 struct Cli {

@@ -412,7 +412,7 @@ fn pcap(link_type: u32, snaplen: u32, frames: &[Captured]) -> Vec<u8> {
 /// A little-endian pcapng block.
 fn block(out: &mut Vec<u8>, block_type: u32, body: &[u8]) {
     let mut body = body.to_vec();
-    while body.len() % 4 != 0 {
+    while !body.len().is_multiple_of(4) {
         body.push(0);
     }
     let total = (body.len() + 12) as u32;

@@ -67,7 +67,7 @@ pub(crate) fn ideal_time(
 /// A message of `bytes` frame bytes cut into frames of `mtu` and a remainder.
 pub(crate) fn split(bytes: usize, mtu: usize) -> Vec<usize> {
     let mut frames = vec![mtu; bytes / mtu];
-    if bytes % mtu != 0 {
+    if !bytes.is_multiple_of(mtu) {
         frames.push(bytes % mtu);
     }
     frames

@@ -99,40 +99,23 @@ fn pcap_sink(path: &Option<String>) -> Result<Option<Box<dyn Write>>, String> {
         .transpose()
 }
 
-/// Runs `job` over the device, behind a pcap writer when asked; returns
+/// Runs `job` over the device, behind a fault injector dropping
+/// `drop_ppm` of the frames each way and a pcap writer when asked; returns
 /// its result and the device's counters.
 fn with_device<J: Job>(
     opened: &mut Opened,
-    pcap: &Option<String>,
+    o: &HomaOpts,
     job: J,
 ) -> Result<(J::Out, Value), String> {
-    let sink = pcap_sink(pcap)?;
+    let sink = pcap_sink(&o.pcap)?;
     let (out, host) = match opened {
         Opened::Tap(t) => {
             let fd = t.as_raw_fd();
-            let out = match sink {
-                Some(s) => {
-                    let mut w = PcapWriter::new(&mut *t, s, PcapMode::Both);
-                    let out = job.run(&mut w, fd);
-                    let _ = w.flush();
-                    out
-                }
-                None => job.run(t, fd),
-            };
-            (out, t.stats())
+            (run_on(&mut *t, fd, sink, o.drop_ppm, job), t.stats())
         }
         Opened::Raw(r) => {
             let fd = r.as_raw_fd();
-            let out = match sink {
-                Some(s) => {
-                    let mut w = PcapWriter::new(&mut *r, s, PcapMode::Both);
-                    let out = job.run(&mut w, fd);
-                    let _ = w.flush();
-                    out
-                }
-                None => job.run(r, fd),
-            };
-            (out, r.stats())
+            (run_on(&mut *r, fd, sink, o.drop_ppm, job), r.stats())
         }
     };
     let dev = json!({
@@ -143,6 +126,39 @@ fn with_device<J: Job>(
         "tx_errors": host.tx_errors,
     });
     Ok((out, dev))
+}
+
+/// Runs `job` on `dev`, behind the fault injector and the pcap writer when
+/// asked (the capture records what the stack saw, after the faults).
+fn run_on<D: Device, J: Job>(
+    dev: D,
+    fd: RawFd,
+    sink: Option<Box<dyn Write>>,
+    drop_ppm: u32,
+    job: J,
+) -> J::Out {
+    fn pcap<D: Device, J: Job>(dev: D, fd: RawFd, sink: Option<Box<dyn Write>>, job: J) -> J::Out {
+        match sink {
+            Some(s) => {
+                let mut w = PcapWriter::new(dev, s, PcapMode::Both);
+                let out = job.run(&mut w, fd);
+                let _ = w.flush();
+                out
+            }
+            None => {
+                let mut dev = dev;
+                job.run(&mut dev, fd)
+            }
+        }
+    }
+    if drop_ppm == 0 {
+        return pcap(dev, fd, sink, job);
+    }
+    let mut faults = homa_phy::fault::FaultConfig::new();
+    faults.drop_ppm = drop_ppm;
+    let injector: homa_phy::fault::FaultInjector<D> =
+        homa_phy::fault::FaultInjector::with_config(dev, 0x1055, faults);
+    pcap(injector, fd, sink, job)
 }
 
 /// The endpoint's configuration: IPv4-only for an IPv4 `ip`, IPv6-only
@@ -299,7 +315,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
     let ep = mem
         .try_endpoint(config(ip, mac, &o.homa)?)
         .map_err(|e| e.to_string())?;
-    let (report, dev) = with_device(&mut opened, &o.homa.pcap, Server { o, ep, ip, mac })?;
+    let (report, dev) = with_device(&mut opened, &o.homa, Server { o, ep, ip, mac })?;
     let (mut report, stack) = report?;
     report.extra = json!({ "stack": stack, "device": dev });
     Ok(report)
@@ -510,7 +526,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
     let ep = mem
         .try_endpoint(config(ip, mac, &o.homa)?)
         .map_err(|e| e.to_string())?;
-    let (report, dev) = with_device(&mut opened, &o.homa.pcap, Client { o, ep })?;
+    let (report, dev) = with_device(&mut opened, &o.homa, Client { o, ep })?;
     let (mut report, stack) = report?;
     report.extra = json!({ "stack": stack, "device": dev });
     Ok(report)

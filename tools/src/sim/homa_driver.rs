@@ -201,7 +201,7 @@ impl<'m> HomaDriver<'m> {
         fill_pattern(payload_seed(self.seed, id), &mut self.buf);
         let dst = self.ips[m.dst as usize];
         let rpc = self.eps[h].send_request(self.socks[h], dst, PORT, &self.buf)?;
-        if id % 64 == 0 {
+        if id.is_multiple_of(64) {
             // A count scans every slot: sampled, not taken on every send.
             let live = self.eps[h].rpcs_in_use();
             self.stats.max_rpcs = self.stats.max_rpcs.max(live);

@@ -718,7 +718,7 @@ fn losses_and_retransmissions(len: usize, rpcs: usize, every: u64, seed: u64) ->
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        if data && rng % every == 0 {
+        if data && rng.is_multiple_of(every) {
             counter.set(counter.get() + 1);
             return false;
         }

@@ -555,7 +555,7 @@ fn lost_packets_are_recovered_by_resend() {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            rng % 7 != 0
+            !rng.is_multiple_of(7)
         });
         echo_rpc(&mut p, len);
         p.run_until(Duration::from_millis(200), |p| p.b.rpcs_in_use() == 0);

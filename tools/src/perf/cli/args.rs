@@ -123,6 +123,11 @@ pub struct HomaArgs {
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<String>,
+    /// Frames dropped at random, in parts per million, 0..=1000000, each
+    /// way (homa_phy's fault injector between the device and the stack).
+    #[arg(long, value_name = "PPM", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub drop_ppm: u32,
     /// RPC slots, 1..=60000.
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=60_000))]
@@ -393,6 +398,7 @@ impl HomaArgs {
             mac: self.mac,
             neighbors: self.neighbor.clone(),
             pcap: self.pcap.clone(),
+            drop_ppm: self.drop_ppm,
             max_rpcs: self.max_rpcs,
             pool_mb: self.pool_mb.unwrap_or(default_pool_mb),
             unsched_bytes: self.unsched_bytes,

@@ -58,6 +58,8 @@ pub struct HomaOpts {
     pub neighbors: Vec<(IpAddr, EthernetAddress)>,
     /// Capture file.
     pub pcap: Option<String>,
+    /// Frames dropped at random each way, in parts per million.
+    pub drop_ppm: u32,
     /// RPC slots.
     pub max_rpcs: usize,
     /// Message pool in MiB.
