@@ -92,20 +92,20 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         o.duration_s
     );
     if !o.json {
-        println!("{header}");
+        crate::outln!("{header}")?;
         if o.bottleneck_mbps == DEFAULT_BOTTLENECK_MBPS {
-            println!(
+            crate::outln!(
                 "(the default bottleneck is {DEFAULT_BOTTLENECK_MBPS} Mbit/s, not 1 Gbit/s: on a 2-core machine \
                  homa-stack over TAP cannot carry 80% of 1 Gbit/s, every frame costing syscalls and three \
                  bridge hops; --bottleneck-mbps 1000 runs it anyway, and the capacity probes below say \
                  which resource limits)"
-            );
+            )?;
         }
-        println!(
+        crate::outln!(
             "Homa settings scaled to the bottleneck: unscheduled {} B, max incoming {} B, FIFO grants {} B, \
              RESEND after {} ms, timeout {} ms",
             o.unsched_bytes, o.max_incoming, o.fifo_grant_bytes, o.resend_ticks, o.timeout_ticks
-        );
+        )?;
     }
     let mut tb = Testbed {
         tag: format!("hp{}", std::process::id()),
@@ -138,14 +138,14 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
             );
             let phase = run_phase(&mut tb, o, p, &probe)?;
             if !o.json {
-                println!("{}", probe_text(&phase, o));
+                crate::outln!("{}", probe_text(&phase, o))?;
             }
             probes.push(phase);
         }
         eprintln!("homa-perf: running {p} for {} s ...", o.duration_s);
         let phase = run_phase(&mut tb, o, p, &measured)?;
         if !o.json {
-            print_phase(&phase, o);
+            print_phase(&phase, o)?;
         }
         phases.push(phase);
     }
@@ -196,14 +196,14 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
                 "verdict": probe_text(p, o),
             })).collect::<Vec<_>>(),
         });
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
+        )?;
         return Ok(bad.is_empty());
     }
-    println!();
-    println!(
+    crate::outln!()?;
+    crate::outln!(
         "{:>8} {:>12} {:>12} {:>12} {:>12} {:>11} {:>10} {:>8} {:>10}",
         "protocol",
         "short P50 us",
@@ -214,10 +214,10 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         "completed",
         "failed",
         "unfinished"
-    );
+    )?;
     for p in &phases {
         let s = p.clients.rtt.short();
-        println!(
+        crate::outln!(
             "{:>8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>10.0}% {:>10} {:>8} {:>10}",
             p.protocol,
             s.percentile(0.5) as f64 / 1e3,
@@ -228,17 +228,17 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
             p.clients.completed,
             p.clients.failed + p.clients.corrupt,
             p.clients.unfinished
-        );
+        )?;
     }
     match (homa, tcp, ratio) {
-        (Some(h), Some(t), Some(r)) => println!(
+        (Some(h), Some(t), Some(r)) => crate::outln!(
             "short-message (<= {} B) P99: homa {:.1} us, tcp {:.1} us, tcp/homa = {:.1}x",
             dist.short_max(),
             short(h),
             short(t),
             r
-        ),
-        _ => println!("short-message P99: only one protocol ran, no ratio"),
+        )?,
+        _ => crate::outln!("short-message P99: only one protocol ran, no ratio")?,
     }
     Ok(bad.is_empty())
 }

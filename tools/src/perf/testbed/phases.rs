@@ -322,27 +322,30 @@ pub(super) fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
     )
 }
 
-pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
-    println!("\n== {} ==", p.protocol);
-    print!("{}", rtt_table(&p.clients.rtt));
+pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) -> Result<(), String> {
+    crate::outln!("\n== {} ==", p.protocol)?;
+    crate::cli::write_stdout(&rtt_table(&p.clients.rtt))?;
     let c = &p.clients;
-    println!(
+    crate::outln!(
         "issued {} completed {} failed {} corrupt {} unfinished {}; server answered {} ({} corrupt), refused {}",
         c.issued, c.completed, c.failed, c.corrupt, c.unfinished, p.server.requests, p.server.corrupt,
         p.server.failed
-    );
-    println!(
+    )?;
+    crate::outln!(
         "bottleneck carried {:.1} Mbit/s ({:.0}% of {}), bytes per band (highest first) {:?}, drops {:?}",
         p.carried_mbps(),
         p.carried_mbps() / f64::from(o.bottleneck_mbps) * 100.0,
         o.bottleneck_mbps,
         p.bottleneck.band_bytes,
         p.bottleneck.band_drops
-    );
-    println!(
+    )?;
+    crate::outln!(
         "CPU seconds: clients {:.1} user + {:.1} system, server {:.1} user + {:.1} system",
-        c.cpu_s.0, c.cpu_s.1, p.server.cpu_s.0, p.server.cpu_s.1
-    );
+        c.cpu_s.0,
+        c.cpu_s.1,
+        p.server.cpu_s.0,
+        p.server.cpu_s.1
+    )?;
     for (who, extra) in [("clients", &c.extra), ("server", &p.server.extra)] {
         let st = &extra["stack"];
         if st.is_object() {
@@ -350,7 +353,7 @@ pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
                 t if t.is_empty() => "drops 0".to_string(),
                 t => t,
             };
-            println!(
+            crate::outln!(
                 "homa-stack {who}: tx frames {} rx frames {} retransmissions {} resends asked {} \
                  timeouts {} {drops}",
                 st["tx_frames"],
@@ -358,8 +361,8 @@ pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
                 st["retransmissions"],
                 st["resends_requested"],
                 st["timeouts"],
-            );
+            )?;
         }
     }
-    println!("verdict: {}", p.verdict(o, cores()).1);
+    crate::outln!("verdict: {}", p.verdict(o, cores()).1)
 }
