@@ -180,8 +180,10 @@ pub enum Transport<'a> {
     Homa(Homa<'a>),
     /// ICMP, when the whole message was captured.
     Icmp(Foreign),
-    /// Something else, or a packet that could not be read: a note.
+    /// Something else, shown as a note (`UDP, 40 bytes`, `fragment`).
     Other(String),
+    /// A packet that cannot be read: what is wrong with it.
+    Malformed(String),
 }
 
 /// The network layer.
@@ -191,9 +193,11 @@ pub enum Net<'a> {
     Ip(Ip, Transport<'a>),
     /// ARP.
     Arp(Foreign),
-    /// Nothing to show above the link layer: a note (`ethertype 0x88cc`,
-    /// `malformed IPv4: truncated`...).
+    /// Nothing to show above the link layer: a note (`ethertype 0x88cc`).
     Other(String),
+    /// A frame that cannot be read above the link layer (or at it): what is
+    /// wrong (`malformed IPv4: truncated`, an undeclared interface).
+    Malformed(String),
 }
 
 /// A frame taken apart.
@@ -229,15 +233,15 @@ pub fn decode(record: &Record) -> Decoded<'_> {
     let (link, ethertype, rest) = match record.link_type {
         LINKTYPE_ETHERNET => match ethernet(data) {
             Some(parts) => parts,
-            None => return note(None, "malformed Ethernet: truncated"),
+            None => return malformed(None, "malformed Ethernet: truncated"),
         },
         LINKTYPE_LINUX_SLL => match sll1(data) {
             Some(parts) => parts,
-            None => return note(None, "malformed Linux cooked header: truncated"),
+            None => return malformed(None, "malformed Linux cooked header: truncated"),
         },
         LINKTYPE_LINUX_SLL2 => match sll2(data) {
             Some(parts) => parts,
-            None => return note(None, "malformed Linux cooked v2 header: truncated"),
+            None => return malformed(None, "malformed Linux cooked v2 header: truncated"),
         },
         LINKTYPE_RAW => {
             let ethertype = match data.first().map(|b| b >> 4) {
@@ -248,14 +252,14 @@ pub fn decode(record: &Record) -> Decoded<'_> {
         }
         LINKTYPE_IPV4 => (Link::Raw, ETHERTYPE_IPV4, data),
         LINKTYPE_IPV6 => (Link::Raw, ETHERTYPE_IPV6, data),
-        LINKTYPE_UNDECLARED => return note(None, "frame of an undeclared interface"),
-        other => return note(None, &format!("link type {other} is not supported")),
+        LINKTYPE_UNDECLARED => return malformed(None, "frame of an undeclared interface"),
+        other => return malformed(None, &format!("link type {other} is not supported")),
     };
     let net = match ethertype {
         ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => ip(ethertype, rest),
         ETHERTYPE_ARP => match foreign(ETHERTYPE_ARP, rest) {
             Some(f) => Net::Arp(f),
-            None => Net::Other(format!("malformed ARP ({} bytes)", rest.len())),
+            None => Net::Malformed(format!("malformed ARP ({} bytes)", rest.len())),
         },
         other => Net::Other(format!("ethertype 0x{other:04x}, {} bytes", rest.len())),
     };
@@ -265,10 +269,10 @@ pub fn decode(record: &Record) -> Decoded<'_> {
     }
 }
 
-fn note(link: Option<Link>, text: &str) -> Decoded<'static> {
+fn malformed(link: Option<Link>, text: &str) -> Decoded<'static> {
     Decoded {
         link,
-        net: Net::Other(text.to_string()),
+        net: Net::Malformed(text.to_string()),
     }
 }
 
@@ -345,7 +349,7 @@ fn ip(ethertype: u16, data: &[u8]) -> Net<'_> {
     let version = data.first().map(|b| b >> 4);
     let expected = if ethertype == ETHERTYPE_IPV6 { 6 } else { 4 };
     if let Some(v) = version.filter(|&v| v != expected) {
-        return Net::Other(format!("malformed {name}: version {v}"));
+        return Net::Malformed(format!("malformed {name}: version {v}"));
     }
     let parsed = if expected == 4 {
         ipv4(data)
@@ -353,7 +357,7 @@ fn ip(ethertype: u16, data: &[u8]) -> Net<'_> {
         ipv6(data)
     };
     let Some((ip, payload)) = parsed else {
-        return Net::Other(format!("malformed {name}: truncated, {} bytes", data.len()));
+        return Net::Malformed(format!("malformed {name}: truncated, {} bytes", data.len()));
     };
     // What was captured of the payload, without link-layer padding.
     let captured = &payload[..payload.len().min(ip.payload_len)];
@@ -373,7 +377,7 @@ fn ip(ethertype: u16, data: &[u8]) -> Net<'_> {
                 let end = ip.header_len + ip.payload_len;
                 match foreign(ethertype, &data[..end]) {
                     Some(f) => Transport::Icmp(f),
-                    None => Transport::Other(format!(
+                    None => Transport::Malformed(format!(
                         "malformed {}: {} bytes",
                         IpProtocol::from(ip.proto),
                         ip.payload_len
@@ -498,6 +502,11 @@ pub fn header_len(ptype: PacketType, wire_len: usize) -> Option<usize> {
 fn homa_transport<'a>(ip: &Ip, captured: &'a [u8], hijacked: bool) -> Transport<'a> {
     let wire_len = ip.payload_len;
     let packet = homa::Packet::new_unchecked(captured);
+    if wire_len <= 11 {
+        return Transport::Malformed(format!(
+            "malformed HOMA: {wire_len} bytes, shorter than the common header"
+        ));
+    }
     if captured.len() <= 11 {
         return Transport::Other(format!(
             "HOMA [header truncated: {} of {wire_len} bytes captured]",
@@ -506,13 +515,13 @@ fn homa_transport<'a>(ip: &Ip, captured: &'a [u8], hijacked: bool) -> Transport<
     }
     let ptype = packet.packet_type();
     let Some(header_len) = header_len(ptype, wire_len) else {
-        return Transport::Other(format!(
+        return Transport::Malformed(format!(
             "malformed HOMA: unknown type 0x{:02x}",
             u8::from(ptype)
         ));
     };
     if wire_len < header_len {
-        return Transport::Other(format!(
+        return Transport::Malformed(format!(
             "malformed HOMA: {ptype} of {wire_len} bytes, shorter than its {header_len}-byte header"
         ));
     }
