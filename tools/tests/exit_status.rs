@@ -121,3 +121,31 @@ fn homa_perf_reports_a_failed_write() {
     }
     assert_write_failure(PERF, &["cleanup"], "homa-perf");
 }
+
+#[test]
+fn homa_sim_refuses_a_chart_format_it_cannot_write() {
+    let dir = env!("CARGO_TARGET_TMPDIR");
+    let jpg = format!("{dir}/chart.jpg");
+    let png = format!("{dir}/chart.png");
+    let mut cases = vec![(
+        jpg,
+        "unknown chart format; --plot writes FILE.svg or FILE.png",
+    )];
+    if !cfg!(feature = "png") {
+        cases.push((png, "PNG needs the png feature"));
+    }
+    for (path, want) in cases {
+        let _ = std::fs::remove_file(&path);
+        let out = Command::new(SIM)
+            .args(["--duration", "0.05", "--quiet", "--plot", &path])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{path}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{path}: {}",
+            text(&out)
+        );
+        assert!(!std::path::Path::new(&path).exists(), "{path} was written");
+    }
+}

@@ -71,7 +71,8 @@ struct Args {
     /// Also write the JSON to this file.
     #[arg(long, value_name = "FILE")]
     json_out: Option<String>,
-    /// Write a chart: SVG, or PNG when the name ends in .png.
+    /// Write a chart: FILE.svg, or FILE.png in a build with the `png`
+    /// feature (other names are refused).
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<String>,
     /// Share of the duration not measured at the start, in [0, 1).
