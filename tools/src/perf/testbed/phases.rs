@@ -44,7 +44,6 @@ impl Phase {
         let kept_up = self.carried_mbps() >= 0.97 * self.offered_mbps
             && self.clients.unfinished == 0
             && self.clients.failed == 0;
-        let cpu_ok = self.experiment_cpu < 0.9;
         let detail = format!(
             "bottleneck carried {:.1} Mbit/s for {:.1} Mbit/s of requests offered ({:.0}% busy, \
              {} throttling events, {} drops); homa-perf processes + network softirq used {:.0}% of {} cores, \
@@ -58,21 +57,25 @@ impl Phase {
             cores,
             self.machine_busy * 100.0,
         );
-        if !kept_up {
-            (
-                false,
-                format!(
-                    "CPU-BOUND or overloaded: the offered load was not carried in time ({detail})"
-                ),
-            )
-        } else if !cpu_ok {
-            (false, format!("CPU-BOUND: the offered load was carried but the CPU had no headroom ({detail})"))
-        } else {
-            (
+        let (ok, what) = match (kept_up, cpu_saturated(self.experiment_cpu)) {
+            (true, false) => (
                 true,
-                format!("network-bound: the bottleneck, not the CPU, limits throughput ({detail})"),
-            )
-        }
+                "network-bound: the bottleneck, not the CPU, limits throughput",
+            ),
+            (true, true) => (
+                false,
+                "CPU-BOUND: the offered load was carried but the CPU had no headroom",
+            ),
+            (false, true) => (
+                false,
+                "CPU-BOUND: the offered load was not carried in time and the CPU had no headroom",
+            ),
+            (false, false) => (
+                false,
+                "OVERLOADED: the offered load was not carried in time, with CPU to spare",
+            ),
+        };
+        (ok, format!("{what} ({detail})"))
     }
 
     pub(super) fn to_json(&self, o: &TestbedOpts, cores: f64) -> Value {
@@ -302,13 +305,30 @@ pub(super) fn run_phase(
 
 /// The capacity probe's finding: can this protocol, on this CPU, fill the
 /// bottleneck? If it can, the bottleneck is what limits throughput.
+/// Whether the experiment's CPU share (its processes and the network
+/// softirq, a fraction of all cores) leaves no headroom.
+fn cpu_saturated(experiment_cpu: f64) -> bool {
+    experiment_cpu >= 0.9
+}
+
+/// What limited a capacity probe, from both figures: how full the
+/// bottleneck was (`util`, a fraction of its rate) and how busy the CPU.
+fn probe_limit(util: f64, experiment_cpu: f64) -> &'static str {
+    match (util >= 0.9, cpu_saturated(experiment_cpu)) {
+        (true, false) => "the bottleneck, not the CPU, limits throughput",
+        (true, true) => {
+            "the bottleneck was full and the CPU had no headroom: either may limit throughput"
+        }
+        (false, true) => "CPU-BOUND: it cannot fill the bottleneck on this machine",
+        (false, false) => {
+            "neither the bottleneck nor the CPU was saturated: the closed loop's window limits it"
+        }
+    }
+}
+
 pub(super) fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
     let util = p.carried_mbps() / f64::from(o.bottleneck_mbps);
-    let verdict = if util >= 0.9 {
-        "the bottleneck, not the CPU, limits throughput"
-    } else {
-        "CPU-BOUND: it cannot fill the bottleneck on this machine"
-    };
+    let verdict = probe_limit(util, p.experiment_cpu);
     format!(
         "capacity probe ({} closed loop, 8 RPCs per client, {:.0} s): bottleneck carried {:.1} Mbit/s \
          ({:.0}% of {}), homa-perf + softirq CPU {:.0}% of {} cores: {verdict}",
@@ -365,4 +385,24 @@ pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) -> Result<(), String> {
         }
     }
     crate::outln!("verdict: {}", p.verdict(o, cores()).1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A verdict follows both figures: a full bottleneck with a CPU at 96%
+    /// is not "the bottleneck, not the CPU".
+    #[test]
+    fn the_probe_verdict_names_what_was_saturated() {
+        assert_eq!(
+            probe_limit(0.95, 0.5),
+            "the bottleneck, not the CPU, limits throughput"
+        );
+        let both = probe_limit(0.95, 0.96);
+        assert!(both.contains("CPU had no headroom"), "{both}");
+        assert!(!both.contains("not the CPU"), "{both}");
+        assert!(probe_limit(0.5, 0.96).starts_with("CPU-BOUND"));
+        assert!(probe_limit(0.5, 0.3).starts_with("neither"));
+    }
 }
