@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::super::cli::TestbedOpts;
-use super::super::netcfg::{output, run};
+use crate::perf::cli::TestbedOpts;
+use crate::perf::netcfg::{output, run};
 
 /// htb at the bottleneck rate on the switch's port toward the server,
 /// with one leaf per band: strict priority by htb `prio` (each leaf is

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::super::cli::TestbedOpts;
-use super::super::netcfg::mac_for;
-use super::super::report::{drops_text, rtt_table, ClientReport, ServerReport};
-use super::super::sys;
 use super::bottleneck::{read_bottleneck, Bottleneck};
 use super::cpu::{children_cpu, cores, machine_jiffies};
 use super::namespaces::{homa_ip, kernel_ip, prefix, Testbed, HOMA_PORT, TCP_PORT};
+use crate::perf::cli::TestbedOpts;
+use crate::perf::netcfg::mac_for;
+use crate::perf::report::{drops_text, rtt_table, ClientReport, ServerReport};
+use crate::perf::sys;
 
 /// What one protocol's run found.
 #[derive(Debug, Clone)]
