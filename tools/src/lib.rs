@@ -1,6 +1,6 @@
 //! The homa-stack tools: the simulator behind `homa-sim` ([`sim`]), the load
 //! generator and testbed behind `homa-perf` ([`perf`]), the CPU benchmark
-//! behind `homa-bench` ([`bench`]), homa-dump's implementation ([`dump`]) and
+//! behind `homa-bench` ([`bench`](mod@bench)), homa-dump's implementation ([`dump`]) and
 //! the command-line value checks they share ([`cli`]). The payload patterns, the
 //! generator and the soak run come from the test kit (`homa_phy::testing`,
 //! `homa_testkit`).
