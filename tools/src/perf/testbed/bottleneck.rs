@@ -132,3 +132,15 @@ pub(super) fn read_bottleneck(sw: &str, bands: u8) -> Result<Bottleneck, String>
     }
     Ok(b)
 }
+
+/// Frames the kernel dropped on their way to the homa-perf process of host
+/// namespace `ns`: the TAP's transmit queue (kernel to reader) overflows
+/// when the process falls behind. Not the bottleneck's drops, but losses
+/// all the same, which the receivers recover with RESENDs.
+pub(super) fn tap_queue_drops(ns: &str) -> Result<u64, String> {
+    let text = output("ip", &["-n", ns, "-j", "-s", "link", "show", "tap0"])?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("ip -j: {e}"))?;
+    v[0]["stats64"]["tx"]["dropped"]
+        .as_u64()
+        .ok_or_else(|| format!("ip -j -s link show tap0 in {ns}: no tx dropped count"))
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::bottleneck::{read_bottleneck, Bottleneck};
+use super::bottleneck::{read_bottleneck, tap_queue_drops, Bottleneck};
 use super::cpu::{children_cpu, cores, machine_jiffies};
 use super::namespaces::{homa_ip, kernel_ip, prefix, Testbed, HOMA_PORT, TCP_PORT};
 use crate::perf::cli::TestbedOpts;
@@ -27,6 +27,9 @@ pub(super) struct Phase {
     pub(super) machine_busy: f64,
     /// homa-perf processes plus network softirq, as a fraction of all cores.
     pub(super) experiment_cpu: f64,
+    /// Frames dropped at the hosts' TAP queues (a homa-perf process fell
+    /// behind): the server's, and the clients' together.
+    pub(super) tap_drops: (u64, u64),
     pub(super) offered_mbps: f64,
 }
 
@@ -46,18 +49,28 @@ impl Phase {
             && self.clients.failed == 0;
         let detail = format!(
             "bottleneck carried {:.1} Mbit/s for {:.1} Mbit/s of requests offered ({:.0}% busy, \
-             {} throttling events, {} drops); homa-perf processes + network softirq used {:.0}% of {} cores, \
-             the whole machine (other users included) {:.0}%",
+             {} throttling events, {} drops); {} frames dropped at the hosts' TAP queues (server {}, \
+             clients {}: a homa-perf process fell behind); homa-perf processes + network softirq \
+             used {:.0}% of {} cores, the whole machine (other users included) {:.0}%",
             self.carried_mbps(),
             self.offered_mbps,
             self.carried_mbps() / f64::from(o.bottleneck_mbps) * 100.0,
             self.bottleneck.overlimits,
             self.bottleneck.drops,
+            self.tap_drops.0 + self.tap_drops.1,
+            self.tap_drops.0,
+            self.tap_drops.1,
             self.experiment_cpu * 100.0,
             cores,
             self.machine_busy * 100.0,
         );
+        let hosts_behind = self.tap_drops.0 + self.tap_drops.1 > 0;
         let (ok, what) = match (kept_up, cpu_saturated(self.experiment_cpu)) {
+            (true, false) if hosts_behind => (
+                false,
+                "HOSTS BEHIND: the offered load was carried, but a homa-perf process fell behind \
+                 and lost frames at its TAP queue",
+            ),
             (true, false) => (
                 true,
                 "network-bound: the bottleneck, not the CPU, limits throughput",
@@ -94,6 +107,10 @@ impl Phase {
                 "overlimits": self.bottleneck.overlimits,
                 "band_bytes": self.bottleneck.band_bytes,
                 "band_drops": self.bottleneck.band_drops,
+            },
+            "tap_queue_drops": {
+                "server": self.tap_drops.0,
+                "clients": self.tap_drops.1,
             },
             "machine_cpu_busy": self.machine_busy,
             "experiment_cpu": self.experiment_cpu,
@@ -232,6 +249,19 @@ pub(super) fn run_phase(
     let sw = tb.ns("sw");
     let wait_start = start_ms.saturating_sub(unix_ms());
     thread::sleep(Duration::from_millis(wait_start));
+    let hosts: Vec<String> = std::iter::once("s0".to_string())
+        .chain((1..=o.clients).map(|c| format!("c{c}")))
+        .map(|h| tb.ns(&h))
+        .collect();
+    // A Homa process creates its TAP when it starts (the TCP phases have
+    // none), so a TAP not there has dropped nothing.
+    let taps = |hosts: &[String]| -> Vec<u64> {
+        hosts
+            .iter()
+            .map(|ns| tap_queue_drops(ns).unwrap_or(0))
+            .collect()
+    };
+    let taps0 = taps(&hosts);
     let before = read_bottleneck(&sw, o.bands)?;
     let cpu0 = machine_jiffies();
     let procs0 = children_cpu(tb);
@@ -241,6 +271,13 @@ pub(super) fn run_phase(
         thread::sleep(Duration::from_millis(50));
     }
     let after = read_bottleneck(&sw, o.bands)?;
+    // Read while the hosts' processes (and so their TAPs) still exist.
+    let taps1 = taps(&hosts);
+    let tap_drops: Vec<u64> = taps1
+        .iter()
+        .zip(&taps0)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
     let cpu1 = machine_jiffies();
     let procs1 = children_cpu(tb);
     let seconds = t0.elapsed().as_secs_f64();
@@ -298,6 +335,7 @@ pub(super) fn run_phase(
         bottleneck,
         seconds,
         machine_busy: busy,
+        tap_drops: (tap_drops[0], tap_drops[1..].iter().sum()),
         experiment_cpu,
         offered_mbps: load.offered_mbps,
     })
