@@ -59,7 +59,7 @@ pub use stats::{Drops, PortStats, Stats};
 pub use timing::{serialisation_time, wire_bytes, MIN_FRAME, WIRE_OVERHEAD};
 pub use topology::NodeId;
 
-use crate::testing::SplitMix64 as Rng;
+use crate::rng::SplitMix64 as Rng;
 use addr::Dest;
 use event::{Event, EventQueue};
 use frame::Frame;
