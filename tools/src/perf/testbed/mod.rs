@@ -47,17 +47,7 @@ use phases::{print_phase, probe_text, run_phase, strings, Load, Phase};
 /// removes everything. Needs root. Returns whether every RPC of every
 /// phase (capacity probes included) succeeded.
 pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
-    if !sys::is_root() {
-        return Err("the testbed needs root (network namespaces, TAP, tc)".into());
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Err("/dev/net/tun does not exist (modprobe tun)".into());
-    }
-    sys::catch_stop_signals();
-    let removed = cleanup_leftovers();
-    if removed > 0 {
-        eprintln!("homa-perf: removed {removed} namespaces left by earlier runs");
-    }
+    preflight()?;
     let dist = SizeDist::from_spec(&o.workload)?;
     let rate_bytes = o.load * f64::from(o.bottleneck_mbps) * 1e6 / 8.0;
     let total_rate = rate_bytes / dist.mean();
@@ -107,6 +97,40 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
             o.unsched_bytes, o.max_incoming, o.fifo_grant_bytes, o.resend_ticks, o.timeout_ticks
         )?;
     }
+    let (probes, phases) = run_protocols(o, &protocols, per_client, budget)?;
+    let bad = failures(&probes, &phases);
+    for b in &bad {
+        eprintln!("homa-perf: RPCs failed in the {b}");
+    }
+    report(o, &dist, &header, &probes, &phases)?;
+    Ok(bad.is_empty())
+}
+
+/// Checks what the testbed needs (root, TAP) and removes what an earlier
+/// run left.
+fn preflight() -> Result<(), String> {
+    if !sys::is_root() {
+        return Err("the testbed needs root (network namespaces, TAP, tc)".into());
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Err("/dev/net/tun does not exist (modprobe tun)".into());
+    }
+    sys::catch_stop_signals();
+    let removed = cleanup_leftovers();
+    if removed > 0 {
+        eprintln!("homa-perf: removed {removed} namespaces left by earlier runs");
+    }
+    Ok(())
+}
+
+/// Builds the testbed and runs each protocol's capacity probe (when asked)
+/// and measured phase; the testbed is removed when this returns.
+fn run_protocols(
+    o: &TestbedOpts,
+    protocols: &[&str],
+    per_client: f64,
+    budget: Instant,
+) -> Result<(Vec<Phase>, Vec<Phase>), String> {
     let mut tb = Testbed {
         tag: format!("hp{}", std::process::id()),
         made: Vec::new(),
@@ -127,7 +151,7 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
     };
     let mut phases = Vec::new();
     let mut probes = Vec::new();
-    for p in &protocols {
+    for p in protocols {
         if Instant::now() > budget || sys::stop_requested() {
             return Err("time budget exhausted or stopped".into());
         }
@@ -150,7 +174,12 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         phases.push(phase);
     }
     drop(tb);
-    let bad: Vec<String> = probes
+    Ok((probes, phases))
+}
+
+/// One line per probe or run in which RPCs failed.
+fn failures(probes: &[Phase], phases: &[Phase]) -> Vec<String> {
+    probes
         .iter()
         .map(|p| ("probe", p))
         .chain(phases.iter().map(|p| ("run", p)))
@@ -168,10 +197,17 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
                 )
             })
         })
-        .collect();
-    for b in &bad {
-        eprintln!("homa-perf: RPCs failed in the {b}");
-    }
+        .collect()
+}
+
+/// The comparison, as JSON or as a table.
+fn report(
+    o: &TestbedOpts,
+    dist: &SizeDist,
+    header: &str,
+    probes: &[Phase],
+    phases: &[Phase],
+) -> Result<(), String> {
     let short = |p: &Phase| p.clients.rtt.short().percentile(0.99) as f64 / 1e3;
     let homa = phases.iter().find(|p| p.protocol == "homa");
     let tcp = phases.iter().find(|p| p.protocol == "tcp");
@@ -200,7 +236,7 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         )?;
-        return Ok(bad.is_empty());
+        return Ok(());
     }
     crate::outln!()?;
     crate::outln!(
@@ -215,7 +251,7 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         "failed",
         "unfinished"
     )?;
-    for p in &phases {
+    for p in phases {
         let s = p.clients.rtt.short();
         crate::outln!(
             "{:>8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>10.0}% {:>10} {:>8} {:>10}",
@@ -240,5 +276,5 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         )?,
         _ => crate::outln!("short-message P99: only one protocol ran, no ratio")?,
     }
-    Ok(bad.is_empty())
+    Ok(())
 }
