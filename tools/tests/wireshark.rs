@@ -111,8 +111,18 @@ fn expected(homa: &Value, key: &str) -> Option<String> {
     })
 }
 
-fn tshark_available() -> bool {
-    Command::new("tshark").arg("--version").output().is_ok()
+/// Whether tshark is installed; a test without it is skipped, except
+/// under CI (which installs it), where it fails.
+fn tshark_or_skip() -> bool {
+    if Command::new("tshark").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tshark is not installed, and CI is set: .ci/run should have installed it"
+    );
+    eprintln!("SKIPPED: tshark is not installed (apt-get install tshark)");
+    false
 }
 
 /// tshark's fields per frame: frame number, then FIELDS, then the Info column.
@@ -206,12 +216,7 @@ fn compare(capture: &str) -> usize {
 
 #[test]
 fn tshark_with_the_dissector_agrees_with_homa_dump_on_every_frame() {
-    if !tshark_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tshark is not installed, and CI is set: .ci/run should have installed it"
-        );
-        eprintln!("SKIPPED: tshark is not installed (apt-get install tshark)");
+    if !tshark_or_skip() {
         return;
     }
     let mut total = 0;
@@ -239,12 +244,7 @@ fn tshark_with_the_dissector_agrees_with_homa_dump_on_every_frame() {
 /// sentinels themselves explained.
 #[test]
 fn tshark_detail_view_shows_offsets_and_lengths_as_numbers() {
-    if !tshark_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tshark is not installed, and CI is set: .ci/run should have installed it"
-        );
-        eprintln!("SKIPPED: tshark is not installed (apt-get install tshark)");
+    if !tshark_or_skip() {
         return;
     }
     let out = Command::new("tshark")

@@ -777,6 +777,20 @@ mod tests {
 
     const PORT: u16 = 500;
 
+    /// A client and a server over a fault-free wire, with the client's
+    /// socket and the server's bound to [`PORT`].
+    fn client_and_server<'a>(
+        cm: &'a mut Storage,
+        sm: &'a mut Storage,
+    ) -> (Duo<'a>, homa_stack::SocketHandle, homa_stack::SocketHandle) {
+        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
+        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
+        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
+        let csock = d.a.socket().unwrap();
+        let ssock = d.b.bind(PORT).unwrap();
+        (d, csock, ssock)
+    }
+
     /// Runs the pair until the server has a request, answers it as
     /// `homa-perf server` does and returns what happened.
     fn serve_one(
@@ -804,11 +818,7 @@ mod tests {
     #[test]
     fn a_request_asking_for_a_huge_reply_is_refused_and_freed() {
         let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
-        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
-        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
-        let csock = d.a.socket().unwrap();
-        let ssock = d.b.bind(PORT).unwrap();
+        let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
         let mut req = vec![7u8; 100];
         req[..4].copy_from_slice(&453_971_840u32.to_le_bytes());
         d.a.send_request(csock, SERVER_IP, PORT, &req).unwrap();
@@ -832,11 +842,7 @@ mod tests {
     #[test]
     fn a_request_shorter_than_the_header_is_echoed_and_counted_malformed() {
         let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
-        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
-        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
-        let csock = d.a.socket().unwrap();
-        let ssock = d.b.bind(PORT).unwrap();
+        let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
         let (mut r, mut resp) = (ServerReport::default(), Vec::new());
         for req in [&[0x5a][..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11][..]] {
             let rpc = d.a.send_request(csock, SERVER_IP, PORT, req).unwrap();
@@ -862,11 +868,7 @@ mod tests {
     #[test]
     fn refused_requests_do_not_fill_the_rpc_table() {
         let (mut cm, mut sm) = (Storage::new(64, 4 << 20), Storage::new(8, 4 << 20));
-        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
-        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
-        let csock = d.a.socket().unwrap();
-        let ssock = d.b.bind(PORT).unwrap();
+        let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
         let (mut r, mut resp) = (ServerReport::default(), Vec::new());
         let mut bad = vec![0u8; 100];
         bad[..4].copy_from_slice(&2_000_000u32.to_le_bytes());
