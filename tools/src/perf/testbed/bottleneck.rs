@@ -96,6 +96,22 @@ pub(super) struct Bottleneck {
     pub(super) band_drops: Vec<u64>,
 }
 
+impl Bottleneck {
+    /// What the counters gained since `before`.
+    pub(super) fn since(&self, before: &Bottleneck) -> Bottleneck {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let each = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(a, b)| d(*a, *b)).collect();
+        Bottleneck {
+            bytes: d(self.bytes, before.bytes),
+            packets: d(self.packets, before.packets),
+            drops: d(self.drops, before.drops),
+            overlimits: d(self.overlimits, before.overlimits),
+            band_bytes: each(&self.band_bytes, &before.band_bytes),
+            band_drops: each(&self.band_drops, &before.band_drops),
+        }
+    }
+}
+
 pub(super) fn read_bottleneck(sw: &str, bands: u8) -> Result<Bottleneck, String> {
     let text = output("tc", &["-n", sw, "-s", "-j", "qdisc", "show", "dev", "p0"])?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("tc -j: {e}"))?;

@@ -130,7 +130,64 @@ pub(super) fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// Runs one protocol over the testbed.
+/// `--neighbor` of homa-perf: the hosts' Homa addresses and their MACs.
+fn neighbors(o: &TestbedOpts, hosts: &mut dyn Iterator<Item = usize>) -> String {
+    hosts
+        .map(|h| format!("{}={}", homa_ip(h, o.ipv6), mac_for(homa_ip(h, o.ipv6))))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// homa-perf's device and Homa options for host `h` of the testbed.
+fn homa_device_args(o: &TestbedOpts, h: usize) -> Vec<String> {
+    let v6 = o.ipv6;
+    strings(&[
+        "--tap",
+        "tap0",
+        "--bridge",
+        "br0",
+        "--ip",
+        &format!("{}/{}", homa_ip(h, v6), prefix(v6)),
+        "--link-mbps",
+        &o.bottleneck_mbps.to_string(),
+        "--nic-backlog-us",
+        &o.nic_backlog_us.to_string(),
+        "--unsched-bytes",
+        &o.unsched_bytes.to_string(),
+        "--max-incoming",
+        &o.max_incoming.to_string(),
+        "--fifo-grant-bytes",
+        &o.fifo_grant_bytes.to_string(),
+        "--resend-ticks",
+        &o.resend_ticks.to_string(),
+        "--timeout-ticks",
+        &o.timeout_ticks.to_string(),
+    ])
+}
+
+/// The command line of the testbed's server for the protocol.
+fn server_args(o: &TestbedOpts, homa: bool) -> Vec<String> {
+    // The testbed prints its own phases; the processes' progress lines
+    // would interleave.
+    let mut sargs = strings(&["server", "--json", "--quiet"]);
+    if homa {
+        sargs.extend(homa_device_args(o, 0));
+        sargs.extend(strings(&[
+            "--neighbor",
+            &neighbors(o, &mut (1..=o.clients)),
+            "--max-rpcs",
+            "4096",
+        ]));
+    } else {
+        sargs.extend(strings(&[
+            "--tcp",
+            "--listen",
+            &SocketAddr::new(kernel_ip(0, o.ipv6), TCP_PORT).to_string(),
+        ]));
+    }
+    sargs
+}
+
 /// How one phase loads the bottleneck.
 pub(super) struct Load {
     /// Client arguments for the pacing (`--rate R` or `--outstanding N`).
@@ -143,6 +200,9 @@ pub(super) struct Load {
     pub(super) offered_mbps: f64,
 }
 
+/// Runs one protocol over the testbed: its server, then its clients
+/// paced by `load`, with the bottleneck's, the TAP queues' and the CPU's
+/// counters read around the issuing period.
 pub(super) fn run_phase(
     tb: &mut Testbed,
     o: &TestbedOpts,
@@ -151,57 +211,7 @@ pub(super) fn run_phase(
 ) -> Result<Phase, String> {
     let homa = protocol == "homa";
     let v6 = o.ipv6;
-    let r = o.bottleneck_mbps.to_string();
-    let backlog = o.nic_backlog_us.to_string();
-    let neighbors = |hosts: &mut dyn Iterator<Item = usize>| {
-        hosts
-            .map(|h| format!("{}={}", homa_ip(h, v6), mac_for(homa_ip(h, v6))))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let homa_dev = |h: usize| {
-        let v = strings(&[
-            "--tap",
-            "tap0",
-            "--bridge",
-            "br0",
-            "--ip",
-            &format!("{}/{}", homa_ip(h, v6), prefix(v6)),
-            "--link-mbps",
-            &r,
-            "--nic-backlog-us",
-            &backlog,
-            "--unsched-bytes",
-            &o.unsched_bytes.to_string(),
-            "--max-incoming",
-            &o.max_incoming.to_string(),
-            "--fifo-grant-bytes",
-            &o.fifo_grant_bytes.to_string(),
-            "--resend-ticks",
-            &o.resend_ticks.to_string(),
-            "--timeout-ticks",
-            &o.timeout_ticks.to_string(),
-        ]);
-        v
-    };
-    // The testbed prints its own phases; the processes' progress lines
-    // would interleave.
-    let mut sargs = strings(&["server", "--json", "--quiet"]);
-    if homa {
-        sargs.extend(homa_dev(0));
-        sargs.extend(strings(&[
-            "--neighbor",
-            &neighbors(&mut (1..=o.clients)),
-            "--max-rpcs",
-            "4096",
-        ]));
-    } else {
-        sargs.extend(strings(&[
-            "--tcp",
-            "--listen",
-            &SocketAddr::new(kernel_ip(0, v6), TCP_PORT).to_string(),
-        ]));
-    }
+    let sargs = server_args(o, homa);
     let (si, sout, sready) = tb.spawn("s0", &sargs)?;
     if sready.recv_timeout(Duration::from_secs(10)).is_err() {
         return Err(format!("the {protocol} server did not start within 10 s"));
@@ -235,10 +245,10 @@ pub(super) fn run_phase(
         ]);
         a.extend(load.pace.iter().cloned());
         if homa {
-            a.extend(homa_dev(c));
+            a.extend(homa_device_args(o, c));
             a.extend(strings(&[
                 "--neighbor",
-                &neighbors(&mut std::iter::once(0)),
+                &neighbors(o, &mut std::iter::once(0)),
             ]));
         } else {
             a.push("--tcp".into());
@@ -305,25 +315,8 @@ pub(super) fn run_phase(
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| format!("{protocol} server printed no report ({e}): {text:?}"))?;
     let server = ServerReport::from_json(&v)?;
+    let bottleneck = after.since(&before);
     let d = |a: u64, b: u64| a.saturating_sub(b);
-    let bottleneck = Bottleneck {
-        bytes: d(after.bytes, before.bytes),
-        packets: d(after.packets, before.packets),
-        drops: d(after.drops, before.drops),
-        overlimits: d(after.overlimits, before.overlimits),
-        band_bytes: after
-            .band_bytes
-            .iter()
-            .zip(&before.band_bytes)
-            .map(|(a, b)| d(*a, *b))
-            .collect(),
-        band_drops: after
-            .band_drops
-            .iter()
-            .zip(&before.band_drops)
-            .map(|(a, b)| d(*a, *b))
-            .collect(),
-    };
     let total = d(cpu1.total, cpu0.total).max(1) as f64;
     let busy = d(cpu1.busy, cpu0.busy) as f64 / total;
     let softirq = d(cpu1.softirq, cpu0.softirq) as f64 / total;
