@@ -74,8 +74,9 @@ local f = {
     data_cutoff_version = ProtoField.uint16("homa.data.cutoff_version", "Cutoff version", base.DEC),
     data_retransmit = ProtoField.uint8("homa.data.retransmit", "Retransmit", base.DEC),
     data_pad = ProtoField.bytes("homa.data.pad", "Pad"),
-    data_seg_offset = ProtoField.uint32("homa.data.seg_offset", "Segment offset", base.DEC,
-        { [OFFSET_IN_SEQUENCE] = "0xFFFFFFFF: offset is in sequence" }),
+    -- No value table: Wireshark shows "Unknown (N)" for every value a
+    -- table lacks; the sentinel is explained by text appended to its item.
+    data_seg_offset = ProtoField.uint32("homa.data.seg_offset", "Segment offset", base.DEC),
     data_offset = ProtoField.uint32("homa.data.offset", "Offset", base.DEC),
     data_payload_len = ProtoField.uint32("homa.data.payload_len", "Payload length", base.DEC),
     data_payload = ProtoField.bytes("homa.data.payload", "Payload"),
@@ -84,8 +85,7 @@ local f = {
     grant_priority = ProtoField.uint8("homa.grant.priority", "Priority", base.DEC),
 
     resend_offset = ProtoField.uint32("homa.resend.offset", "Offset", base.DEC),
-    resend_length = ProtoField.uint32("homa.resend.length", "Length", base.DEC,
-        { [0xFFFFFFFF] = "all (nothing received)" }),
+    resend_length = ProtoField.uint32("homa.resend.length", "Length", base.DEC),
     resend_priority = ProtoField.uint8("homa.resend.priority", "Priority", base.DEC),
 
     cutoffs_cutoff = ProtoField.uint32("homa.cutoffs.cutoff", "Unscheduled cutoff", base.DEC),
@@ -302,6 +302,7 @@ local function dissect_homa(tvb, pinfo, tree, wire, hijacked)
         local offset = seg
         if seg == OFFSET_IN_SEQUENCE then
             offset = tvb(4, 4):uint()
+            seg_item:append_text(" (offset is in the sequence field)")
             seg_item:add_proto_expert_info(ef.sentinel)
         end
         local payload_len = wire - 56
@@ -318,7 +319,9 @@ local function dissect_homa(tvb, pinfo, tree, wire, hijacked)
         line = line .. string.format(" offset %d sched-prio %d", offset, p)
     elseif t == 0x12 then
         local offset = field(f.resend_offset, 28, 4):uint()
-        local length = field(f.resend_length, 32, 4):uint()
+        local length_item = subtree:add(f.resend_length, tvb(32, 4))
+        local length = tvb(32, 4):uint()
+        if length == 0xFFFFFFFF then length_item:append_text(" (all: nothing received)") end
         local p = NUM_PRIORITIES - 1
         if header_len > RESEND_UPSTREAM_LEN then
             p = field(f.resend_priority, 36, 1):uint()

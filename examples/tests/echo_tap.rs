@@ -12,6 +12,8 @@ const SERVER: &str = env!("CARGO_BIN_EXE_echo-server");
 const CLIENT: &str = env!("CARGO_BIN_EXE_echo-client");
 const SERVER_IP: &str = "10.78.0.2";
 const CLIENT_IP: &str = "10.78.0.1";
+const SERVER_IP6: &str = "fd78::2";
+const CLIENT_IP6: &str = "fd78::1";
 /// The kernel's own address on the bridge, for `ping`.
 const BRIDGE_IP: &str = "10.78.0.100/24";
 
@@ -92,7 +94,7 @@ fn echo_client_gets_its_bytes_back_from_echo_server_over_tap() {
 
     // The server prints one line when it listens and one per request.
     let mut server = scratch
-        .command(SERVER, &["tap0", SERVER_IP])
+        .command(SERVER, &["tap0", SERVER_IP, SERVER_IP6])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -107,7 +109,10 @@ fn echo_client_gets_its_bytes_back_from_echo_server_over_tap() {
     });
     let next_line = || lines.recv_timeout(Duration::from_secs(10));
     let ready = next_line().expect("echo-server did not start");
-    assert!(ready.contains("listening on 10.78.0.2 port 500"), "{ready}");
+    assert!(
+        ready.contains("listening on 10.78.0.2, fd78::2 port 500"),
+        "{ready}"
+    );
 
     // The endpoint answers ARP and ICMP echo for its address.
     let ping = scratch
@@ -120,17 +125,22 @@ fn echo_client_gets_its_bytes_back_from_echo_server_over_tap() {
     let long: String = (0..100_000u32)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
-    for message in ["hello, homa", long.as_str()] {
+    // Then one byte over IPv6 (neighbour discovery instead of ARP).
+    for (client_ip, server_ip, message) in [
+        (CLIENT_IP, SERVER_IP, "hello, homa"),
+        (CLIENT_IP, SERVER_IP, long.as_str()),
+        (CLIENT_IP6, SERVER_IP6, "!"),
+    ] {
         let out = scratch
-            .command(CLIENT, &["tap1", CLIENT_IP, SERVER_IP, message])
+            .command(CLIENT, &["tap1", client_ip, server_ip, message])
             .output()
             .expect("run echo-client");
         assert!(out.status.success(), "echo-client: {}", text(&out));
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let answered = format!("echo-client: {SERVER_IP} answered {message:?} in ");
+        let answered = format!("echo-client: {server_ip} answered {message:?} in ");
         assert!(stdout.starts_with(&answered), "{}", text(&out));
         let served = next_line().expect("echo-server logged no request");
-        let expected = format!("echo-server: {} bytes from {CLIENT_IP}:", message.len());
+        let expected = format!("echo-server: {} bytes from {client_ip}:", message.len());
         assert!(served.starts_with(&expected), "{served}");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! [`FaultInjector`] wraps any [`Device`]. Every probability is in parts per
 //! million ([`PPM`] = certain), so the whole thing stays integer and `no_std`.
-//! Randomness comes from a [`SplitMix64`](crate::testing::SplitMix64) generator seeded by the
+//! Randomness comes from a [`SplitMix64`](crate::rng::SplitMix64) generator seeded by the
 //! caller: the same seed, configuration and sequence of calls give the same
 //! faults, which is what tests and simulations need.
 //!
@@ -72,7 +72,7 @@
 //! assert_eq!(rx.passed + rx.dropped, 8);
 //! ```
 
-use crate::testing::SplitMix64 as Rng;
+use crate::rng::SplitMix64 as Rng;
 use crate::{Device, DeviceCapabilities, Duration, Instant, PacketMeta};
 
 /// One million: a probability of [`PPM`] parts per million is certainty.

@@ -26,7 +26,7 @@
 //! | `smoltcp::SmoltcpDevice`: any device as a smoltcp device (for smoltcp on a `Share` half) | yes | feature `smoltcp` |
 //! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
 //! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
-//! | [`testing`]: the test kit (generator, payload patterns; devices, frames and a two-host driver under `std`) | partly | `std` for the devices |
+//! | `testing`: the test kit (generator, payload patterns; devices, frames and a two-host driver under `std`) | partly | `testing`; `std` for the devices |
 //!
 //! Middleware wraps any device and is a device itself, so they stack:
 //! `PcapWriter<FaultInjector<TapInterface>, File>` records what the stack
@@ -166,11 +166,13 @@ pub mod pcap;
 pub mod pipe;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod raw_socket;
+pub mod rng;
 pub mod share;
 #[cfg(feature = "smoltcp")]
 pub mod smoltcp;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod tap;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
 pub mod tracer;

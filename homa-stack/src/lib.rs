@@ -106,6 +106,7 @@ pub mod config;
 pub mod endpoint;
 pub mod stats;
 pub mod storage;
+#[cfg(any(test, feature = "testing"))]
 mod testing;
 pub mod time;
 pub mod wire;

@@ -1,7 +1,8 @@
 //! The workspace's test kit for what needs homa-stack's types: two
 //! endpoints on a faulty wire ([`duo`]), the soak run behind the
-//! `loopback` program and the loss-recovery tests ([`soak`]), and frames
-//! built from homa-stack's wire representations ([`frames`]).
+//! `loopback` program and the loss-recovery tests ([`soak`]), frames
+//! built from homa-stack's wire representations ([`frames`]), and the
+//! memory check of the programs that size their runs ([`memory`]).
 //!
 //! Everything that needs no homa-stack type (the generator, payload
 //! patterns, test devices, raw frame builders and the two-host driver
@@ -12,6 +13,7 @@
 
 pub mod duo;
 pub mod frames;
+pub mod memory;
 pub mod soak;
 
 pub use duo::Storage;

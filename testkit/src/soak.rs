@@ -72,6 +72,23 @@ impl Soak {
         }
     }
 
+    /// Message-pool bytes of each endpoint: room for every RPC in flight
+    /// (request and response) at the largest size, and two spare.
+    fn pool_bytes(&self) -> usize {
+        (self.concurrency * 2 + 2) * 1_100_000
+    }
+
+    /// RPC slots of each endpoint.
+    fn rpc_slots(&self) -> usize {
+        self.concurrency + 8
+    }
+
+    /// The memory [`run`] takes, about: both endpoints' pools and tables.
+    pub fn memory_bytes(&self) -> u64 {
+        let tables = self.rpc_slots() * std::mem::size_of::<homa_stack::endpoint::RpcSlot>();
+        2 * (self.pool_bytes() + tables) as u64
+    }
+
     /// `rpcs` mixed sizes, 8 at a time.
     pub fn mixed(rpcs: usize, seed: u64) -> Soak {
         Soak {
@@ -105,6 +122,9 @@ pub struct Report {
     pub retransmissions: u64,
     /// Packets dropped by the stacks, both ends.
     pub drops: u64,
+    /// Frames the pcap sink refused, and 1 more when its final flush
+    /// failed: the capture is incomplete when this is not 0.
+    pub pcap_errors: u64,
 }
 
 impl std::fmt::Display for Report {
@@ -127,9 +147,9 @@ struct Pending {
 /// `SOAK_DEBUG` set, both endpoints' counters go to stderr at the end.
 pub fn run(mut soak: Soak) -> Report {
     let checksums = soak.faults.corrupt_ppm > 0;
-    let pool = (soak.concurrency * 2 + 2) * 1_100_000;
-    let mut cmem = Storage::new(soak.concurrency + 8, pool);
-    let mut smem = Storage::new(soak.concurrency + 8, pool);
+    let pool = soak.pool_bytes();
+    let mut cmem = Storage::new(soak.rpc_slots(), pool);
+    let mut smem = Storage::new(soak.rpc_slots(), pool);
     let mut cconf = duo::config(CLIENT_IP, CLIENT_MAC, soak.seed, checksums);
     let mut sconf = duo::config(SERVER_IP, SERVER_MAC, soak.seed + 1, checksums);
     let dest: IpAddr = if soak.ipv6 {
@@ -226,7 +246,7 @@ pub fn run(mut soak: Soak) -> Report {
         return r;
     }
     d.drain(Duration::from_secs(1));
-    let _ = d.da.flush();
+    r.pcap_errors = d.da.sink_errors() + u64::from(d.da.flush().is_err());
     r.elapsed = d.now - start;
     r.leaked = d.leaked();
     let (c, s) = (d.a.stats(), d.b.stats());

@@ -12,6 +12,32 @@ pub const MAX_LOAD: f64 = 1.5;
 /// Homa's largest message, in bytes (`protocol.md` section 3).
 pub const MAX_MESSAGE: u32 = 1_000_000;
 
+/// Writes `text` to standard output and flushes it. A closed pipe (as with
+/// `| head`) is not an error: the reader has what it wanted. Any other
+/// failure is, as `standard output: ERROR`, for the program to report with
+/// exit status 1 (as homa-dump does).
+pub fn write_stdout(text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("standard output: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`write_stdout`] with `format!` arguments and a newline.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::cli::write_stdout("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 fn number(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()

@@ -451,7 +451,8 @@ fn pcapng_sections_of_both_byte_orders_with_tsresol_and_unknown_blocks() {
     );
     let frames = json(&[path.to_str().unwrap()]);
     assert_eq!(frames[1]["time"], Value::Null);
-    assert_eq!(frames[2]["note"], "link type 105 is not supported");
+    assert_eq!(frames[2]["error"], "link type 105 is not supported");
+    assert!(frames[2].get("note").is_none());
 }
 
 /// A classic pcap in the given byte order and resolution.
@@ -1063,4 +1064,88 @@ fn from_a_pipe_each_frame_is_printed_as_it_arrives() {
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
     assert_eq!(rx.recv().unwrap(), format!("2 2.000000 {BUSY_TEXT}"));
+}
+
+// Malformed frames and corrupt records.
+
+#[test]
+fn json_reports_malformed_frames_under_error_and_remarks_under_note() {
+    let busy = busy_frame();
+    let mut bad_version = busy.clone();
+    bad_version[14] = 0x55; // IPv4 ethertype, IP version 5
+    let mut lldp = busy.clone();
+    lldp[12..14].copy_from_slice(&[0x88, 0xcc]);
+    let bytes = pcap(
+        false,
+        false,
+        1,
+        &[
+            (1, 0, &busy[..10]),
+            (2, 0, &bad_version),
+            (3, 0, &lldp),
+            (4, 0, &busy),
+        ],
+    );
+    let path = scratch("malformed.pcap", &bytes);
+    let frames = json(&[path.to_str().unwrap()]);
+    assert_eq!(frames.len(), 4);
+    assert_eq!(frames[0]["frame"], 1);
+    assert_eq!(frames[0]["error"], "malformed Ethernet: truncated");
+    assert_eq!(frames[1]["error"], "malformed IPv4: version 5");
+    for f in &frames[..2] {
+        assert!(f.get("note").is_none(), "{f}");
+    }
+    assert_eq!(
+        frames[2]["note"],
+        format!("ethertype 0x88cc, {} bytes", busy.len() - 14)
+    );
+    for f in &frames[2..] {
+        assert!(f.get("error").is_none(), "{f}");
+    }
+}
+
+/// `bytes` with a classic pcap record's captured length replaced.
+fn with_caplen(bytes: &[u8], record_at: usize, caplen: u32) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[record_at + 8..record_at + 12].copy_from_slice(&caplen.to_le_bytes());
+    b
+}
+
+#[test]
+fn a_corrupt_record_length_is_named_not_taken_for_a_short_file() {
+    let bytes = std::fs::read(data("link-ipv4.pcap")).unwrap();
+    let snaplen = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
+    let recs = records(&bytes);
+    let second = recs.iter().filter(|r| r.2).nth(1).unwrap().0;
+    let path = scratch("caplen.pcap", &with_caplen(&bytes, second, 0x7fff_ffff));
+    let out = run(&[path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout_lines(&out).len(), 1, "the first frame is printed");
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "corrupt capture: invalid packet capture length 2147483647, bigger than snaplen \
+             of {snaplen} in the record at byte offset {second} (frame 2)"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn bytes_overwritten_mid_file_are_reported_as_corrupt() {
+    let mut bytes = std::fs::read(data("loss.pcap")).unwrap();
+    let recs = records(&bytes);
+    // 400 bytes over the record header in the middle of the file.
+    let mid = recs[recs.len() / 2].0;
+    bytes[mid - 100..mid + 300].fill(0xab);
+    let path = scratch("overwritten.pcap", &bytes);
+    let out = run(&[path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "corrupt capture: invalid packet capture length 2880154539, bigger than snaplen"
+        ),
+        "{err}"
+    );
 }

@@ -349,6 +349,11 @@ fn short_testbed_run(extra: &[&str]) -> Value {
         assert_eq!(p["clients"]["corrupt"], 0, "{p}");
         assert_eq!(p["server"]["failed"], 0, "{p}");
         assert!(p["clients"]["completed"].as_u64().unwrap() > 0, "{p}");
+        // Losses at the hosts' TAP queues are counted beside the
+        // bottleneck's (they caused the retransmissions of runs with no
+        // bottleneck drop).
+        assert!(p["tap_queue_drops"]["server"].is_u64(), "{p}");
+        assert!(p["tap_queue_drops"]["clients"].is_u64(), "{p}");
         unfinished += p["clients"]["unfinished"].as_u64().unwrap();
     }
     // The exit status says whether every RPC of the runs finished (a debug

@@ -111,8 +111,18 @@ fn expected(homa: &Value, key: &str) -> Option<String> {
     })
 }
 
-fn tshark_available() -> bool {
-    Command::new("tshark").arg("--version").output().is_ok()
+/// Whether tshark is installed; a test without it is skipped, except
+/// under CI (which installs it), where it fails.
+fn tshark_or_skip() -> bool {
+    if Command::new("tshark").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tshark is not installed, and CI is set: .ci/run should have installed it"
+    );
+    eprintln!("SKIPPED: tshark is not installed (apt-get install tshark)");
+    false
 }
 
 /// tshark's fields per frame: frame number, then FIELDS, then the Info column.
@@ -171,10 +181,10 @@ fn compare(capture: &str) -> usize {
             .collect();
         let info = row.last().unwrap();
         let homa = &frame["homa"];
-        let note = frame["note"].as_str().unwrap_or("");
+        let error = frame["error"].as_str().unwrap_or("");
         if homa.is_null() {
-            if note.starts_with("malformed HOMA") {
-                assert_eq!(info, &format!("[{note}]"), "{capture} frame {n}");
+            if error.starts_with("malformed HOMA") {
+                assert_eq!(info, &format!("[{error}]"), "{capture} frame {n}");
             } else {
                 assert!(got.is_empty(), "{capture} frame {n}: {got:?}");
             }
@@ -206,12 +216,7 @@ fn compare(capture: &str) -> usize {
 
 #[test]
 fn tshark_with_the_dissector_agrees_with_homa_dump_on_every_frame() {
-    if !tshark_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tshark is not installed, and CI is set: .ci/run should have installed it"
-        );
-        eprintln!("SKIPPED: tshark is not installed (apt-get install tshark)");
+    if !tshark_or_skip() {
         return;
     }
     let mut total = 0;
@@ -232,4 +237,49 @@ fn tshark_with_the_dissector_agrees_with_homa_dump_on_every_frame() {
         total += n;
     }
     eprintln!("compared {total} Homa frames field by field");
+}
+
+/// The detail view (`tshark -V`) names every Homa field's value: no
+/// "Unknown (N)" from a value table that lists only a sentinel, and the
+/// sentinels themselves explained.
+#[test]
+fn tshark_detail_view_shows_offsets_and_lengths_as_numbers() {
+    if !tshark_or_skip() {
+        return;
+    }
+    let out = Command::new("tshark")
+        .args(["-n", "-X"])
+        .arg(format!("lua_script:{}", dissector()))
+        .args(["-r", &data("every-type.pcapng"), "-V", "-O", "homa"])
+        .output()
+        .expect("tshark runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let homa_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("    ")).collect();
+    assert!(!homa_lines.is_empty());
+    // The capture holds a frame of an unknown type on purpose: its Type
+    // is the one field that may say "Unknown".
+    let unknown: Vec<&&str> = homa_lines
+        .iter()
+        .filter(|l| l.contains("Unknown (") && !l.trim_start().starts_with("Type: "))
+        .collect();
+    assert!(unknown.is_empty(), "{unknown:#?}");
+    let seg: Vec<&&str> = homa_lines
+        .iter()
+        .filter(|l| l.trim_start().starts_with("Segment offset: "))
+        .collect();
+    assert!(!seg.is_empty(), "no DATA frame in the capture");
+    assert!(
+        seg.iter().any(|l| l.trim() == "Segment offset: 0"),
+        "{seg:#?}"
+    );
+    assert!(
+        seg.iter()
+            .any(|l| l.contains("4294967295 (offset is in the sequence field)")),
+        "{seg:#?}"
+    );
 }

@@ -5,15 +5,16 @@
 //! sudo ip tuntap add name tap1 mode tap user $USER
 //! sudo ip link set tap1 up
 //! cargo run -p homa-examples --bin echo-client -- tap1 10.42.0.1 10.42.0.2 hello
+//! cargo run -p homa-examples --bin echo-client -- tap1 fd42::1 fd42::2 hello
 //! ```
 //!
 //! The arguments are the TAP interface, the client's own address, the
-//! server's address and the message. The server must be reachable at the
+//! server's address (both IPv4 or both IPv6) and the message. The server must be reachable at the
 //! Ethernet level (e.g. both TAPs on one bridge). The poll loop runs on the
 //! wall clock and sleeps until the endpoint's next timer (`poll_at`) or until
 //! a frame arrives.
 
-use std::net::Ipv4Addr as StdIpv4;
+use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 
@@ -30,14 +31,19 @@ const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [tap_name, ip, server_ip, message] = &args[..] else {
-        eprintln!("usage: echo-client TAP OWN_IPV4 SERVER_IPV4 MESSAGE");
-        eprintln!("       (e.g. echo-client tap1 10.42.0.1 10.42.0.2 hello)");
+        eprintln!("usage: echo-client TAP OWN_ADDRESS SERVER_ADDRESS MESSAGE");
+        eprintln!("       (e.g. echo-client tap1 10.42.0.1 10.42.0.2 hello,");
+        eprintln!("        or echo-client tap1 fd42::1 fd42::2 hello)");
         return ExitCode::from(2);
     };
-    let (Ok(ip), Ok(server_ip)) = (ip.parse::<StdIpv4>(), server_ip.parse::<StdIpv4>()) else {
-        eprintln!("echo-client: {ip:?} and {server_ip:?} must be IPv4 addresses");
+    let (Ok(ip), Ok(server_ip)) = (ip.parse::<IpAddr>(), server_ip.parse::<IpAddr>()) else {
+        eprintln!("echo-client: {ip:?} and {server_ip:?} must be IP addresses");
         return ExitCode::from(2);
     };
+    if ip.is_ipv4() != server_ip.is_ipv4() {
+        eprintln!("echo-client: {ip} and {server_ip} must be of one family (IPv4 or IPv6)");
+        return ExitCode::from(2);
+    }
     match call(tap_name, ip, server_ip, message.as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -47,13 +53,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// A locally administered MAC address made from the IPv4 address.
-fn mac_for(ip: StdIpv4) -> EthernetAddress {
-    let [a, b, c, d] = ip.octets();
+/// A locally administered MAC address made from the address's last four
+/// bytes.
+fn mac_for(ip: IpAddr) -> EthernetAddress {
+    let [a, b, c, d] = match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
     EthernetAddress([0x02, 0x00, a, b, c, d])
 }
 
-fn call(tap_name: &str, ip: StdIpv4, server_ip: StdIpv4, request: &[u8]) -> std::io::Result<()> {
+fn call(tap_name: &str, ip: IpAddr, server_ip: IpAddr, request: &[u8]) -> std::io::Result<()> {
     let fail = |what: String| std::io::Error::other(what);
     let mut tap = TapInterface::new(tap_name)?;
 
@@ -67,7 +80,16 @@ fn call(tap_name: &str, ip: StdIpv4, server_ip: StdIpv4, request: &[u8]) -> std:
     // run: the server may still hold those RPCs (the final ACK rides on
     // later packets) and would resend their old responses.
     let seed = getrandom::u64().map_err(|e| fail(format!("no random seed: {e}")))?;
-    let config = Config::new(Ipv4Addr::from(ip.octets()), mac_for(ip), seed);
+    let config = match ip {
+        IpAddr::V4(v4) => Config::new(v4, mac_for(ip), seed),
+        IpAddr::V6(v6) => {
+            // IPv6 only: link addresses from neighbour discovery.
+            let mut c = Config::new(Ipv4Addr::UNSPECIFIED, mac_for(ip), seed);
+            c.ipv6 = true;
+            c.ipv6_addrs[0] = Some(v6);
+            c
+        }
+    };
     let mut endpoint = Endpoint::new(
         config,
         &mut rpcs[..],
@@ -80,11 +102,10 @@ fn call(tap_name: &str, ip: StdIpv4, server_ip: StdIpv4, request: &[u8]) -> std:
     let socket = endpoint
         .socket()
         .map_err(|e| fail(format!("socket: {e}")))?;
-    let server = Ipv4Addr::from(server_ip.octets());
     // Only queues the request: the first poll resolves the server's MAC
-    // address with ARP, then sends.
+    // address (ARP or neighbour discovery), then sends.
     let rpc = endpoint
-        .send_request(socket, server, SERVER_PORT, request)
+        .send_request(socket, server_ip, SERVER_PORT, request)
         .map_err(|e| fail(format!("send: {e}")))?;
 
     let start = std::time::Instant::now();

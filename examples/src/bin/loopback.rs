@@ -13,15 +13,25 @@
 //!
 //! `--ipv6` runs the same over IPv6 (both ends dual-stack, link addresses
 //! from neighbour discovery; the default sizes are IPv6's boundaries).
+//!
+//! A run the machine's memory cannot hold (`--concurrency` sizes the
+//! message pools) is refused before it starts, with its estimate, exit
+//! status 2. A failed write (standard output or the `--pcap` file) is
+//! reported and the exit status is 1.
 
 use clap::Parser;
 use homa_phy::fault::{FaultConfig, PPM};
 use homa_phy::Duration;
+use homa_testkit::memory;
 use homa_testkit::soak::{self, Soak, SIZES, SIZES_V6};
+use std::cell::RefCell;
+use std::io::{self, ErrorKind, Write};
 use std::process::ExitCode;
+use std::rc::Rc;
 
 /// Most RPCs in flight at once: each endpoint gets `(2K + 2) x 1.1 MB` of
-/// message pool for K, so 1024 means about 2.3 GB each.
+/// message pool for K, so 1024 means about 2.3 GB each (refused up front
+/// where that memory is not available).
 const MAX_CONCURRENCY: u64 = 1024;
 
 /// Largest message a soak sends, as Linux Homa allows.
@@ -82,8 +92,130 @@ fn ppm(p: f64) -> u32 {
     (p * f64::from(PPM)) as u32
 }
 
+/// The first write error of an output, kept so that the run can go on and
+/// report it at the end (a closed pipe, as with `| head`, is not one).
+#[derive(Clone, Default)]
+struct FirstError(Rc<RefCell<Option<io::Error>>>);
+
+impl FirstError {
+    fn keep<T>(&self, r: io::Result<T>) {
+        if let Err(e) = &r {
+            self.note(e);
+        }
+    }
+
+    fn note(&self, e: &io::Error) {
+        let mut first = self.0.borrow_mut();
+        if first.is_none() && e.kind() != ErrorKind::BrokenPipe {
+            *first = Some(io::Error::new(e.kind(), e.to_string()));
+        }
+    }
+
+    fn take(&self) -> Option<io::Error> {
+        self.0.borrow_mut().take()
+    }
+}
+
+/// A writer that keeps its first error in a [`FirstError`] (the pcap
+/// writer only counts refused records).
+struct Keeping<W> {
+    inner: W,
+    error: FirstError,
+}
+
+impl<W: Write> Write for Keeping<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.inner.write(buf);
+        if let Err(e) = &r {
+            self.error.note(e);
+        }
+        r
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.inner.flush();
+        if let Err(e) = &r {
+            self.error.note(e);
+        }
+        r
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    let mut s = soak_of(&args);
+    if let Err(e) = memory::check(
+        s.memory_bytes(),
+        &format!("a run of {} RPCs at a time", s.concurrency),
+    ) {
+        eprintln!("loopback: {e}");
+        return ExitCode::from(2);
+    }
+    let pcap_error = FirstError::default();
+    if let Some(path) = &args.pcap {
+        match std::fs::File::create(path) {
+            Ok(f) => {
+                s.pcap = Some(Box::new(io::BufWriter::new(Keeping {
+                    inner: f,
+                    error: pcap_error.clone(),
+                })))
+            }
+            Err(e) => {
+                eprintln!("loopback: {path}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let stdout_error = FirstError::default();
+    let soak_mode = s.sizes.is_none();
+    if !soak_mode {
+        let error = stdout_error.clone();
+        s.on_complete = Some(Box::new(move |len, rtt: Duration, ok| {
+            let us = rtt.total_nanos() as f64 / 1e3;
+            error.keep(writeln!(
+                io::stdout(),
+                "{len:>9} bytes  rtt {us:>9.1} us  {}",
+                if ok { "ok" } else { "MISMATCH" }
+            ));
+        }));
+    }
+    let total = s.sizes.as_ref().map_or(s.rpcs, Vec::len);
+    let r = soak::run(s);
+    let mut out = io::stdout().lock();
+    if soak_mode {
+        stdout_error.keep(writeln!(
+            out,
+            "virtual time {:.3} s, retransmissions {}, drops {}, timeouts {}",
+            r.elapsed.total_micros() as f64 / 1e6,
+            r.retransmissions,
+            r.drops,
+            r.timed_out
+        ));
+    }
+    stdout_error.keep(writeln!(out, "{r}").and_then(|()| out.flush()));
+    let mut wrote = true;
+    if let Some(e) = stdout_error.take() {
+        eprintln!("loopback: standard output: {e}");
+        wrote = false;
+    }
+    if let Some(path) = &args.pcap {
+        if let Some(e) = pcap_error.take() {
+            eprintln!("loopback: {path}: {e}");
+            wrote = false;
+        } else if r.pcap_errors > 0 {
+            eprintln!("loopback: {path}: {} records not written", r.pcap_errors);
+            wrote = false;
+        }
+    }
+    if wrote && r.verified == total && r.leaked == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The run the arguments ask for (without its outputs).
+fn soak_of(args: &Args) -> Soak {
     let mut faults = FaultConfig::new();
     faults.drop_ppm = ppm(args.loss);
     faults.duplicate_ppm = ppm(args.dup);
@@ -96,44 +228,9 @@ fn main() -> ExitCode {
         None => Soak::sizes(&SIZES),
     };
     s.ipv6 = args.ipv6;
-    let soak_mode = s.sizes.is_none();
     s.seed = args.seed;
     s.faults = faults;
     s.concurrency = args.concurrency.unwrap_or(s.concurrency);
     s.max_size = args.max_size as usize;
-    if let Some(path) = &args.pcap {
-        match std::fs::File::create(path) {
-            Ok(f) => s.pcap = Some(Box::new(std::io::BufWriter::new(f))),
-            Err(e) => {
-                eprintln!("loopback: {path}: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    if !soak_mode {
-        s.on_complete = Some(Box::new(|len, rtt: Duration, ok| {
-            let us = rtt.total_nanos() as f64 / 1e3;
-            println!(
-                "{len:>9} bytes  rtt {us:>9.1} us  {}",
-                if ok { "ok" } else { "MISMATCH" }
-            );
-        }));
-    }
-    let total = s.sizes.as_ref().map_or(s.rpcs, Vec::len);
-    let r = soak::run(s);
-    if soak_mode {
-        println!(
-            "virtual time {:.3} s, retransmissions {}, drops {}, timeouts {}",
-            r.elapsed.total_micros() as f64 / 1e6,
-            r.retransmissions,
-            r.drops,
-            r.timed_out
-        );
-    }
-    println!("{r}");
-    if r.verified == total && r.leaked == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    s
 }

@@ -16,10 +16,9 @@
 //! the code it tests.
 
 mod pattern;
-mod rng;
 
+pub use crate::rng::SplitMix64;
 pub use pattern::{fill_pattern, fill_pattern_at, pattern_byte, pattern_word};
-pub use rng::SplitMix64;
 
 #[cfg(feature = "std")]
 mod device;

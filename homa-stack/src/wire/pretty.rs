@@ -33,9 +33,9 @@ use super::{
 };
 
 /// The TCP flags byte (SYN|RST) Linux puts on Homa packets sent as TCP.
-const HIJACK_FLAGS: u8 = 6;
+pub const HIJACK_FLAGS: u8 = 6;
 /// The TCP urgent pointer Linux puts on Homa packets sent as TCP.
-const HIJACK_URGENT: u16 = 0xb97d;
+pub const HIJACK_URGENT: u16 = 0xb97d;
 
 /// Why a layer did not parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //! (docs/benchmarks.md section 3).
 //!
 //! `homa-bench` runs everything and prints a table, then one `ratios:` line.
-//! `--quick` runs a tiny amount of each, only to check that all completes.
+//! `--quick` runs a tiny amount of each, only to check that all completes,
+//! and prints only that it did (figures of so little work mean nothing).
 //! `--reps N` sets the repetitions. `--only homa-rpc|homa-rpc-1024|
 //! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk --count N` runs one
 //! measurement of N operations once (for callgrind).
@@ -24,8 +25,8 @@ struct Cli {
     reps: Option<u32>,
     /// Run one measurement once: homa-rpc, homa-rpc-1024 (1,024 in flight),
     /// homa-rpc-big-table (4,096-slot tables), udp-echo, homa-mb or tcp-bulk.
-    #[arg(long)]
-    only: Option<String>,
+    #[arg(long, value_parser = |s: &str| s.parse::<Single>())]
+    only: Option<Single>,
     /// Operations for --only.
     #[arg(long, default_value_t = 10_000, requires = "only",
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
@@ -43,10 +44,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    if let Some(which) = cli.only.as_deref() {
-        let which: Single = which.parse()?;
+    if let Some(which) = cli.only {
         let m = bench::single(which, cli.count)?;
-        println!(
+        return homa_tools::outln!(
             "{which:?}: {} ops in {:.4} s CPU: {:.1} k ops/s, {:.2} Gbit/s, {} frames, {} DATA packets",
             m.ops,
             m.secs,
@@ -55,7 +55,6 @@ fn run(cli: Cli) -> Result<(), String> {
             m.frames,
             m.data_packets
         );
-        return Ok(());
     }
     let mut o = if cli.quick {
         Options::QUICK
@@ -66,7 +65,11 @@ fn run(cli: Cli) -> Result<(), String> {
         o.reps = reps as usize;
     }
     let report = bench::run(o, |what| eprintln!("homa-bench: {what}"))?;
-    print!("{}", report.table());
-    println!("{}", report.ratios_line());
-    Ok(())
+    if cli.quick {
+        return homa_tools::outln!(
+            "homa-bench: quick run completed ({} measurements; run without --quick for figures)",
+            report.rows.len()
+        );
+    }
+    homa_tools::cli::write_stdout(&format!("{}{}\n", report.table(), report.ratios_line()))
 }

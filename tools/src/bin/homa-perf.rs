@@ -5,6 +5,8 @@
 
 use std::process::ExitCode;
 
+use homa_tools::cli::write_stdout;
+use homa_tools::outln;
 use homa_tools::perf::cli::{self, Command, Transport};
 use homa_tools::perf::{homa, sys, tcp, testbed};
 
@@ -26,7 +28,7 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
     match cmd {
         Command::Cleanup => {
             let n = testbed::cleanup_leftovers();
-            println!("removed {n} leftover testbed namespaces");
+            outln!("removed {n} leftover testbed namespaces")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Testbed(o) => Ok(if testbed::run_testbed(&o)? {
@@ -41,9 +43,9 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
                 _ => homa::run_server(&o)?,
             };
             if o.json {
-                println!("{}", r.to_json());
+                outln!("{}", r.to_json())?;
             } else {
-                print!("{}", r.text());
+                write_stdout(&r.text())?;
             }
             Ok(if r.corrupt == 0 && r.failed == 0 {
                 ExitCode::SUCCESS
@@ -58,9 +60,9 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
                 _ => homa::run_client(&o)?,
             };
             if o.json {
-                println!("{}", r.to_json());
+                outln!("{}", r.to_json())?;
             } else {
-                print!("{}", r.text());
+                write_stdout(&r.text())?;
             }
             Ok(
                 if r.failed == 0 && r.corrupt == 0 && r.unfinished == 0 && r.completed > 0 {

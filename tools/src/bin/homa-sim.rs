@@ -6,9 +6,10 @@
 //! (or `--json`), optionally a chart (`--plot`), and its own speed. The exit
 //! status is 1 when any message of any protocol failed (was lost, arrived
 //! corrupt, was unfinished at the end of the drain, or, with
-//! `--response-bytes`, its response could not be sent or never came back).
+//! `--response-bytes`, its response could not be sent or never came back),
+//! or when an output could not be written; 2 for a usage error or a run
+//! refused up front (one the memory cannot hold).
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
@@ -70,7 +71,8 @@ struct Args {
     /// Also write the JSON to this file.
     #[arg(long, value_name = "FILE")]
     json_out: Option<String>,
-    /// Write a chart: SVG, or PNG when the name ends in .png.
+    /// Write a chart: FILE.svg, or FILE.png in a build with the `png`
+    /// feature (other names are refused).
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<String>,
     /// Share of the duration not measured at the start, in [0, 1).
@@ -174,21 +176,33 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     Ok(o)
 }
 
+/// Why homa-sim stopped, by exit status.
+enum Failure {
+    /// Options refused or a run that could not start: exit status 2.
+    Usage(String),
+    /// A result that could not be written: exit status 1.
+    Output(String),
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     match main_inner(&args) {
         Ok(code) => code,
-        Err(e) => {
+        Err(Failure::Usage(e)) => {
             eprintln!("homa-sim: {e}");
             ExitCode::from(2)
+        }
+        Err(Failure::Output(e)) => {
+            eprintln!("homa-sim: {e}");
+            ExitCode::FAILURE
         }
     }
 }
 
-fn main_inner(args: &Args) -> Result<ExitCode, String> {
-    let o = options(args)?;
+fn main_inner(args: &Args) -> Result<ExitCode, Failure> {
+    let o = options(args).map_err(Failure::Usage)?;
     let wall = std::time::Instant::now();
-    let r = run(&o)?;
+    let r = run(&o).map_err(Failure::Usage)?;
     let mut text = if args.json {
         report::json(&r)
     } else {
@@ -199,16 +213,16 @@ fn main_inner(args: &Args) -> Result<ExitCode, String> {
         )
     };
     if let Some(path) = &args.json_out {
-        std::fs::write(path, report::json(&r)).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(path, report::json(&r))
+            .map_err(|e| Failure::Output(format!("{path}: {e}")))?;
     }
     if let Some(path) = &args.plot {
-        plot::write(&r, path)?;
+        plot::write(&r, path).map_err(Failure::Output)?;
         if !args.json {
             text.push_str(&format!("plot written to {path}\n"));
         }
     }
-    // A closed pipe (e.g. `| head`) is not an error worth a panic.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    cli::write_stdout(&text).map_err(Failure::Output)?;
     if args.json && !o.quiet {
         for p in &r.results {
             eprintln!("{}: {}", p.protocol.name(), report::speed(p));

@@ -10,23 +10,17 @@
 use std::net::IpAddr;
 
 use homa_stack::wire::homa::{self, PacketType};
-use homa_stack::wire::pretty::{Network, Transport as WireTransport};
-use homa_stack::wire::{checksum, dissect, IpProtocol, Ipv4Addr, Ipv6Addr};
+use homa_stack::wire::pretty::{Network, Transport as WireTransport, HIJACK_FLAGS, HIJACK_URGENT};
+use homa_stack::wire::{checksum, dissect, EtherType, IpProtocol, Ipv4Addr, Ipv6Addr};
 
 use super::reader::{
     Record, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2, LINKTYPE_RAW, LINKTYPE_UNDECLARED,
 };
 
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_ARP: u16 = 0x0806;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_QINQ: u16 = 0x88a8;
-/// The TCP flags byte (SYN|RST) Linux puts on Homa packets sent as TCP.
-const HIJACK_FLAGS: u8 = 6;
-/// The TCP urgent pointer Linux puts on Homa packets sent as TCP.
-const HIJACK_URGENT: u16 = 0xb97d;
+/// An 802.1ad (QinQ) service tag, which homa-stack's wire module has no
+/// name for; homa-dump shows what such frames carry.
+const ETHERTYPE_QINQ: EtherType = EtherType::Unknown(0x88a8);
 
 /// The link-layer header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,8 +174,10 @@ pub enum Transport<'a> {
     Homa(Homa<'a>),
     /// ICMP, when the whole message was captured.
     Icmp(Foreign),
-    /// Something else, or a packet that could not be read: a note.
+    /// Something else, shown as a note (`UDP, 40 bytes`, `fragment`).
     Other(String),
+    /// A packet that cannot be read: what is wrong with it.
+    Malformed(String),
 }
 
 /// The network layer.
@@ -191,9 +187,11 @@ pub enum Net<'a> {
     Ip(Ip, Transport<'a>),
     /// ARP.
     Arp(Foreign),
-    /// Nothing to show above the link layer: a note (`ethertype 0x88cc`,
-    /// `malformed IPv4: truncated`...).
+    /// Nothing to show above the link layer: a note (`ethertype 0x88cc`).
     Other(String),
+    /// A frame that cannot be read above the link layer (or at it): what is
+    /// wrong (`malformed IPv4: truncated`, an undeclared interface).
+    Malformed(String),
 }
 
 /// A frame taken apart.
@@ -229,35 +227,39 @@ pub fn decode(record: &Record) -> Decoded<'_> {
     let (link, ethertype, rest) = match record.link_type {
         LINKTYPE_ETHERNET => match ethernet(data) {
             Some(parts) => parts,
-            None => return note(None, "malformed Ethernet: truncated"),
+            None => return malformed(None, "malformed Ethernet: truncated"),
         },
         LINKTYPE_LINUX_SLL => match sll1(data) {
             Some(parts) => parts,
-            None => return note(None, "malformed Linux cooked header: truncated"),
+            None => return malformed(None, "malformed Linux cooked header: truncated"),
         },
         LINKTYPE_LINUX_SLL2 => match sll2(data) {
             Some(parts) => parts,
-            None => return note(None, "malformed Linux cooked v2 header: truncated"),
+            None => return malformed(None, "malformed Linux cooked v2 header: truncated"),
         },
         LINKTYPE_RAW => {
             let ethertype = match data.first().map(|b| b >> 4) {
-                Some(6) => ETHERTYPE_IPV6,
-                _ => ETHERTYPE_IPV4,
+                Some(6) => EtherType::Ipv6,
+                _ => EtherType::Ipv4,
             };
             (Link::Raw, ethertype, data)
         }
-        LINKTYPE_IPV4 => (Link::Raw, ETHERTYPE_IPV4, data),
-        LINKTYPE_IPV6 => (Link::Raw, ETHERTYPE_IPV6, data),
-        LINKTYPE_UNDECLARED => return note(None, "frame of an undeclared interface"),
-        other => return note(None, &format!("link type {other} is not supported")),
+        LINKTYPE_IPV4 => (Link::Raw, EtherType::Ipv4, data),
+        LINKTYPE_IPV6 => (Link::Raw, EtherType::Ipv6, data),
+        LINKTYPE_UNDECLARED => return malformed(None, "frame of an undeclared interface"),
+        other => return malformed(None, &format!("link type {other} is not supported")),
     };
     let net = match ethertype {
-        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => ip(ethertype, rest),
-        ETHERTYPE_ARP => match foreign(ETHERTYPE_ARP, rest) {
+        EtherType::Ipv4 | EtherType::Ipv6 => ip(ethertype, rest),
+        EtherType::Arp => match foreign(EtherType::Arp, rest) {
             Some(f) => Net::Arp(f),
-            None => Net::Other(format!("malformed ARP ({} bytes)", rest.len())),
+            None => Net::Malformed(format!("malformed ARP ({} bytes)", rest.len())),
         },
-        other => Net::Other(format!("ethertype 0x{other:04x}, {} bytes", rest.len())),
+        other => Net::Other(format!(
+            "ethertype 0x{:04x}, {} bytes",
+            u16::from(other),
+            rest.len()
+        )),
     };
     Decoded {
         link: Some(link),
@@ -265,10 +267,10 @@ pub fn decode(record: &Record) -> Decoded<'_> {
     }
 }
 
-fn note(link: Option<Link>, text: &str) -> Decoded<'static> {
+fn malformed(link: Option<Link>, text: &str) -> Decoded<'static> {
     Decoded {
         link,
-        net: Net::Other(text.to_string()),
+        net: Net::Malformed(text.to_string()),
     }
 }
 
@@ -281,16 +283,16 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
 }
 
 /// Ethernet II with optional 802.1Q / 802.1ad tags.
-fn ethernet(data: &[u8]) -> Option<(Link, u16, &[u8])> {
+fn ethernet(data: &[u8]) -> Option<(Link, EtherType, &[u8])> {
     let dst: [u8; 6] = data.get(0..6)?.try_into().ok()?;
     let src: [u8; 6] = data.get(6..12)?.try_into().ok()?;
     let mut at = 12;
     let mut vlans = Vec::new();
-    let mut ethertype = be16(data, at)?;
-    while (ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ) && vlans.len() < 2 {
+    let mut ethertype = EtherType::from(be16(data, at)?);
+    while (ethertype == EtherType::Vlan || ethertype == ETHERTYPE_QINQ) && vlans.len() < 2 {
         vlans.push(be16(data, at + 2)? & 0x0fff);
         at += 4;
-        ethertype = be16(data, at)?;
+        ethertype = EtherType::from(be16(data, at)?);
     }
     Some((
         Link::Ethernet { src, dst, vlans },
@@ -300,12 +302,12 @@ fn ethernet(data: &[u8]) -> Option<(Link, u16, &[u8])> {
 }
 
 /// Linux cooked v1: pkttype, hatype, halen, 8 address bytes, protocol.
-fn sll1(data: &[u8]) -> Option<(Link, u16, &[u8])> {
+fn sll1(data: &[u8]) -> Option<(Link, EtherType, &[u8])> {
     let pkttype = be16(data, 0)?;
     let hatype = be16(data, 2)?;
     let halen = usize::from(be16(data, 4)?).min(8);
     let addr = data.get(6..6 + halen)?.to_vec();
-    let ethertype = be16(data, 14)?;
+    let ethertype = EtherType::from(be16(data, 14)?);
     let link = Link::Sll {
         version: 1,
         pkttype,
@@ -318,8 +320,8 @@ fn sll1(data: &[u8]) -> Option<(Link, u16, &[u8])> {
 
 /// Linux cooked v2: protocol, reserved, ifindex, hatype, pkttype, halen,
 /// 8 address bytes.
-fn sll2(data: &[u8]) -> Option<(Link, u16, &[u8])> {
-    let ethertype = be16(data, 0)?;
+fn sll2(data: &[u8]) -> Option<(Link, EtherType, &[u8])> {
+    let ethertype = EtherType::from(be16(data, 0)?);
     let ifindex = be32(data, 4)?;
     let hatype = be16(data, 8)?;
     let pkttype = u16::from(*data.get(10)?);
@@ -336,16 +338,16 @@ fn sll2(data: &[u8]) -> Option<(Link, u16, &[u8])> {
 }
 
 /// The IP layer; `ethertype` says which version the link layer announced.
-fn ip(ethertype: u16, data: &[u8]) -> Net<'_> {
-    let name = if ethertype == ETHERTYPE_IPV6 {
+fn ip(ethertype: EtherType, data: &[u8]) -> Net<'_> {
+    let name = if ethertype == EtherType::Ipv6 {
         "IPv6"
     } else {
         "IPv4"
     };
     let version = data.first().map(|b| b >> 4);
-    let expected = if ethertype == ETHERTYPE_IPV6 { 6 } else { 4 };
+    let expected = if ethertype == EtherType::Ipv6 { 6 } else { 4 };
     if let Some(v) = version.filter(|&v| v != expected) {
-        return Net::Other(format!("malformed {name}: version {v}"));
+        return Net::Malformed(format!("malformed {name}: version {v}"));
     }
     let parsed = if expected == 4 {
         ipv4(data)
@@ -353,7 +355,7 @@ fn ip(ethertype: u16, data: &[u8]) -> Net<'_> {
         ipv6(data)
     };
     let Some((ip, payload)) = parsed else {
-        return Net::Other(format!("malformed {name}: truncated, {} bytes", data.len()));
+        return Net::Malformed(format!("malformed {name}: truncated, {} bytes", data.len()));
     };
     // What was captured of the payload, without link-layer padding.
     let captured = &payload[..payload.len().min(ip.payload_len)];
@@ -366,14 +368,14 @@ fn ip(ethertype: u16, data: &[u8]) -> Net<'_> {
             6 if is_hijacked(captured) => homa_transport(&ip, captured, true),
             1 | 58 if whole => {
                 let ethertype = if ip.version == 6 {
-                    ETHERTYPE_IPV6
+                    EtherType::Ipv6
                 } else {
-                    ETHERTYPE_IPV4
+                    EtherType::Ipv4
                 };
                 let end = ip.header_len + ip.payload_len;
                 match foreign(ethertype, &data[..end]) {
                     Some(f) => Transport::Icmp(f),
-                    None => Transport::Other(format!(
+                    None => Transport::Malformed(format!(
                         "malformed {}: {} bytes",
                         IpProtocol::from(ip.proto),
                         ip.payload_len
@@ -498,6 +500,11 @@ pub fn header_len(ptype: PacketType, wire_len: usize) -> Option<usize> {
 fn homa_transport<'a>(ip: &Ip, captured: &'a [u8], hijacked: bool) -> Transport<'a> {
     let wire_len = ip.payload_len;
     let packet = homa::Packet::new_unchecked(captured);
+    if wire_len <= 11 {
+        return Transport::Malformed(format!(
+            "malformed HOMA: {wire_len} bytes, shorter than the common header"
+        ));
+    }
     if captured.len() <= 11 {
         return Transport::Other(format!(
             "HOMA [header truncated: {} of {wire_len} bytes captured]",
@@ -506,13 +513,13 @@ fn homa_transport<'a>(ip: &Ip, captured: &'a [u8], hijacked: bool) -> Transport<
     }
     let ptype = packet.packet_type();
     let Some(header_len) = header_len(ptype, wire_len) else {
-        return Transport::Other(format!(
+        return Transport::Malformed(format!(
             "malformed HOMA: unknown type 0x{:02x}",
             u8::from(ptype)
         ));
     };
     if wire_len < header_len {
-        return Transport::Other(format!(
+        return Transport::Malformed(format!(
             "malformed HOMA: {ptype} of {wire_len} bytes, shorter than its {header_len}-byte header"
         ));
     }
@@ -568,10 +575,10 @@ pub fn homa_checksum(src: &IpAddr, dst: &IpAddr, data: &[u8]) -> HomaChecksum {
 
 /// ARP or ICMP through homa-stack's dissector: the packet behind a
 /// made-up Ethernet header.
-fn foreign(ethertype: u16, packet: &[u8]) -> Option<Foreign> {
+fn foreign(ethertype: EtherType, packet: &[u8]) -> Option<Foreign> {
     let mut frame = Vec::with_capacity(14 + packet.len());
     frame.extend_from_slice(&[0; 12]);
-    frame.extend_from_slice(&ethertype.to_be_bytes());
+    frame.extend_from_slice(&u16::from(ethertype).to_be_bytes());
     frame.extend_from_slice(packet);
     let d = dissect(&frame);
     let json = super::json::foreign_json(&d)?;

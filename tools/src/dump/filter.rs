@@ -100,7 +100,7 @@ impl Filter {
                     .and_then(|s| s.parse::<IpAddr>().ok())
                     .is_some_and(|a| self.hosts.contains(&a))
             }),
-            Net::Other(_) => false,
+            Net::Other(_) | Net::Malformed(_) => false,
         }
     }
 }

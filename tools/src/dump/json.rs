@@ -39,9 +39,13 @@ pub struct FrameJson {
     /// ICMP, from homa-stack's dissector.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icmp: Option<Value>,
-    /// What could not be decoded.
+    /// A remark on a frame that is fine but not shown in full (`UDP, 40
+    /// bytes`, `fragment`, a snap-length cut).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Why the frame is malformed (`{"frame": N, "error": "..."}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A time as a JSON number with exactly the capture's decimals.
@@ -216,6 +220,7 @@ pub fn frame_json(n: u64, record: &Record, d: &Decoded<'_>) -> FrameJson {
         arp: None,
         icmp: None,
         note: None,
+        error: None,
     };
     match &d.net {
         Net::Ip(ip, transport) => {
@@ -224,10 +229,12 @@ pub fn frame_json(n: u64, record: &Record, d: &Decoded<'_>) -> FrameJson {
                 Transport::Homa(h) => out.homa = Some(homa_json(h)),
                 Transport::Icmp(f) => out.icmp = Some(f.json.clone()),
                 Transport::Other(note) => out.note = Some(note.clone()),
+                Transport::Malformed(why) => out.error = Some(why.clone()),
             }
         }
         Net::Arp(f) => out.arp = Some(f.json.clone()),
         Net::Other(note) => out.note = Some(note.clone()),
+        Net::Malformed(why) => out.error = Some(why.clone()),
     }
     out
 }

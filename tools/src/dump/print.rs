@@ -121,9 +121,9 @@ pub fn text(
 fn summary(d: &Decoded<'_>) -> (String, String) {
     match &d.net {
         Net::Arp(f) => (f.kind.to_string(), f.text.clone()),
-        Net::Other(note) => ("-".to_string(), format!("[{note}]")),
+        Net::Other(note) | Net::Malformed(note) => ("-".to_string(), format!("[{note}]")),
         Net::Ip(_, Transport::Icmp(f)) => (f.kind.to_string(), f.text.clone()),
-        Net::Ip(ip, Transport::Other(note)) => (
+        Net::Ip(ip, Transport::Other(note) | Transport::Malformed(note)) => (
             format!("IPv{}", ip.version),
             format!("{} > {} [{note}]", ip.src, ip.dst),
         ),

@@ -150,6 +150,9 @@ pub struct Reader {
     /// Frames returned so far.
     frames: u64,
     capacity: usize,
+    /// Classic pcap: the snap length and whether the file is big-endian,
+    /// to tell a corrupt record length from a file that ends early.
+    legacy: Option<(u32, bool)>,
 }
 
 impl Reader {
@@ -166,6 +169,7 @@ impl Reader {
         initial: usize,
     ) -> Result<Reader, ReadError> {
         let head = read_header(&mut input)?;
+        let legacy = legacy_snaplen(&head);
         let initial = initial.max(head.len() + 1).min(MAX_BUFFER);
         let input = Cursor::new(head).chain(input);
         let inner = create_reader(initial, input).map_err(|e| {
@@ -182,6 +186,7 @@ impl Reader {
             offset: 0,
             frames: 0,
             capacity: initial,
+            legacy,
         })
     }
 
@@ -206,6 +211,7 @@ impl Reader {
                 }
                 Err(PcapError::Eof) => return Ok(None),
                 Err(PcapError::Incomplete(_)) => {
+                    self.check_record_length()?;
                     if self.inner.refill().is_err() {
                         return Err(self.io_error());
                     }
@@ -216,6 +222,7 @@ impl Reader {
                     continue;
                 }
                 Err(PcapError::BufferTooSmall) => {
+                    self.check_record_length()?;
                     self.grow()?;
                     if self.inner.refill().is_err() {
                         return Err(self.io_error());
@@ -223,10 +230,11 @@ impl Reader {
                     continue;
                 }
                 Err(PcapError::UnexpectedEof) => {
+                    self.check_record_length()?;
                     return Err(ReadError::Truncated {
                         frame: self.frames + 1,
                         offset: self.offset,
-                    })
+                    });
                 }
                 Err(PcapError::ReadError) => return Err(self.io_error()),
                 Err(e) => {
@@ -250,6 +258,27 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// A classic pcap record whose captured length is beyond the file's
+    /// snap length is corrupt (as tcpdump says), not a file that ends early.
+    fn check_record_length(&self) -> Result<(), ReadError> {
+        let (Some((snaplen, big)), Some(field)) = (self.legacy, self.inner.data().get(8..12))
+        else {
+            return Ok(());
+        };
+        let field = [field[0], field[1], field[2], field[3]];
+        let caplen = if big {
+            u32::from_be_bytes(field)
+        } else {
+            u32::from_le_bytes(field)
+        };
+        if snaplen > 0 && caplen > snaplen {
+            return Err(self.corrupt(format!(
+                "invalid packet capture length {caplen}, bigger than snaplen of {snaplen}"
+            )));
+        }
+        Ok(())
     }
 
     fn grow(&mut self) -> Result<(), ReadError> {
@@ -330,6 +359,25 @@ fn read_header(input: &mut impl Read) -> Result<Vec<u8>, ReadError> {
         )));
     }
     Ok(head)
+}
+
+/// A classic pcap header's snap length and byte order (true: big-endian);
+/// `None` for pcapng.
+fn legacy_snaplen(head: &[u8]) -> Option<(u32, bool)> {
+    let big = match head.get(..4)? {
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => true,
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => false,
+        _ => return None,
+    };
+    let f: [u8; 4] = head.get(16..20)?.try_into().ok()?;
+    Some((
+        if big {
+            u32::from_be_bytes(f)
+        } else {
+            u32::from_le_bytes(f)
+        },
+        big,
+    ))
 }
 
 /// Reads until `buf` is full or the input ends; the count read.

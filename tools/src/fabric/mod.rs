@@ -62,7 +62,7 @@ pub use topology::NodeId;
 use addr::Dest;
 use event::{Event, EventQueue};
 use frame::Frame;
-use homa_phy::testing::SplitMix64 as Rng;
+use homa_phy::rng::SplitMix64 as Rng;
 use port::Port;
 use topology::Layout;
 

@@ -341,6 +341,10 @@ pub enum Answered {
         /// The request matched its pattern (or was not checked).
         intact: bool,
     },
+    /// A request shorter than the header (as Linux's own test clients
+    /// send) was echoed back: its length. Answered, so that its client
+    /// does not retry until it times out, and counted as malformed.
+    Echoed(usize),
     /// No room for the reply now: try again after the next poll.
     Retry,
     /// Refused; the RPC was aborted and freed, so it holds no slot.
@@ -352,7 +356,9 @@ pub enum Answered {
 /// Answers one request, treating its contents as untrusted: the header is
 /// checked and the reply length bounded by Homa's 1,000,000 bytes and the
 /// pool before anything is allocated or filled, and a request that cannot
-/// be answered is aborted, so that it holds no RPC slot or pool page.
+/// be answered is aborted, so that it holds no RPC slot or pool page. A
+/// request shorter than the header has no reply length to read: it is
+/// echoed.
 pub fn answer(
     ep: &mut Endpoint<'_>,
     rpc: RpcHandle,
@@ -373,6 +379,19 @@ pub fn answer(
         if got == HEADER_LEN {
             break;
         }
+    }
+    if len < HEADER_LEN {
+        resp.resize(len, 0);
+        m.copy_to(resp);
+        return match ep.reply(rpc, resp) {
+            Ok(()) => Answered::Echoed(len),
+            Err(SendError::PoolFull) | Err(SendError::TableFull) => Answered::Retry,
+            Err(SendError::NoSuchRpc) => Answered::Gone,
+            Err(_) => {
+                let _ = ep.abort(rpc);
+                Answered::Refused(Refusal::ReplyFailed)
+            }
+        };
     }
     let max_reply = ep.pool_capacity_bytes().min(MAX_MESSAGE as usize);
     let (h, reply_len) = match check_request(&head[..got], len, max_reply) {
@@ -426,6 +445,12 @@ fn count(r: &mut ServerReport, a: Answered, quiet: bool) {
             r.request_bytes += request as u64;
             r.response_bytes += reply as u64;
             r.corrupt += u64::from(!intact);
+        }
+        Answered::Echoed(len) => {
+            r.requests += 1;
+            r.malformed += 1;
+            r.request_bytes += len as u64;
+            r.response_bytes += len as u64;
         }
         Answered::Refused(why) => {
             r.failed += 1;
@@ -770,6 +795,20 @@ mod tests {
 
     const PORT: u16 = 500;
 
+    /// A client and a server over a fault-free wire, with the client's
+    /// socket and the server's bound to [`PORT`].
+    fn client_and_server<'a>(
+        cm: &'a mut Storage,
+        sm: &'a mut Storage,
+    ) -> (Duo<'a>, homa_stack::SocketHandle, homa_stack::SocketHandle) {
+        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
+        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
+        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
+        let csock = d.a.socket().unwrap();
+        let ssock = d.b.bind(PORT).unwrap();
+        (d, csock, ssock)
+    }
+
     /// Runs the pair until the server has a request, answers it as
     /// `homa-perf server` does and returns what happened.
     fn serve_one(
@@ -797,11 +836,7 @@ mod tests {
     #[test]
     fn a_request_asking_for_a_huge_reply_is_refused_and_freed() {
         let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
-        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
-        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
-        let csock = d.a.socket().unwrap();
-        let ssock = d.b.bind(PORT).unwrap();
+        let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
         let mut req = vec![7u8; 100];
         req[..4].copy_from_slice(&453_971_840u32.to_le_bytes());
         d.a.send_request(csock, SERVER_IP, PORT, &req).unwrap();
@@ -817,13 +852,33 @@ mod tests {
         );
         assert_eq!((r.requests, r.failed), (0, 1));
         assert_eq!(r.failures.get("reply_too_long"), Some(&1));
+    }
 
-        // Shorter than the header: refused the same way.
-        d.a.send_request(csock, SERVER_IP, PORT, &[1; 8]).unwrap();
-        let a = serve_one(&mut d, ssock, &mut r, &mut resp);
-        assert_eq!(a, Answered::Refused(Refusal::ShortHeader));
-        assert_eq!(d.b.rpcs_in_use(), 0);
-        assert_eq!(r.failed, 2);
+    /// A request shorter than the 12-byte header (a Linux client's 1-byte
+    /// request) is echoed, not dropped: its client gets an answer instead
+    /// of retrying until it times out. It counts as malformed, not failed.
+    #[test]
+    fn a_request_shorter_than_the_header_is_echoed_and_counted_malformed() {
+        let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
+        let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
+        let (mut r, mut resp) = (ServerReport::default(), Vec::new());
+        for req in [&[0x5a][..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11][..]] {
+            let rpc = d.a.send_request(csock, SERVER_IP, PORT, req).unwrap();
+            let a = serve_one(&mut d, ssock, &mut r, &mut resp);
+            assert_eq!(a, Answered::Echoed(req.len()));
+            let answered = d.run_until(Duration::from_secs(1), |d| match d.a.recv(csock) {
+                Some(Event::Response { rpc: got, len }) if got == rpc => {
+                    assert_eq!(len, req.len());
+                    assert!(d.a.message(rpc).unwrap().eq_bytes(req));
+                    let _ = d.a.release(rpc);
+                    true
+                }
+                _ => false,
+            });
+            assert!(answered, "the {}-byte request was not answered", req.len());
+        }
+        assert_eq!((r.requests, r.malformed, r.failed), (2, 2, 0));
+        assert!(r.to_json()["malformed"] == 2, "{}", r.to_json());
     }
 
     /// More bad requests than the server has RPC slots do not stop it from
@@ -831,11 +886,7 @@ mod tests {
     #[test]
     fn refused_requests_do_not_fill_the_rpc_table() {
         let (mut cm, mut sm) = (Storage::new(64, 4 << 20), Storage::new(8, 4 << 20));
-        let client = cm.endpoint(duo::config(CLIENT_IP, CLIENT_MAC, 1, false));
-        let server = sm.endpoint(duo::config(SERVER_IP, SERVER_MAC, 2, false));
-        let mut d = duo::duo(client, server, FaultConfig::new(), 3, None);
-        let csock = d.a.socket().unwrap();
-        let ssock = d.b.bind(PORT).unwrap();
+        let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
         let (mut r, mut resp) = (ServerReport::default(), Vec::new());
         let mut bad = vec![0u8; 100];
         bad[..4].copy_from_slice(&2_000_000u32.to_le_bytes());

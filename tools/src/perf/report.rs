@@ -256,6 +256,9 @@ pub struct ServerReport {
     pub corrupt: u64,
     /// Requests refused (bad header, reply too long, reply not sent).
     pub failed: u64,
+    /// Requests shorter than the header, answered with their own bytes
+    /// (counted in `requests` too).
+    pub malformed: u64,
     /// `failed` by reason ([`super::payload::Refusal::name`]).
     pub failures: std::collections::BTreeMap<String, u64>,
     /// Request bytes received.
@@ -278,6 +281,7 @@ impl ServerReport {
             "requests": self.requests,
             "corrupt": self.corrupt,
             "failed": self.failed,
+            "malformed": self.malformed,
             "failures": self.failures,
             "request_bytes": self.request_bytes,
             "response_bytes": self.response_bytes,
@@ -297,6 +301,8 @@ impl ServerReport {
             requests: u("requests")?,
             corrupt: u("corrupt")?,
             failed: u("failed")?,
+            // Absent from reports of servers that predate it.
+            malformed: v["malformed"].as_u64().unwrap_or(0),
             failures: serde_json::from_value(v["failures"].clone())
                 .map_err(|e| format!("server report failures: {e}"))?,
             request_bytes: u("request_bytes")?,
@@ -309,12 +315,13 @@ impl ServerReport {
     /// One line for people (two with homa-stack counters).
     pub fn text(&self) -> String {
         let line = format!(
-            "{} server: {:.1} s, {} requests ({} corrupt), {} refused{}, {} B in, {} B out, \
-             CPU {:.2} s user {:.2} s system\n",
+            "{} server: {:.1} s, {} requests ({} corrupt, {} malformed), {} refused{}, {} B in, \
+             {} B out, CPU {:.2} s user {:.2} s system\n",
             self.protocol,
             self.elapsed_s,
             self.requests,
             self.corrupt,
+            self.malformed,
             self.failed,
             if self.failures.is_empty() {
                 String::new()
@@ -393,6 +400,7 @@ mod tests {
             requests: 5,
             corrupt: 0,
             failed: 1,
+            malformed: 2,
             failures: [("short_header".to_string(), 1)].into_iter().collect(),
             request_bytes: 500,
             response_bytes: 60,

@@ -483,6 +483,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         requests: t.requests,
         corrupt: t.corrupt,
         failed: t.failures.values().sum(),
+        malformed: 0,
         failures: t.failures.clone(),
         request_bytes: t.request_bytes,
         response_bytes: t.response_bytes,

@@ -5,7 +5,9 @@
 //! (dashed) and P99 (solid) per protocol, a reference line at slowdown 1,
 //! the short-message bucket shaded, a title naming workload, load and
 //! topology, and the legend to the right of the plot, clear of the data.
-//! Written as SVG; PNG is the same SVG rasterised by resvg.
+//! Written as SVG; PNG is the same SVG rasterised by resvg, with the
+//! `png` feature of homa-tools (off by default: resvg and its font stack
+//! are most of homa-sim's build).
 
 use std::fmt::Write as _;
 
@@ -45,20 +47,33 @@ fn display_name(name: &str) -> &str {
 /// What `--plot` writes, by the file's extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// Scalable vector graphics (any name not ending in `.png`).
+    /// Scalable vector graphics (`.svg`).
     Svg,
-    /// The SVG rasterised at twice its size.
+    /// The SVG rasterised at twice its size (`.png`).
     Png,
 }
 
 impl Format {
-    /// The format for `path`.
+    /// The format for `path`, or why none: an extension other than `.svg`
+    /// or `.png`, or `.png` in a build without the `png` feature.
     pub fn of_path(path: &str) -> Result<Format, String> {
-        Ok(if path.to_ascii_lowercase().ends_with(".png") {
-            Format::Png
+        let lower = path.to_ascii_lowercase();
+        if lower.ends_with(".svg") {
+            Ok(Format::Svg)
+        } else if lower.ends_with(".png") {
+            if cfg!(feature = "png") {
+                Ok(Format::Png)
+            } else {
+                Err(format!(
+                    "{path}: this homa-sim writes SVG only; PNG needs the png feature \
+                     (cargo build --release -p homa-tools --features png)"
+                ))
+            }
         } else {
-            Format::Svg
-        })
+            Err(format!(
+                "{path}: unknown chart format; --plot writes FILE.svg or FILE.png"
+            ))
+        }
     }
 }
 
@@ -74,8 +89,16 @@ pub fn write(r: &SimResult, path: &str) -> Result<(), String> {
     }
 }
 
+/// Without the `png` feature there is no rasteriser ([`Format::of_path`]
+/// refuses `.png` first).
+#[cfg(not(feature = "png"))]
+pub fn png(_svg: &str) -> Result<Vec<u8>, String> {
+    Err("PNG needs homa-tools built with the png feature".into())
+}
+
 /// Rasterises `svg` to PNG bytes at twice its size, with the system's
 /// fonts (text is left out, with a warning, when there are none).
+#[cfg(feature = "png")]
 pub fn png(svg: &str) -> Result<Vec<u8>, String> {
     use resvg::{tiny_skia, usvg};
     let mut opt = usvg::Options::default();
@@ -231,22 +254,22 @@ pub fn svg(r: &SimResult) -> String {
         decade *= 10.0;
     }
     // Bucket edges: a tick and the size at each, spaced by share.
-    let mut last_label = f64::NEG_INFINITY;
+    let xs: Vec<f64> = spans.iter().map(|&(_, hi)| px(hi)).collect();
+    let labelled = label_edges(&xs, 34.0);
     for (i, b) in layout.iter().enumerate() {
-        let x = px(spans[i].1);
+        let x = xs[i];
         let _ = writeln!(
             s,
             r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/>"##,
             y1 + 5.0
         );
-        if x - last_label >= 34.0 || i + 1 == layout.len() {
+        if labelled[i] {
             let _ = writeln!(
                 s,
                 r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
                 y1 + 18.0,
                 size_label(b.max_bytes)
             );
-            last_label = x;
         }
     }
     // The reference: a message as fast as on an empty fabric.
@@ -338,6 +361,21 @@ pub fn svg(r: &SimResult) -> String {
     s
 }
 
+/// Which of the edges at `xs` (ascending) get a label, at least `gap`
+/// apart: the last always (the largest size), then from right to left
+/// each one far enough from the last labelled.
+fn label_edges(xs: &[f64], gap: f64) -> Vec<bool> {
+    let mut shown = vec![false; xs.len()];
+    let mut last = f64::INFINITY;
+    for (i, &x) in xs.iter().enumerate().rev() {
+        if last - x >= gap {
+            shown[i] = true;
+            last = x;
+        }
+    }
+    shown
+}
+
 /// Escapes text for SVG.
 fn xml(t: &str) -> String {
     t.replace('&', "&amp;")
@@ -360,7 +398,35 @@ mod tests {
 
     #[test]
     fn formats_follow_the_extension() {
-        assert_eq!(Format::of_path("a.PNG"), Ok(Format::Png));
         assert_eq!(Format::of_path("a.svg"), Ok(Format::Svg));
+        assert_eq!(Format::of_path("a.SVG"), Ok(Format::Svg));
+        for bad in ["x.jpg", "plot", "a.svg.txt"] {
+            let e = Format::of_path(bad).unwrap_err();
+            assert!(e.contains("unknown chart format"), "{bad}: {e}");
+        }
+        if cfg!(feature = "png") {
+            assert_eq!(Format::of_path("a.PNG"), Ok(Format::Png));
+        } else {
+            assert!(Format::of_path("a.png")
+                .unwrap_err()
+                .contains("png feature"));
+        }
+    }
+
+    #[test]
+    fn edge_labels_never_crowd_and_the_last_is_kept() {
+        // The last two edges 8 px apart ("832K" and "1M" overlapped).
+        let xs = [100.0, 200.0, 220.0, 700.0, 792.0, 800.0];
+        assert_eq!(
+            label_edges(&xs, 34.0),
+            [true, false, true, true, false, true]
+        );
+        let shown: Vec<f64> = xs
+            .iter()
+            .zip(label_edges(&xs, 34.0))
+            .filter(|(_, s)| *s)
+            .map(|(x, _)| *x)
+            .collect();
+        assert!(shown.windows(2).all(|p| p[1] - p[0] >= 34.0), "{shown:?}");
     }
 }

@@ -47,6 +47,11 @@ impl TrafficSpec {
     pub fn rate_per_host(&self) -> f64 {
         self.load * f64::from(self.link_mbps) * 1e6 / 8.0 / self.mean_wire_bytes
     }
+
+    /// Messages [`generate`] makes, on average.
+    pub fn expected_messages(&self) -> f64 {
+        self.rate_per_host() * self.hosts as f64 * self.duration_ns as f64 / 1e9
+    }
 }
 
 /// Every message of the run, in order of arrival. The superposition of one

@@ -109,21 +109,32 @@ impl Workload {
         self.expect(f64::from)
     }
 
-    /// Upper size of each of `n` buckets of (as nearly as the atoms allow)
-    /// equal message count: the sizes where the CDF first reaches `k / n`,
-    /// duplicates removed. The first bucket is the "short messages": the
-    /// smallest sizes that together make up at least `1 / n` of messages.
+    /// Upper size of each of at most `n` buckets, from the workload's own
+    /// sizes: half of them of (as nearly as the atoms allow) equal message
+    /// count, the sizes where the CDF first reaches `k / m`, and the rest
+    /// spaced evenly on a log scale from the smallest size to the largest
+    /// (each the first workload size at or above it), duplicates removed.
+    /// Equal counts alone put a heavy tail in one bucket (W3's largest
+    /// tenth runs from 1.8 KB to 1 MB); the log-spaced edges split it.
     pub fn bucket_bounds(&self, n: usize) -> Vec<u32> {
-        let mut out: Vec<u32> = Vec::new();
-        for k in 1..=n {
-            let b = self.sample(k as f64 / n as f64);
-            if out.last() != Some(&b) {
-                out.push(b);
-            }
+        let (Some(&min), Some(&max)) = (self.sizes.first(), self.sizes.last()) else {
+            return vec![1];
+        };
+        let n = n.max(1);
+        let by_count = n.div_ceil(2);
+        let mut out: Vec<u32> = (1..=by_count)
+            .map(|k| self.sample(k as f64 / by_count as f64))
+            .collect();
+        let by_size = n - by_count;
+        let ratio = f64::from(max) / f64::from(min.max(1));
+        for j in 1..=by_size {
+            let edge = f64::from(min.max(1)) * ratio.powf(j as f64 / (by_size + 1) as f64);
+            let i = self.sizes.partition_point(|&s| f64::from(s) < edge);
+            out.push(self.sizes[i.min(self.sizes.len() - 1)]);
         }
-        if out.last() != self.sizes.last() {
-            out.push(*self.sizes.last().unwrap_or(&1));
-        }
+        out.push(max);
+        out.sort_unstable();
+        out.dedup();
         out
     }
 }
@@ -190,9 +201,20 @@ mod tests {
     }
 
     #[test]
-    fn buckets_follow_the_cdf() {
+    fn buckets_follow_the_cdf_and_split_a_heavy_tail() {
         let w = tiny();
-        assert_eq!(w.bucket_bounds(4), [10, 20, 30, 2_000_000]);
+        // By count: 20 (half of messages), 2 MB; by size: the first sizes
+        // at or above 10 x 200000^(1/3) and ^(2/3), both 2 MB.
+        assert_eq!(w.bucket_bounds(4), [20, 2_000_000]);
         assert_eq!(w.bucket_bounds(10), [10, 20, 30, 2_000_000]);
+        assert_eq!(w.bucket_bounds(1), [2_000_000]);
+        // W3's largest tenth of messages spans 1.8 KB to 1 MB: the default
+        // ten buckets must show it in more than one point.
+        let w3 = Workload::load("w3").unwrap().capped(1_000_000);
+        let b = w3.bucket_bounds(10);
+        assert!(b.len() <= 10, "{b:?}");
+        assert!(b.windows(2).all(|p| p[0] < p[1]), "{b:?}");
+        assert!(b.iter().filter(|&&s| s > 1_843).count() >= 3, "{b:?}");
+        assert_eq!(b.last(), Some(&1_000_000));
     }
 }

@@ -2876,7 +2876,11 @@ fn a_forged_busy_keeps_a_client_rpc_waiting_as_in_linux() {
     let mut busies = 0;
     let until = Instant::from_secs(2);
     while now < Instant::from_secs(3) && failed_at.is_none() {
-        if now < until && (now - Instant::from_millis(1)).total_nanos() % 50_000_000 == 0 {
+        if now < until
+            && (now - Instant::from_millis(1))
+                .total_nanos()
+                .is_multiple_of(50_000_000)
+        {
             dev.rx.push_back(from_server(id, port, Kind::Busy));
             busies += 1;
         }

@@ -8,13 +8,13 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use homa_stack::wire::EthernetAddress;
 
-use super::super::addr::{is_private, parse_unicast_mac, Cidr};
-use super::super::arrivals::Pace;
-use super::super::payload::{ECHO, HEADER_LEN};
-use super::super::workload::SizeDist;
 use super::opts::{ClientOpts, Command, HomaOpts, ServerOpts, TestbedOpts, Transport};
 use super::{DEFAULT_BOTTLENECK_MBPS, MAX_POOL_MB};
 use crate::cli;
+use crate::perf::addr::{is_private, parse_unicast_mac, Cidr};
+use crate::perf::arrivals::Pace;
+use crate::perf::payload::{ECHO, HEADER_LEN};
+use crate::perf::workload::SizeDist;
 
 const DEVICE_HELP: &str = "\
 DEVICE (Homa over homa-stack, or the kernel's TCP), exactly one of:

@@ -5,9 +5,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use homa_stack::wire::EthernetAddress;
 
-use super::super::addr::Cidr;
-use super::super::arrivals::Pace;
-use super::super::workload::SizeDist;
+use crate::perf::addr::Cidr;
+use crate::perf::arrivals::Pace;
+use crate::perf::workload::SizeDist;
 
 /// Where the messages go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +114,7 @@ pub struct ClientOpts {
     pub duration_s: f64,
     /// Seconds allowed after that for outstanding RPCs.
     pub drain_s: f64,
-    /// Response length, or [`ECHO`](super::super::payload::ECHO).
+    /// Response length, or [`ECHO`](crate::perf::payload::ECHO).
     pub reply_len: u32,
     /// Seed of sizes, arrivals and payloads.
     pub seed: u64,

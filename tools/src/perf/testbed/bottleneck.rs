@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::super::cli::TestbedOpts;
-use super::super::netcfg::{output, run};
+use crate::perf::cli::TestbedOpts;
+use crate::perf::netcfg::{output, run};
 
 /// htb at the bottleneck rate on the switch's port toward the server,
 /// with one leaf per band: strict priority by htb `prio` (each leaf is
@@ -96,6 +96,22 @@ pub(super) struct Bottleneck {
     pub(super) band_drops: Vec<u64>,
 }
 
+impl Bottleneck {
+    /// What the counters gained since `before`.
+    pub(super) fn since(&self, before: &Bottleneck) -> Bottleneck {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let each = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(a, b)| d(*a, *b)).collect();
+        Bottleneck {
+            bytes: d(self.bytes, before.bytes),
+            packets: d(self.packets, before.packets),
+            drops: d(self.drops, before.drops),
+            overlimits: d(self.overlimits, before.overlimits),
+            band_bytes: each(&self.band_bytes, &before.band_bytes),
+            band_drops: each(&self.band_drops, &before.band_drops),
+        }
+    }
+}
+
 pub(super) fn read_bottleneck(sw: &str, bands: u8) -> Result<Bottleneck, String> {
     let text = output("tc", &["-n", sw, "-s", "-j", "qdisc", "show", "dev", "p0"])?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("tc -j: {e}"))?;
@@ -131,4 +147,16 @@ pub(super) fn read_bottleneck(sw: &str, bands: u8) -> Result<Bottleneck, String>
         }
     }
     Ok(b)
+}
+
+/// Frames the kernel dropped on their way to the homa-perf process of host
+/// namespace `ns`: the TAP's transmit queue (kernel to reader) overflows
+/// when the process falls behind. Not the bottleneck's drops, but losses
+/// all the same, which the receivers recover with RESENDs.
+pub(super) fn tap_queue_drops(ns: &str) -> Result<u64, String> {
+    let text = output("ip", &["-n", ns, "-j", "-s", "link", "show", "tap0"])?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("ip -j: {e}"))?;
+    v[0]["stats64"]["tx"]["dropped"]
+        .as_u64()
+        .ok_or_else(|| format!("ip -j -s link show tap0 in {ns}: no tx dropped count"))
 }

@@ -4,8 +4,8 @@
 
 use std::thread;
 
-use super::super::sys;
 use super::namespaces::Testbed;
+use crate::perf::sys;
 
 /// Jiffies of the whole machine from /proc/stat: busy, softirq (where
 /// the kernel forwards frames through bridges, veths and the bottleneck),

@@ -47,17 +47,7 @@ use phases::{print_phase, probe_text, run_phase, strings, Load, Phase};
 /// removes everything. Needs root. Returns whether every RPC of every
 /// phase (capacity probes included) succeeded.
 pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
-    if !sys::is_root() {
-        return Err("the testbed needs root (network namespaces, TAP, tc)".into());
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Err("/dev/net/tun does not exist (modprobe tun)".into());
-    }
-    sys::catch_stop_signals();
-    let removed = cleanup_leftovers();
-    if removed > 0 {
-        eprintln!("homa-perf: removed {removed} namespaces left by earlier runs");
-    }
+    preflight()?;
     let dist = SizeDist::from_spec(&o.workload)?;
     let rate_bytes = o.load * f64::from(o.bottleneck_mbps) * 1e6 / 8.0;
     let total_rate = rate_bytes / dist.mean();
@@ -92,21 +82,55 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         o.duration_s
     );
     if !o.json {
-        println!("{header}");
+        crate::outln!("{header}")?;
         if o.bottleneck_mbps == DEFAULT_BOTTLENECK_MBPS {
-            println!(
+            crate::outln!(
                 "(the default bottleneck is {DEFAULT_BOTTLENECK_MBPS} Mbit/s, not 1 Gbit/s: on a 2-core machine \
                  homa-stack over TAP cannot carry 80% of 1 Gbit/s, every frame costing syscalls and three \
                  bridge hops; --bottleneck-mbps 1000 runs it anyway, and the capacity probes below say \
                  which resource limits)"
-            );
+            )?;
         }
-        println!(
+        crate::outln!(
             "Homa settings scaled to the bottleneck: unscheduled {} B, max incoming {} B, FIFO grants {} B, \
              RESEND after {} ms, timeout {} ms",
             o.unsched_bytes, o.max_incoming, o.fifo_grant_bytes, o.resend_ticks, o.timeout_ticks
-        );
+        )?;
     }
+    let (probes, phases) = run_protocols(o, &protocols, per_client, budget)?;
+    let bad = failures(&probes, &phases);
+    for b in &bad {
+        eprintln!("homa-perf: RPCs failed in the {b}");
+    }
+    report(o, &dist, &header, &probes, &phases)?;
+    Ok(bad.is_empty())
+}
+
+/// Checks what the testbed needs (root, TAP) and removes what an earlier
+/// run left.
+fn preflight() -> Result<(), String> {
+    if !sys::is_root() {
+        return Err("the testbed needs root (network namespaces, TAP, tc)".into());
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Err("/dev/net/tun does not exist (modprobe tun)".into());
+    }
+    sys::catch_stop_signals();
+    let removed = cleanup_leftovers();
+    if removed > 0 {
+        eprintln!("homa-perf: removed {removed} namespaces left by earlier runs");
+    }
+    Ok(())
+}
+
+/// Builds the testbed and runs each protocol's capacity probe (when asked)
+/// and measured phase; the testbed is removed when this returns.
+fn run_protocols(
+    o: &TestbedOpts,
+    protocols: &[&str],
+    per_client: f64,
+    budget: Instant,
+) -> Result<(Vec<Phase>, Vec<Phase>), String> {
     let mut tb = Testbed {
         tag: format!("hp{}", std::process::id()),
         made: Vec::new(),
@@ -127,7 +151,7 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
     };
     let mut phases = Vec::new();
     let mut probes = Vec::new();
-    for p in &protocols {
+    for p in protocols {
         if Instant::now() > budget || sys::stop_requested() {
             return Err("time budget exhausted or stopped".into());
         }
@@ -138,19 +162,24 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
             );
             let phase = run_phase(&mut tb, o, p, &probe)?;
             if !o.json {
-                println!("{}", probe_text(&phase, o));
+                crate::outln!("{}", probe_text(&phase, o))?;
             }
             probes.push(phase);
         }
         eprintln!("homa-perf: running {p} for {} s ...", o.duration_s);
         let phase = run_phase(&mut tb, o, p, &measured)?;
         if !o.json {
-            print_phase(&phase, o);
+            print_phase(&phase, o)?;
         }
         phases.push(phase);
     }
     drop(tb);
-    let bad: Vec<String> = probes
+    Ok((probes, phases))
+}
+
+/// One line per probe or run in which RPCs failed.
+fn failures(probes: &[Phase], phases: &[Phase]) -> Vec<String> {
+    probes
         .iter()
         .map(|p| ("probe", p))
         .chain(phases.iter().map(|p| ("run", p)))
@@ -168,10 +197,17 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
                 )
             })
         })
-        .collect();
-    for b in &bad {
-        eprintln!("homa-perf: RPCs failed in the {b}");
-    }
+        .collect()
+}
+
+/// The comparison, as JSON or as a table.
+fn report(
+    o: &TestbedOpts,
+    dist: &SizeDist,
+    header: &str,
+    probes: &[Phase],
+    phases: &[Phase],
+) -> Result<(), String> {
     let short = |p: &Phase| p.clients.rtt.short().percentile(0.99) as f64 / 1e3;
     let homa = phases.iter().find(|p| p.protocol == "homa");
     let tcp = phases.iter().find(|p| p.protocol == "tcp");
@@ -196,14 +232,14 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
                 "verdict": probe_text(p, o),
             })).collect::<Vec<_>>(),
         });
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
-        return Ok(bad.is_empty());
+        )?;
+        return Ok(());
     }
-    println!();
-    println!(
+    crate::outln!()?;
+    crate::outln!(
         "{:>8} {:>12} {:>12} {:>12} {:>12} {:>11} {:>10} {:>8} {:>10}",
         "protocol",
         "short P50 us",
@@ -214,10 +250,10 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
         "completed",
         "failed",
         "unfinished"
-    );
-    for p in &phases {
+    )?;
+    for p in phases {
         let s = p.clients.rtt.short();
-        println!(
+        crate::outln!(
             "{:>8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>10.0}% {:>10} {:>8} {:>10}",
             p.protocol,
             s.percentile(0.5) as f64 / 1e3,
@@ -228,17 +264,17 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
             p.clients.completed,
             p.clients.failed + p.clients.corrupt,
             p.clients.unfinished
-        );
+        )?;
     }
     match (homa, tcp, ratio) {
-        (Some(h), Some(t), Some(r)) => println!(
+        (Some(h), Some(t), Some(r)) => crate::outln!(
             "short-message (<= {} B) P99: homa {:.1} us, tcp {:.1} us, tcp/homa = {:.1}x",
             dist.short_max(),
             short(h),
             short(t),
             r
-        ),
-        _ => println!("short-message P99: only one protocol ran, no ratio"),
+        )?,
+        _ => crate::outln!("short-message P99: only one protocol ran, no ratio")?,
     }
-    Ok(bad.is_empty())
+    Ok(())
 }

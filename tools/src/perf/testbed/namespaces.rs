@@ -9,10 +9,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::super::cli::TestbedOpts;
-use super::super::netcfg::{output, run};
-use super::super::sys;
 use super::bottleneck::install_bottleneck;
+use crate::perf::cli::TestbedOpts;
+use crate::perf::netcfg::{output, run};
+use crate::perf::sys;
 
 pub(super) const SUBNET: [u8; 3] = [10, 77, 0];
 /// The IPv6 plan's /64 (`--ipv6`): `fd00:77::/64`, the same host numbers.
@@ -250,10 +250,10 @@ mod tests {
     fn addresses_are_in_the_private_testbed_subnet() {
         assert_eq!(kernel_ip(0, false).to_string(), "10.77.0.10");
         assert_eq!(homa_ip(3, false).to_string(), "10.77.0.103");
-        assert!(super::super::super::addr::is_private(homa_ip(32, false)));
+        assert!(crate::perf::addr::is_private(homa_ip(32, false)));
         assert_eq!(kernel_ip(0, true).to_string(), "fd00:77::a");
         assert_eq!(homa_ip(3, true).to_string(), "fd00:77::67");
-        let subnet = super::super::super::addr::Cidr::parse_host("fd00:77::1/64").unwrap();
+        let subnet = crate::perf::addr::Cidr::parse_host("fd00:77::1/64").unwrap();
         assert!(subnet.contains(homa_ip(32, true)));
         assert!(subnet.contains(kernel_ip(32, true)));
     }

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::super::cli::TestbedOpts;
-use super::super::netcfg::mac_for;
-use super::super::report::{drops_text, rtt_table, ClientReport, ServerReport};
-use super::super::sys;
-use super::bottleneck::{read_bottleneck, Bottleneck};
+use super::bottleneck::{read_bottleneck, tap_queue_drops, Bottleneck};
 use super::cpu::{children_cpu, cores, machine_jiffies};
 use super::namespaces::{homa_ip, kernel_ip, prefix, Testbed, HOMA_PORT, TCP_PORT};
+use crate::perf::cli::TestbedOpts;
+use crate::perf::netcfg::mac_for;
+use crate::perf::report::{drops_text, rtt_table, ClientReport, ServerReport};
+use crate::perf::sys;
 
 /// What one protocol's run found.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub(super) struct Phase {
     pub(super) machine_busy: f64,
     /// homa-perf processes plus network softirq, as a fraction of all cores.
     pub(super) experiment_cpu: f64,
+    /// Frames dropped at the hosts' TAP queues (a homa-perf process fell
+    /// behind): the server's, and the clients' together.
+    pub(super) tap_drops: (u64, u64),
     pub(super) offered_mbps: f64,
 }
 
@@ -44,35 +47,48 @@ impl Phase {
         let kept_up = self.carried_mbps() >= 0.97 * self.offered_mbps
             && self.clients.unfinished == 0
             && self.clients.failed == 0;
-        let cpu_ok = self.experiment_cpu < 0.9;
         let detail = format!(
             "bottleneck carried {:.1} Mbit/s for {:.1} Mbit/s of requests offered ({:.0}% busy, \
-             {} throttling events, {} drops); homa-perf processes + network softirq used {:.0}% of {} cores, \
-             the whole machine (other users included) {:.0}%",
+             {} throttling events, {} drops); {} frames dropped at the hosts' TAP queues (server {}, \
+             clients {}: a homa-perf process fell behind); homa-perf processes + network softirq \
+             used {:.0}% of {} cores, the whole machine (other users included) {:.0}%",
             self.carried_mbps(),
             self.offered_mbps,
             self.carried_mbps() / f64::from(o.bottleneck_mbps) * 100.0,
             self.bottleneck.overlimits,
             self.bottleneck.drops,
+            self.tap_drops.0 + self.tap_drops.1,
+            self.tap_drops.0,
+            self.tap_drops.1,
             self.experiment_cpu * 100.0,
             cores,
             self.machine_busy * 100.0,
         );
-        if !kept_up {
-            (
+        let hosts_behind = self.tap_drops.0 + self.tap_drops.1 > 0;
+        let (ok, what) = match (kept_up, cpu_saturated(self.experiment_cpu)) {
+            (true, false) if hosts_behind => (
                 false,
-                format!(
-                    "CPU-BOUND or overloaded: the offered load was not carried in time ({detail})"
-                ),
-            )
-        } else if !cpu_ok {
-            (false, format!("CPU-BOUND: the offered load was carried but the CPU had no headroom ({detail})"))
-        } else {
-            (
+                "HOSTS BEHIND: the offered load was carried, but a homa-perf process fell behind \
+                 and lost frames at its TAP queue",
+            ),
+            (true, false) => (
                 true,
-                format!("network-bound: the bottleneck, not the CPU, limits throughput ({detail})"),
-            )
-        }
+                "network-bound: the bottleneck, not the CPU, limits throughput",
+            ),
+            (true, true) => (
+                false,
+                "CPU-BOUND: the offered load was carried but the CPU had no headroom",
+            ),
+            (false, true) => (
+                false,
+                "CPU-BOUND: the offered load was not carried in time and the CPU had no headroom",
+            ),
+            (false, false) => (
+                false,
+                "OVERLOADED: the offered load was not carried in time, with CPU to spare",
+            ),
+        };
+        (ok, format!("{what} ({detail})"))
     }
 
     pub(super) fn to_json(&self, o: &TestbedOpts, cores: f64) -> Value {
@@ -92,6 +108,10 @@ impl Phase {
                 "band_bytes": self.bottleneck.band_bytes,
                 "band_drops": self.bottleneck.band_drops,
             },
+            "tap_queue_drops": {
+                "server": self.tap_drops.0,
+                "clients": self.tap_drops.1,
+            },
             "machine_cpu_busy": self.machine_busy,
             "experiment_cpu": self.experiment_cpu,
             "network_bound": ok,
@@ -110,7 +130,64 @@ pub(super) fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// Runs one protocol over the testbed.
+/// `--neighbor` of homa-perf: the hosts' Homa addresses and their MACs.
+fn neighbors(o: &TestbedOpts, hosts: &mut dyn Iterator<Item = usize>) -> String {
+    hosts
+        .map(|h| format!("{}={}", homa_ip(h, o.ipv6), mac_for(homa_ip(h, o.ipv6))))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// homa-perf's device and Homa options for host `h` of the testbed.
+fn homa_device_args(o: &TestbedOpts, h: usize) -> Vec<String> {
+    let v6 = o.ipv6;
+    strings(&[
+        "--tap",
+        "tap0",
+        "--bridge",
+        "br0",
+        "--ip",
+        &format!("{}/{}", homa_ip(h, v6), prefix(v6)),
+        "--link-mbps",
+        &o.bottleneck_mbps.to_string(),
+        "--nic-backlog-us",
+        &o.nic_backlog_us.to_string(),
+        "--unsched-bytes",
+        &o.unsched_bytes.to_string(),
+        "--max-incoming",
+        &o.max_incoming.to_string(),
+        "--fifo-grant-bytes",
+        &o.fifo_grant_bytes.to_string(),
+        "--resend-ticks",
+        &o.resend_ticks.to_string(),
+        "--timeout-ticks",
+        &o.timeout_ticks.to_string(),
+    ])
+}
+
+/// The command line of the testbed's server for the protocol.
+fn server_args(o: &TestbedOpts, homa: bool) -> Vec<String> {
+    // The testbed prints its own phases; the processes' progress lines
+    // would interleave.
+    let mut sargs = strings(&["server", "--json", "--quiet"]);
+    if homa {
+        sargs.extend(homa_device_args(o, 0));
+        sargs.extend(strings(&[
+            "--neighbor",
+            &neighbors(o, &mut (1..=o.clients)),
+            "--max-rpcs",
+            "4096",
+        ]));
+    } else {
+        sargs.extend(strings(&[
+            "--tcp",
+            "--listen",
+            &SocketAddr::new(kernel_ip(0, o.ipv6), TCP_PORT).to_string(),
+        ]));
+    }
+    sargs
+}
+
 /// How one phase loads the bottleneck.
 pub(super) struct Load {
     /// Client arguments for the pacing (`--rate R` or `--outstanding N`).
@@ -123,6 +200,9 @@ pub(super) struct Load {
     pub(super) offered_mbps: f64,
 }
 
+/// Runs one protocol over the testbed: its server, then its clients
+/// paced by `load`, with the bottleneck's, the TAP queues' and the CPU's
+/// counters read around the issuing period.
 pub(super) fn run_phase(
     tb: &mut Testbed,
     o: &TestbedOpts,
@@ -131,57 +211,7 @@ pub(super) fn run_phase(
 ) -> Result<Phase, String> {
     let homa = protocol == "homa";
     let v6 = o.ipv6;
-    let r = o.bottleneck_mbps.to_string();
-    let backlog = o.nic_backlog_us.to_string();
-    let neighbors = |hosts: &mut dyn Iterator<Item = usize>| {
-        hosts
-            .map(|h| format!("{}={}", homa_ip(h, v6), mac_for(homa_ip(h, v6))))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let homa_dev = |h: usize| {
-        let v = strings(&[
-            "--tap",
-            "tap0",
-            "--bridge",
-            "br0",
-            "--ip",
-            &format!("{}/{}", homa_ip(h, v6), prefix(v6)),
-            "--link-mbps",
-            &r,
-            "--nic-backlog-us",
-            &backlog,
-            "--unsched-bytes",
-            &o.unsched_bytes.to_string(),
-            "--max-incoming",
-            &o.max_incoming.to_string(),
-            "--fifo-grant-bytes",
-            &o.fifo_grant_bytes.to_string(),
-            "--resend-ticks",
-            &o.resend_ticks.to_string(),
-            "--timeout-ticks",
-            &o.timeout_ticks.to_string(),
-        ]);
-        v
-    };
-    // The testbed prints its own phases; the processes' progress lines
-    // would interleave.
-    let mut sargs = strings(&["server", "--json", "--quiet"]);
-    if homa {
-        sargs.extend(homa_dev(0));
-        sargs.extend(strings(&[
-            "--neighbor",
-            &neighbors(&mut (1..=o.clients)),
-            "--max-rpcs",
-            "4096",
-        ]));
-    } else {
-        sargs.extend(strings(&[
-            "--tcp",
-            "--listen",
-            &SocketAddr::new(kernel_ip(0, v6), TCP_PORT).to_string(),
-        ]));
-    }
+    let sargs = server_args(o, homa);
     let (si, sout, sready) = tb.spawn("s0", &sargs)?;
     if sready.recv_timeout(Duration::from_secs(10)).is_err() {
         return Err(format!("the {protocol} server did not start within 10 s"));
@@ -215,10 +245,10 @@ pub(super) fn run_phase(
         ]);
         a.extend(load.pace.iter().cloned());
         if homa {
-            a.extend(homa_dev(c));
+            a.extend(homa_device_args(o, c));
             a.extend(strings(&[
                 "--neighbor",
-                &neighbors(&mut std::iter::once(0)),
+                &neighbors(o, &mut std::iter::once(0)),
             ]));
         } else {
             a.push("--tcp".into());
@@ -229,6 +259,19 @@ pub(super) fn run_phase(
     let sw = tb.ns("sw");
     let wait_start = start_ms.saturating_sub(unix_ms());
     thread::sleep(Duration::from_millis(wait_start));
+    let hosts: Vec<String> = std::iter::once("s0".to_string())
+        .chain((1..=o.clients).map(|c| format!("c{c}")))
+        .map(|h| tb.ns(&h))
+        .collect();
+    // A Homa process creates its TAP when it starts (the TCP phases have
+    // none), so a TAP not there has dropped nothing.
+    let taps = |hosts: &[String]| -> Vec<u64> {
+        hosts
+            .iter()
+            .map(|ns| tap_queue_drops(ns).unwrap_or(0))
+            .collect()
+    };
+    let taps0 = taps(&hosts);
     let before = read_bottleneck(&sw, o.bands)?;
     let cpu0 = machine_jiffies();
     let procs0 = children_cpu(tb);
@@ -238,6 +281,13 @@ pub(super) fn run_phase(
         thread::sleep(Duration::from_millis(50));
     }
     let after = read_bottleneck(&sw, o.bands)?;
+    // Read while the hosts' processes (and so their TAPs) still exist.
+    let taps1 = taps(&hosts);
+    let tap_drops: Vec<u64> = taps1
+        .iter()
+        .zip(&taps0)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
     let cpu1 = machine_jiffies();
     let procs1 = children_cpu(tb);
     let seconds = t0.elapsed().as_secs_f64();
@@ -265,25 +315,8 @@ pub(super) fn run_phase(
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| format!("{protocol} server printed no report ({e}): {text:?}"))?;
     let server = ServerReport::from_json(&v)?;
+    let bottleneck = after.since(&before);
     let d = |a: u64, b: u64| a.saturating_sub(b);
-    let bottleneck = Bottleneck {
-        bytes: d(after.bytes, before.bytes),
-        packets: d(after.packets, before.packets),
-        drops: d(after.drops, before.drops),
-        overlimits: d(after.overlimits, before.overlimits),
-        band_bytes: after
-            .band_bytes
-            .iter()
-            .zip(&before.band_bytes)
-            .map(|(a, b)| d(*a, *b))
-            .collect(),
-        band_drops: after
-            .band_drops
-            .iter()
-            .zip(&before.band_drops)
-            .map(|(a, b)| d(*a, *b))
-            .collect(),
-    };
     let total = d(cpu1.total, cpu0.total).max(1) as f64;
     let busy = d(cpu1.busy, cpu0.busy) as f64 / total;
     let softirq = d(cpu1.softirq, cpu0.softirq) as f64 / total;
@@ -295,6 +328,7 @@ pub(super) fn run_phase(
         bottleneck,
         seconds,
         machine_busy: busy,
+        tap_drops: (tap_drops[0], tap_drops[1..].iter().sum()),
         experiment_cpu,
         offered_mbps: load.offered_mbps,
     })
@@ -302,13 +336,30 @@ pub(super) fn run_phase(
 
 /// The capacity probe's finding: can this protocol, on this CPU, fill the
 /// bottleneck? If it can, the bottleneck is what limits throughput.
+/// Whether the experiment's CPU share (its processes and the network
+/// softirq, a fraction of all cores) leaves no headroom.
+fn cpu_saturated(experiment_cpu: f64) -> bool {
+    experiment_cpu >= 0.9
+}
+
+/// What limited a capacity probe, from both figures: how full the
+/// bottleneck was (`util`, a fraction of its rate) and how busy the CPU.
+fn probe_limit(util: f64, experiment_cpu: f64) -> &'static str {
+    match (util >= 0.9, cpu_saturated(experiment_cpu)) {
+        (true, false) => "the bottleneck, not the CPU, limits throughput",
+        (true, true) => {
+            "the bottleneck was full and the CPU had no headroom: either may limit throughput"
+        }
+        (false, true) => "CPU-BOUND: it cannot fill the bottleneck on this machine",
+        (false, false) => {
+            "neither the bottleneck nor the CPU was saturated: the closed loop's window limits it"
+        }
+    }
+}
+
 pub(super) fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
     let util = p.carried_mbps() / f64::from(o.bottleneck_mbps);
-    let verdict = if util >= 0.9 {
-        "the bottleneck, not the CPU, limits throughput"
-    } else {
-        "CPU-BOUND: it cannot fill the bottleneck on this machine"
-    };
+    let verdict = probe_limit(util, p.experiment_cpu);
     format!(
         "capacity probe ({} closed loop, 8 RPCs per client, {:.0} s): bottleneck carried {:.1} Mbit/s \
          ({:.0}% of {}), homa-perf + softirq CPU {:.0}% of {} cores: {verdict}",
@@ -322,27 +373,30 @@ pub(super) fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
     )
 }
 
-pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
-    println!("\n== {} ==", p.protocol);
-    print!("{}", rtt_table(&p.clients.rtt));
+pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) -> Result<(), String> {
+    crate::outln!("\n== {} ==", p.protocol)?;
+    crate::cli::write_stdout(&rtt_table(&p.clients.rtt))?;
     let c = &p.clients;
-    println!(
+    crate::outln!(
         "issued {} completed {} failed {} corrupt {} unfinished {}; server answered {} ({} corrupt), refused {}",
         c.issued, c.completed, c.failed, c.corrupt, c.unfinished, p.server.requests, p.server.corrupt,
         p.server.failed
-    );
-    println!(
+    )?;
+    crate::outln!(
         "bottleneck carried {:.1} Mbit/s ({:.0}% of {}), bytes per band (highest first) {:?}, drops {:?}",
         p.carried_mbps(),
         p.carried_mbps() / f64::from(o.bottleneck_mbps) * 100.0,
         o.bottleneck_mbps,
         p.bottleneck.band_bytes,
         p.bottleneck.band_drops
-    );
-    println!(
+    )?;
+    crate::outln!(
         "CPU seconds: clients {:.1} user + {:.1} system, server {:.1} user + {:.1} system",
-        c.cpu_s.0, c.cpu_s.1, p.server.cpu_s.0, p.server.cpu_s.1
-    );
+        c.cpu_s.0,
+        c.cpu_s.1,
+        p.server.cpu_s.0,
+        p.server.cpu_s.1
+    )?;
     for (who, extra) in [("clients", &c.extra), ("server", &p.server.extra)] {
         let st = &extra["stack"];
         if st.is_object() {
@@ -350,7 +404,7 @@ pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
                 t if t.is_empty() => "drops 0".to_string(),
                 t => t,
             };
-            println!(
+            crate::outln!(
                 "homa-stack {who}: tx frames {} rx frames {} retransmissions {} resends asked {} \
                  timeouts {} {drops}",
                 st["tx_frames"],
@@ -358,8 +412,28 @@ pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) {
                 st["retransmissions"],
                 st["resends_requested"],
                 st["timeouts"],
-            );
+            )?;
         }
     }
-    println!("verdict: {}", p.verdict(o, cores()).1);
+    crate::outln!("verdict: {}", p.verdict(o, cores()).1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A verdict follows both figures: a full bottleneck with a CPU at 96%
+    /// is not "the bottleneck, not the CPU".
+    #[test]
+    fn the_probe_verdict_names_what_was_saturated() {
+        assert_eq!(
+            probe_limit(0.95, 0.5),
+            "the bottleneck, not the CPU, limits throughput"
+        );
+        let both = probe_limit(0.95, 0.96);
+        assert!(both.contains("CPU had no headroom"), "{both}");
+        assert!(!both.contains("not the CPU"), "{both}");
+        assert!(probe_limit(0.5, 0.96).starts_with("CPU-BOUND"));
+        assert!(probe_limit(0.5, 0.3).starts_with("neither"));
+    }
 }

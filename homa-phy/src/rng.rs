@@ -1,4 +1,5 @@
-//! SplitMix64: tiny, fast, and fully determined by its seed (any seed
+//! SplitMix64, the generator behind the fault injector, the fabric and the
+//! test kit: tiny, fast, and fully determined by its seed (any seed
 //! works), so runs are reproducible without a `rand` dependency.
 
 /// A SplitMix64 generator.
