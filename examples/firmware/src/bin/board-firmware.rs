@@ -306,7 +306,11 @@ fn main() -> ! {
     let shared: &'static Shared = SHARED.init_with(|| SharedDriver::new(nic));
     let (homa_half, net_half) = shared.halves();
 
-    let mut config = Config::new(BOARD_IP, EthernetAddress(mac));
+    let mut config = Config::new(
+        BOARD_IP,
+        EthernetAddress(mac),
+        homa_firmware::hash_seed(mac),
+    );
     // embassy-net answers ARP and pings for the shared address.
     config.passive_host = true;
     let endpoint = match Endpoint::new(
