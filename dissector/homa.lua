@@ -1,6 +1,6 @@
--- Wireshark dissector for Homa, IP protocol 146, the current (era D) wire
--- format of the Linux kernel module and of homa-stack (docs/protocol.md
--- section 3). Registered on ip.proto 146, which serves IPv4 and IPv6; a
+-- Wireshark dissector for Homa, IP protocol 146, in the wire format of the
+-- Linux kernel module (HomaModule `main`) and of homa-stack
+-- (docs/protocol.md section 3). Registered on ip.proto 146, which serves IPv4 and IPv6; a
 -- postdissector also decodes Homa that Linux sent as TCP (hijack mode).
 --
 -- Install: copy this file into Wireshark's personal Lua plugins folder

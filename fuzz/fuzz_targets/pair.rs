@@ -34,7 +34,7 @@ const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
 fn config(ip: Ipv4Addr, last: u8) -> Config {
-    let mut c = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, last]));
+    let mut c = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, last]), u64::from(last));
     c.homa_checksum_rx = true;
     c.homa_checksum_tx = true;
     c

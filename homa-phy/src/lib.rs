@@ -164,8 +164,6 @@ pub mod pipe;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod raw_socket;
 pub mod share;
-#[cfg(feature = "sim")]
-pub mod sim;
 #[cfg(feature = "smoltcp")]
 pub mod smoltcp;
 #[cfg(all(feature = "std", target_os = "linux"))]

@@ -30,7 +30,7 @@ pub const MAX_IPV6_ADDRS: usize = 2;
 /// Configuration of an endpoint.
 ///
 /// Build with [`Config::new`] and change public fields; defaults are the
-/// Linux module's.
+/// Linux module's. The hash seed has no default: the caller supplies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -52,7 +52,8 @@ pub struct Config {
     /// IP MTU in bytes (1500 gives 1424 payload bytes per DATA packet).
     /// The device's frame MTU caps it further.
     pub mtu: usize,
-    /// Seed of every random choice the endpoint makes (first client id).
+    /// The secret seed of the endpoint's keyed hash (see [`Config::new`]),
+    /// from which the first client RPC id is also derived, one way.
     pub random_seed: u64,
     /// Link rate in Mbit/s for the pacer; the device's reported rate wins
     /// when it has one. Linux default 25000.
@@ -108,6 +109,17 @@ pub struct Config {
     pub max_rx_per_poll: usize,
     /// Most frames sent in one `poll`.
     pub max_tx_per_poll: usize,
+    /// The share of the RPC table one peer's server RPCs may keep while
+    /// another peer's request finds the table full, in thousandths
+    /// (1..=1000; default 250, a quarter).
+    ///
+    /// A peer alone may use the whole table: the share bites only when a
+    /// new request from a peer holding less than its share finds no free
+    /// slot. Then a server RPC of the peer holding the most is freed for
+    /// it, if that peer holds more than its share (its oldest that the
+    /// application does not hold), so one source flooding requests slows
+    /// itself, not its neighbours. 1000 never frees one.
+    pub peer_share: u16,
     /// Share the host's addresses with another stack (default `false`).
     ///
     /// When `true` the endpoint answers neither ARP requests nor ICMP echo
@@ -120,8 +132,29 @@ pub struct Config {
 }
 
 impl Config {
-    /// A configuration with the Linux defaults for the given addresses.
-    pub const fn new(ipv4_addr: Ipv4Addr, ethernet_addr: EthernetAddress) -> Config {
+    /// A configuration with the Linux defaults for the given addresses and
+    /// a secret `random_seed`.
+    ///
+    /// The seed keys the hash of the index that finds an RPC from a packet's
+    /// (address, id). Peers choose ids: one that knows the key can choose
+    /// ids that all land in one bucket and make every packet walk the whole
+    /// table. It must be unpredictable to peers and differ between hosts
+    /// and boots, with as many of its 64 bits random as the platform allows:
+    /// - on a host, from the operating system (`getrandom`);
+    /// - on a microcontroller, from a hardware random number generator
+    ///   (most Cortex-M parts with Ethernet have one), or failing that a
+    ///   unique device id (a factory serial number, not the MAC, which
+    ///   peers see) mixed with a boot counter kept in flash, so no two
+    ///   boots share a seed.
+    ///
+    /// Nothing a peer can see is derived from it but through a one-way step
+    /// (the first client id), so it does not leak. A constant seed (tests,
+    /// deterministic simulations) is fine where no peer is hostile.
+    pub const fn new(
+        ipv4_addr: Ipv4Addr,
+        ethernet_addr: EthernetAddress,
+        random_seed: u64,
+    ) -> Config {
         Config {
             ipv4_addr,
             ipv6: false,
@@ -129,7 +162,7 @@ impl Config {
             ipv6_addrs: [None; MAX_IPV6_ADDRS],
             ethernet_addr,
             mtu: 1500,
-            random_seed: 0,
+            random_seed,
             link_mbps: 25_000,
             priority_encoding: PriorityEncoding::Tos,
             homa_checksum_tx: true,
@@ -153,6 +186,7 @@ impl Config {
             tick: Duration::from_millis(1),
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,
+            peer_share: 250,
             passive_host: false,
         }
     }
@@ -253,6 +287,9 @@ impl Config {
         if self.resend_interval == 0 {
             return Err(ConfigError::Timing);
         }
+        if !(1..=1000).contains(&self.peer_share) {
+            return Err(ConfigError::PeerShare);
+        }
         Ok(())
     }
 }
@@ -269,6 +306,8 @@ pub enum ConfigError {
     Mtu,
     /// A zero tick, resend interval or link rate.
     Timing,
+    /// `peer_share` not in 1..=1000.
+    PeerShare,
 }
 
 impl core::fmt::Display for ConfigError {
@@ -278,6 +317,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Overcommit => "max_overcommit must be 1..=8",
             ConfigError::Mtu => "MTU must leave room for a DATA header and at most 65535",
             ConfigError::Timing => "tick, resend_interval and link_mbps must be non-zero",
+            ConfigError::PeerShare => "peer_share must be 1..=1000",
         })
     }
 }
@@ -293,6 +333,7 @@ mod tests {
         let c = Config::new(
             Ipv4Addr::new(10, 0, 0, 1),
             EthernetAddress([2, 0, 0, 0, 0, 1]),
+            1,
         );
         assert_eq!(c.max_sched_prio(), 3);
         assert_eq!(c.highest_priority(), 7);
@@ -304,6 +345,7 @@ mod tests {
         let mut c = Config::new(
             Ipv4Addr::new(10, 0, 0, 1),
             EthernetAddress([2, 0, 0, 0, 0, 1]),
+            1,
         );
         c.unsched_cutoffs = [
             1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 68_608,

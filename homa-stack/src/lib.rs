@@ -3,8 +3,8 @@
 //! Homa is a datacenter RPC transport: message-based, receiver-driven (the
 //! receiver GRANTs bytes to the sender with the fewest bytes left first), and
 //! it uses the switches' priority queues so short messages pass long ones.
-//! This crate speaks the wire format of the Linux kernel module ("era D", IP
-//! protocol 146).
+//! This crate speaks the wire format of the Linux kernel module (HomaModule
+//! `main`, IP protocol 146).
 //!
 //! Layout, leaves first:
 //! - [`wire`]: packet views (`Packet<T>`) and representations (`Repr`) for
@@ -41,13 +41,15 @@
 //!
 //! let (ip_a, mac_a) = (Ipv4Addr::new(10, 0, 0, 1), EthernetAddress([2, 0, 0, 0, 0, 1]));
 //! let (ip_b, mac_b) = (Ipv4Addr::new(10, 0, 0, 2), EthernetAddress([2, 0, 0, 0, 0, 2]));
+//! // Each endpoint's secret hash seed: from the OS or a hardware RNG in
+//! // real use (see `Config::new`), fixed here so the example repeats.
 //! let mut a = Endpoint::new(
-//!     Config::new(ip_a, mac_a),
+//!     Config::new(ip_a, mac_a, 0x5eed_a),
 //!     &mut rpcs_a[..], &mut peers_a[..], &mut socks_a[..], &mut pool_a[..], 2048,
 //! )
 //! .unwrap();
 //! let mut b = Endpoint::new(
-//!     Config::new(ip_b, mac_b),
+//!     Config::new(ip_b, mac_b, 0x5eed_b),
 //!     &mut rpcs_b[..], &mut peers_b[..], &mut socks_b[..], &mut pool_b[..], 2048,
 //! )
 //! .unwrap();

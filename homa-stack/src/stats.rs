@@ -103,7 +103,9 @@ pub enum Drop {
     /// A frame we would send is larger than the device's MTU.
     FrameTooBig,
     /// An ICMP error beyond the per-tick budget of those acted on (each
-    /// makes a pass over the live RPCs, so a flood must not buy one each).
+    /// makes a pass over the live RPCs, so a flood must not buy one each),
+    /// or an RPC_UNKNOWN within a RESEND interval of the restart the last
+    /// one caused (each restart sends the unscheduled bytes again).
     RateLimited,
     /// A neighbour advertisement without the override flag for a peer whose
     /// known link address differs: not applied (RFC 4861 7.2.5).
@@ -133,7 +135,7 @@ impl fmt::Display for Drop {
             Drop::UnknownPeer => "unknown peer",
             Drop::NotHandled => "packet type not handled",
             Drop::FrameTooBig => "frame larger than the device MTU",
-            Drop::RateLimited => "over the per-tick budget",
+            Drop::RateLimited => "over its rate limit",
             Drop::NoOverride => "advertisement without override for a known address",
             Drop::WrongVlan => "frame for another VLAN",
         })
@@ -310,6 +312,11 @@ pub struct Stats {
     pub link_addr_mismatches: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
+    /// Server RPCs freed to make room for a request from a peer holding
+    /// less than its share of the RPC table, taken from the peer holding
+    /// the most (see [`Config::peer_share`](crate::Config::peer_share));
+    /// also counted in `server_freed`.
+    pub server_evicted: u64,
     /// IPv6 neighbour solicitations sent (resolving a peer).
     pub ndp_solicits: u64,
     /// IPv6 neighbour advertisements sent (answering a solicitation).

@@ -91,8 +91,7 @@ impl Storage {
 /// checksums are always filled (as Linux `main` does) and verified when
 /// `checksums` says frames may be corrupted.
 pub fn config(ip: Ipv4Addr, mac: EthernetAddress, seed: u64, checksums: bool) -> Config {
-    let mut c = Config::new(ip, mac);
-    c.random_seed = seed;
+    let mut c = Config::new(ip, mac, seed);
     c.link_mbps = 10_000;
     c.homa_checksum_tx = true;
     c.homa_checksum_rx = checksums;

@@ -139,8 +139,7 @@ impl<F: Future> Future for Counted<F> {
 // ---- set-up ---------------------------------------------------------------
 
 fn endpoint(ip: Ipv4Addr, mac: u8, rpcs: usize, pool: usize) -> Endpoint<'static> {
-    let mut config = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, mac]));
-    config.random_seed = u64::from(mac);
+    let config = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, mac]), u64::from(mac));
     Endpoint::new(
         config,
         Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect()),

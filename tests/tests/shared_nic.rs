@@ -48,9 +48,8 @@ struct Stacks {
 
 impl Stacks {
     fn new(ip: Ipv4Address, mac: [u8; 6], udp_port: u16, homa_server: bool) -> Stacks {
-        let mut config = Config::new(ip, homa_stack::wire::EthernetAddress(mac));
+        let mut config = Config::new(ip, homa_stack::wire::EthernetAddress(mac), 0x5eed);
         config.passive_host = true;
-        config.random_seed = u64::from(mac[5]);
         let mut homa = Storage::new(16, 1 << 20).leak(config);
         let homa_socket = if homa_server {
             homa.bind(HOMA_PORT).unwrap()
@@ -484,7 +483,7 @@ fn a_passive_endpoint_answers_no_arp_or_ping_but_learns_from_arp() {
 /// keeps it quiet.
 #[test]
 fn an_active_endpoint_answers_arp_and_ping() {
-    let mut config = Config::new(B_IP, homa_stack::wire::EthernetAddress(B_MAC));
+    let mut config = Config::new(B_IP, homa_stack::wire::EthernetAddress(B_MAC), 0x5eed);
     config.passive_host = false;
     let mut homa = Storage::with_peers(2, 2, 1 << 16).leak(config);
     // The frame comes from the MAC the ARP names: the endpoint learns only

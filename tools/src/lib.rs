@@ -1,6 +1,7 @@
-//! The homa-stack tools: the simulator behind `homa-sim` ([`sim`]), the load
+//! The homa-stack tools: the simulator behind `homa-sim` ([`sim`], over the
+//! packet-level datacenter fabric of [`fabric`]), the load
 //! generator and testbed behind `homa-perf` ([`perf`]), the CPU benchmark
-//! behind `homa-bench` ([`bench`]), homa-dump's implementation ([`dump`]) and
+//! behind `homa-bench` ([`mod@bench`]), homa-dump's implementation ([`dump`]) and
 //! the command-line value checks they share ([`cli`]). The payload patterns, the
 //! generator and the soak run come from the test kit (`homa_phy::testing`,
 //! `homa_testkit`).
@@ -9,6 +10,7 @@ pub mod bench;
 pub mod cdf;
 pub mod cli;
 pub mod dump;
+pub mod fabric;
 pub mod perf;
 pub mod sim;
 

@@ -2,7 +2,7 @@
 //! simulated fabric, the workload sampling rule, and the slowdown of a lone
 //! message.
 
-use homa_phy::sim::Topology;
+use homa_tools::fabric::Topology;
 use homa_tools::sim::report::json;
 use homa_tools::sim::traffic::Message;
 use homa_tools::sim::{run, run_with, Protocol, SimOptions, Workload};

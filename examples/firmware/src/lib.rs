@@ -67,6 +67,23 @@ impl Clock {
     }
 }
 
+/// The secret hash seed of the endpoint with link address `mac`.
+///
+/// A real board reads its hardware random number generator here, or mixes
+/// a unique device id with a boot counter kept in flash (see
+/// `Config::new`). QEMU's mps2-an386 has neither, so the example mixes a
+/// build-time constant with the link address: fixed for each endpoint,
+/// which is safe only because no peer of these in-memory wires is hostile.
+pub const fn hash_seed(mac: [u8; 6]) -> u64 {
+    let mut m = [0u8; 8];
+    let mut i = 0;
+    while i < 6 {
+        m[i] = mac[i];
+        i += 1;
+    }
+    u64::from_le_bytes(m) ^ 0x9e37_79b9_7f4a_7c15
+}
+
 /// Prints the verdict over semihosting, `PASS` or `FAIL: why`, and leaves
 /// QEMU with the matching exit status.
 pub fn finish(verdict: Result<(), impl Display>) -> ! {
@@ -163,7 +180,7 @@ pub mod pair {
     #[inline]
     pub fn endpoints() -> Result<(Endpoint<'static>, Endpoint<'static>), SetupError> {
         let client = Endpoint::new(
-            Config::new(CLIENT_IP, CLIENT_MAC),
+            Config::new(CLIENT_IP, CLIENT_MAC, super::hash_seed(CLIENT_MAC.0)),
             &mut CLIENT_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
             &mut CLIENT_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
             &mut CLIENT_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],
@@ -171,7 +188,7 @@ pub mod pair {
             PAGE,
         )?;
         let server = Endpoint::new(
-            Config::new(SERVER_IP, SERVER_MAC),
+            Config::new(SERVER_IP, SERVER_MAC, super::hash_seed(SERVER_MAC.0)),
             &mut SERVER_RPCS.init_with(|| [RpcSlot::EMPTY; RPCS])[..],
             &mut SERVER_PEERS.init_with(|| [PeerSlot::EMPTY; PEERS])[..],
             &mut SERVER_SOCKETS.init_with(|| [SocketSlot::EMPTY; SOCKETS])[..],

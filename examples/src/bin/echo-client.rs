@@ -62,14 +62,12 @@ fn call(tap_name: &str, ip: StdIpv4, server_ip: StdIpv4, request: &[u8]) -> std:
     let mut peers = [PeerSlot::EMPTY; 4];
     let mut sockets = [SocketSlot::EMPTY; 2];
     let mut pool = vec![0u8; 2 << 20];
-    let mut config = Config::new(Ipv4Addr::from(ip.octets()), mac_for(ip));
-    // RPC ids start from the seed. A client run again must not reuse the ids
-    // of its last run: the server may still hold those RPCs (the final ACK
-    // rides on later packets) and would resend their old responses.
-    config.random_seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id());
+    // A secret seed from the OS keys the endpoint's hash; RPC ids start
+    // from it too, so a client run again does not reuse the ids of its last
+    // run: the server may still hold those RPCs (the final ACK rides on
+    // later packets) and would resend their old responses.
+    let seed = getrandom::u64().map_err(|e| fail(format!("no random seed: {e}")))?;
+    let config = Config::new(Ipv4Addr::from(ip.octets()), mac_for(ip), seed);
     let mut endpoint = Endpoint::new(
         config,
         &mut rpcs[..],

@@ -59,7 +59,11 @@ fn serve(tap_name: &str, ip: StdIpv4) -> std::io::Result<()> {
     let mut peers = [PeerSlot::EMPTY; 16];
     let mut sockets = [SocketSlot::EMPTY; 2];
     let mut pool = vec![0u8; 2 << 20];
-    let config = Config::new(Ipv4Addr::from(ip.octets()), mac_for(ip));
+    // A secret seed from the OS keys the hash of the RPC index: peers
+    // choose ids, and must not be able to choose ids that collide.
+    let seed =
+        getrandom::u64().map_err(|e| std::io::Error::other(format!("no random seed: {e}")))?;
+    let config = Config::new(Ipv4Addr::from(ip.octets()), mac_for(ip), seed);
     let mut endpoint = Endpoint::new(
         config,
         &mut rpcs[..],

@@ -58,9 +58,9 @@
 //! let (mut peers_a, mut peers_b) = ([PeerSlot::EMPTY; 2], [PeerSlot::EMPTY; 2]);
 //! let (mut socks_a, mut socks_b) = ([SocketSlot::EMPTY; 2], [SocketSlot::EMPTY; 2]);
 //! let (mut pool_a, mut pool_b) = ([0u8; 16 * 1024], [0u8; 16 * 1024]);
-//! let a = Endpoint::new(Config::new(ip_a, mac_a), &mut rpcs_a[..], &mut peers_a[..],
+//! let a = Endpoint::new(Config::new(ip_a, mac_a, 1), &mut rpcs_a[..], &mut peers_a[..],
 //!     &mut socks_a[..], &mut pool_a[..], 2048).unwrap();
-//! let b = Endpoint::new(Config::new(ip_b, mac_b), &mut rpcs_b[..], &mut peers_b[..],
+//! let b = Endpoint::new(Config::new(ip_b, mac_b, 2), &mut rpcs_b[..], &mut peers_b[..],
 //!     &mut socks_b[..], &mut pool_b[..], 2048).unwrap();
 //!
 //! // Two stacks of up to 2 async sockets each, and the wire between them.

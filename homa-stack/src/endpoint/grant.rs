@@ -424,6 +424,7 @@ mod tests {
         Config::new(
             Ipv4Addr::new(10, 0, 0, 1),
             EthernetAddress([2, 0, 0, 0, 0, 1]),
+            1,
         )
     }
 

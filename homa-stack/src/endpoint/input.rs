@@ -7,7 +7,7 @@
 //! state beyond the tables.
 
 use super::iface::{Local, Reply};
-use super::rpc::{MsgIn, Rpc, State};
+use super::rpc::{MsgIn, Restart, Rpc, State};
 use super::{Ctrl, CtrlKind, Endpoint, RpcError};
 use crate::stats::Drop;
 use crate::storage::holes::AddOutcome;
@@ -289,6 +289,8 @@ impl<'a> Endpoint<'a> {
     /// hash `h` the caller has (to insert the RPC under it when it is new).
     fn find_server_rpc(&self, addr: IpAddr, id: u64, port: u16, h: u64) -> Option<usize> {
         let is = |s: &super::RpcSlot| s.rpc.as_ref().is_some_and(|r| r.names(addr, id, port));
+        #[cfg(any(test, fuzzing))]
+        let is = self.counting(is);
         self.servers.find(&self.rpcs[..], h, is).map(usize::from)
     }
 
@@ -510,7 +512,7 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         hash: u64,
     ) -> Option<usize> {
-        let Some(slot) = self.free_slot() else {
+        let Some(slot) = self.free_slot().or_else(|| self.make_room(from.addr)) else {
             return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
         };
         let peer = self.peer_index(from.addr, now)?;
@@ -609,32 +611,21 @@ impl<'a> Endpoint<'a> {
             self.count_drop(Drop::UnknownRpc);
             return None;
         };
-        let num_priorities = self.config.num_priorities;
-        let unsched_bytes = self.config.unsched_bytes;
-        let r = self.rpcs[i].rpc.as_ref();
-        match r.map(|r| r.state) {
-            Some(State::ClientOutgoing) => {
-                // The server lost the request: it starts again. Linux sends
-                // everything sent so far again; like a RESEND(0, all) here
-                // that is at most the unscheduled bytes (a 28-byte packet,
-                // easily forged, must not buy a megabyte), and the server's
-                // RESENDs ask for the rest (docs/protocol.md 4.7).
-                let peer = r.map_or(0, |r| r.peer);
-                let prio = match (
-                    self.peers
-                        .get(usize::from(peer))
-                        .and_then(|s| s.peer.as_ref()),
-                    r.and_then(|r| r.out.as_ref()),
-                ) {
-                    (Some(p), Some(out)) => p.unsched_priority(out.length, num_priorities),
-                    _ => 0,
-                };
-                if let Some(out) = self.rpc_mut(i).and_then(|r| r.out.as_mut()) {
-                    let cap = super::resend::resend_cap(unsched_bytes, out.seg);
-                    out.request_resend(0, out.next_xmit.min(cap), prio);
+        let interval = self.config.resend_interval;
+        let r = self.rpc_mut(i)?;
+        match r.state {
+            State::ClientOutgoing => match r.restarts.restart(interval) {
+                Restart::Now => self.restart_request(i),
+                Restart::TooSoon => {
+                    net_debug!("homa: RPC_UNKNOWN for rpc {}: restarted lately", r.id);
+                    self.count_drop(Drop::RateLimited);
                 }
-            }
-            Some(s) if !s.is_client() => {
+                Restart::Exhausted => {
+                    net_debug!("homa: rpc {} failed: RPC_UNKNOWN once too often", r.id);
+                    self.fail_client_rpc(i, RpcError::ServerForgot);
+                }
+            },
+            s if !s.is_client() => {
                 self.free_rpc(i);
                 self.stats.server_freed += 1;
             }
@@ -644,6 +635,29 @@ impl<'a> Endpoint<'a> {
             }
         }
         Some(i)
+    }
+
+    /// The server lost the request in `slot`: it starts again. Linux sends
+    /// everything sent so far again; like a RESEND(0, all) here that is at
+    /// most the unscheduled bytes (a 28-byte packet, easily forged, must not
+    /// buy a megabyte), and the server's RESENDs ask for the rest
+    /// (docs/protocol.md 4.7).
+    fn restart_request(&mut self, slot: usize) {
+        let num_priorities = self.config.num_priorities;
+        let unsched_bytes = self.config.unsched_bytes;
+        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            return;
+        };
+        let Some(out) = r.out.as_mut() else {
+            return;
+        };
+        let prio = self
+            .peers
+            .get(usize::from(r.peer))
+            .and_then(|s| s.peer.as_ref())
+            .map_or(0, |p| p.unsched_priority(out.length, num_priorities));
+        let cap = super::resend::resend_cap(unsched_bytes, out.seg);
+        out.request_resend(0, out.next_xmit.min(cap), prio);
     }
 
     fn need_ack_pkt(&mut self, from: From) {

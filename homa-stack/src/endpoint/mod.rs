@@ -29,6 +29,7 @@ mod queues;
 mod resend;
 mod resources;
 mod rpc;
+mod share;
 mod timer;
 
 use heapless::Deque;
@@ -44,8 +45,9 @@ pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PO
 use ctrl::{Ctrl, CtrlKind, CTRL_QUEUE};
 pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
+pub use resend::RESEND_MAX_BYTES;
 pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
-pub use rpc::RpcSlot;
+pub use rpc::{RpcSlot, MAX_RESTARTS};
 pub use timer::RESEND_LIFE_TIMEOUTS;
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
@@ -59,7 +61,9 @@ pub struct Endpoint<'a> {
     pacer: pacer::Pacer,
     stats: Stats,
     /// Sequence number of the next client RPC; its id is built from it and
-    /// the RPC's slot (see `client_id`).
+    /// the RPC's slot (see `client_id`). It starts at a value drawn from
+    /// the seed, so a rebooted host does not reuse the ids its previous
+    /// life may have left in servers.
     next_seq: u64,
     /// RPC slots with no RPC, and slots with one, in the order they were
     /// taken (links in the slots).
@@ -96,6 +100,8 @@ pub struct Endpoint<'a> {
     peer_free: List,
     peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
+    /// Peers holding server RPCs, the one holding the most first.
+    loads: Heap,
     /// The peer `peer_index` found or made last: tried before the index,
     /// as RPCs come in runs to one peer (checked by address, so a slot
     /// reused for another peer is simply a miss).
@@ -137,7 +143,27 @@ pub struct Endpoint<'a> {
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
     now: Instant,
+    /// The work of lookups in the indexes peers' packets choose keys for.
+    #[cfg(any(test, fuzzing))]
+    index_work: core::cell::Cell<IndexWork>,
 }
+
+/// What lookups in the indexes of server RPCs and peers cost, whose keys
+/// (ids, addresses) peers choose: tests and fuzzing bound the work a packet
+/// buys with it ([`Endpoint::take_index_work`]).
+#[cfg(any(test, fuzzing))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexWork {
+    /// Lookups made.
+    pub lookups: u64,
+    /// Index entries they examined (a chain walk's length, to the match).
+    pub probes: u64,
+    /// The most entries one lookup examined.
+    pub longest: u32,
+}
+
+/// The label of the first client sequence number in [`KeyedHash::derive`].
+const FIRST_ID_LABEL: u64 = u64::from_le_bytes(*b"first id");
 
 /// ICMP errors sent, and received ICMP errors acted on, per tick at most.
 pub(super) const ICMP_PER_TICK: u32 = 32;
@@ -168,8 +194,10 @@ impl<'a> Endpoint<'a> {
         let pool = Pool::new(pool, page_size).map_err(SetupError::Pool)?;
         let max_payload = (config.mtu - 20 - crate::wire::homa::DATA_HEADER_LEN) as u32;
         let link_mbps = config.link_mbps;
-        let first_seq = 1 + (config.random_seed & 0xffff_ffff);
         let hash = KeyedHash::new(config.random_seed);
+        // Ids go on the wire: derived from the key one way, so they reveal
+        // nothing of it (see `storage::index`).
+        let first_seq = 1 + (hash.derive(FIRST_ID_LABEL) & 0xffff_ffff);
         let mut rpcs = rpcs;
         for s in rpcs.iter_mut() {
             *s = RpcSlot::EMPTY;
@@ -226,6 +254,7 @@ impl<'a> Endpoint<'a> {
             peer_free,
             peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
+            loads: Heap::new(share::LOAD),
             last_peer: 0,
             resolving: List::new(peer::RESOLVE),
             arp_at: None,
@@ -244,6 +273,8 @@ impl<'a> Endpoint<'a> {
             throttled_until: None,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
+            #[cfg(any(test, fuzzing))]
+            index_work: core::cell::Cell::new(IndexWork::default()),
         };
         // What the payload size and pacing rate are until a device says
         // otherwise (`poll` adapts again only when its capabilities change).
@@ -288,9 +319,42 @@ impl<'a> Endpoint<'a> {
         // Unit tests and fuzzing check the queues against the RPCs at every
         // poll (a panic here is a bug for the fuzzer to find).
         #[cfg(any(all(test, not(miri)), fuzzing))]
-        if let Err(e) = self.check_queues() {
-            panic!("queues out of step at {now}: {e}");
+        {
+            // The check's own lookups are not the packets' work.
+            let work = self.index_work.get();
+            if let Err(e) = self.check_queues() {
+                panic!("queues out of step at {now}: {e}");
+            }
+            self.index_work.set(work);
         }
+    }
+
+    /// `matches` for one lookup in an index of peer-chosen keys, counting
+    /// the lookup and each entry it examines in [`IndexWork`].
+    #[cfg(any(test, fuzzing))]
+    fn counting<'s, T>(
+        &'s self,
+        mut matches: impl FnMut(&T) -> bool + 's,
+    ) -> impl FnMut(&T) -> bool + 's {
+        let mut w = self.index_work.get();
+        w.lookups += 1;
+        self.index_work.set(w);
+        let mut probes = 0;
+        move |slot| {
+            probes += 1;
+            let mut w = self.index_work.get();
+            w.probes += 1;
+            w.longest = w.longest.max(probes);
+            self.index_work.set(w);
+            matches(slot)
+        }
+    }
+
+    /// The index work done since the last call (see [`IndexWork`]), and a
+    /// fresh count from here.
+    #[cfg(any(test, fuzzing))]
+    pub fn take_index_work(&self) -> IndexWork {
+        self.index_work.take()
     }
 
     /// `now` went backwards: nothing may stay scheduled or stamped in the

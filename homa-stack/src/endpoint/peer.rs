@@ -14,7 +14,7 @@
 //! reachable to stale to probe.
 
 use crate::config::NUM_PRIORITIES;
-use crate::storage::{IndexLink, IndexNode, ListLink, ListNode, Meld};
+use crate::storage::{HeapLink, IndexLink, IndexNode, List, ListLink, ListNode, Meld};
 use crate::time::{Duration, Instant};
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
@@ -45,6 +45,8 @@ pub struct PeerSlot {
     /// The peer's RPCs that are grant candidates, best at the root; a slot
     /// and not the `Peer`, as the links below (see `queues`).
     pub(crate) grants: Meld,
+    /// In the heap of peers by server RPCs held (see `share`).
+    pub(crate) load: HeapLink,
 }
 
 impl PeerSlot {
@@ -55,6 +57,7 @@ impl PeerSlot {
         resolve: ListLink::EMPTY,
         by_addr: IndexLink::EMPTY,
         grants: Meld::EMPTY,
+        load: HeapLink::EMPTY,
     };
 }
 
@@ -120,6 +123,8 @@ pub(crate) struct Peer {
     pub ack_flush_queued: bool,
     /// RPCs that refer to this peer: it is not evicted while any do.
     pub rpcs: u16,
+    /// Of those, our server RPCs, oldest first (see `share`).
+    pub servers: List,
     /// Of those, RPCs with DATA waiting for the link address (`queues`).
     pub parked: u16,
     /// Last time the peer was used, for least-recently-used eviction.
@@ -144,6 +149,7 @@ impl Peer {
             acks: Vec::new(),
             ack_flush_queued: false,
             rpcs: 0,
+            servers: List::new(super::rpc::BY_PEER),
             parked: 0,
             last_used: now,
         }
@@ -214,9 +220,10 @@ impl<'a> super::Endpoint<'a> {
     /// in the index by address, not a walk).
     pub(super) fn find_peer(&self, addr: IpAddr) -> Option<u16> {
         let h = self.hash.addr(addr);
-        self.peer_addrs.find(&self.peers[..], h, |s| {
-            s.peer.as_ref().is_some_and(|p| p.addr == addr)
-        })
+        let is = |s: &PeerSlot| s.peer.as_ref().is_some_and(|p| p.addr == addr);
+        #[cfg(any(test, fuzzing))]
+        let is = self.counting(is);
+        self.peer_addrs.find(&self.peers[..], h, is)
     }
 
     /// The index of the peer at `addr`, created if needed: only for an RPC

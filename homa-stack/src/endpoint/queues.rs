@@ -1,7 +1,7 @@
 //! The ordered queues an RPC sits in because of its state, kept in step with
 //! it in one place ([`Endpoint::refresh`]), so the pacer and the grant
 //! scheduler read their next choice off the top of a heap instead of
-//! walking the RPCs (docs/architecture.md, "Bounds").
+//! walking the RPCs (docs/architecture.md, "Memory and bounds").
 //!
 //! - `send`: RPCs with DATA to send, retransmissions first, then fewest
 //!   bytes left (SRPT), then oldest; `send_fifo` holds the same RPCs by age

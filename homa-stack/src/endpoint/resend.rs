@@ -190,6 +190,19 @@ impl<'a> Endpoint<'a> {
     }
 }
 
+/// The most DATA bytes one received control packet can make us send
+/// again: a RESEND, or an RPC_UNKNOWN restarting a request, schedules again
+/// the packets holding one range of at most this many bytes already sent
+/// (fewer when `Config::unsched_bytes` is smaller, see `resend_cap`), and
+/// a RESEND grants at most as many new ones.
+///
+/// A control packet costs its sender 28 to 70 bytes and proves nothing, so
+/// what it buys must not grow with the message or the configuration: 64 KiB
+/// covers the Linux default of 40,000 unscheduled bytes (and 60,000 at
+/// 9,000-byte MTUs), about 1,000 times the packet that asks. Anything
+/// larger is asked for again in the receiver's next RESEND round.
+pub const RESEND_MAX_BYTES: u32 = 64 * 1024;
+
 /// The most one RESEND may make a sender send: that many bytes again, and
 /// that many new ones granted beyond what was sent (Linux takes the whole
 /// range, docs/protocol.md 4.7).
@@ -198,10 +211,11 @@ impl<'a> Endpoint<'a> {
 /// megabyte (a 27,000-fold reflection towards whoever the RESEND names,
 /// repeatable once the retransmission is out). The bound is what Homa
 /// sends any receiver that has said nothing at all: the unscheduled bytes
-/// (at least one packet of `seg` bytes). An honest receiver rarely misses
-/// more in one range (its window is granted a packet at a time as bytes
-/// arrive), and when it does it asks again for what is still missing in
-/// its next round, so recovery takes more rounds but never fails.
+/// (at least one packet of `seg` bytes), and never more than
+/// [`RESEND_MAX_BYTES`]. An honest receiver rarely misses more in one
+/// range (its window is granted a packet at a time as bytes arrive), and
+/// when it does it asks again for what is still missing in its next
+/// round, so recovery takes more rounds but never fails.
 pub(super) fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
-    unsched_bytes.max(seg).max(1)
+    unsched_bytes.min(RESEND_MAX_BYTES).max(seg).max(1)
 }

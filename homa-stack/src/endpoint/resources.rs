@@ -15,7 +15,9 @@
 //! // 8 RPCs, 4 peers, 2 sockets, and a pool of 16 pages.
 //! const POOL: usize = buffer_len_for(16, DEFAULT_PAGE_SIZE);
 //! let mut resources = EndpointResources::<8, 4, 2, POOL>::new();
-//! let config = Config::new(Ipv4Addr::new(10, 0, 0, 1), EthernetAddress([2, 0, 0, 0, 0, 1]));
+//! # let seed_from_rng = || 0x0123_4567_89ab_cdef;
+//! let (ip, mac) = (Ipv4Addr::new(10, 0, 0, 1), EthernetAddress([2, 0, 0, 0, 0, 1]));
+//! let config = Config::new(ip, mac, seed_from_rng());
 //! let mut endpoint = Endpoint::new_with(config, &mut resources).unwrap();
 //! assert_eq!(endpoint.pool_capacity_bytes(), 16 * DEFAULT_PAGE_SIZE);
 //! let socket = endpoint.bind(99).unwrap();
@@ -125,6 +127,7 @@ mod tests {
     const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
     const A_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
     const B_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+    const SEED: u64 = 0x5eed;
     const POOL: usize = buffer_len_for(8, DEFAULT_PAGE_SIZE);
 
     type Small = EndpointResources<4, 2, 2, POOL>;
@@ -132,7 +135,7 @@ mod tests {
     #[test]
     fn the_endpoint_gets_the_sizes_of_its_resources() {
         let mut res = Small::new();
-        let mut ep = Endpoint::new_with(Config::new(A_IP, A_MAC), &mut res).unwrap();
+        let mut ep = Endpoint::new_with(Config::new(A_IP, A_MAC, SEED), &mut res).unwrap();
         assert_eq!(ep.pool_capacity_bytes(), 8 * DEFAULT_PAGE_SIZE);
         assert_eq!(ep.pool_free_bytes(), 8 * DEFAULT_PAGE_SIZE);
         // Two sockets, then the table is full.
@@ -152,7 +155,7 @@ mod tests {
 
     #[test]
     fn resources_too_small_are_refused() {
-        let config = Config::new(A_IP, A_MAC);
+        let config = Config::new(A_IP, A_MAC, SEED);
         let mut no_rpcs = EndpointResources::<0, 2, 2, POOL>::new();
         assert_eq!(
             Endpoint::new_with(config.clone(), &mut no_rpcs).err(),
@@ -169,11 +172,11 @@ mod tests {
     fn reused_resources_start_empty() {
         let mut res = Small::new();
         {
-            let mut ep = Endpoint::new_with(Config::new(A_IP, A_MAC), &mut res).unwrap();
+            let mut ep = Endpoint::new_with(Config::new(A_IP, A_MAC, SEED), &mut res).unwrap();
             let s = ep.socket().unwrap();
             ep.send_request(s, B_IP, 99, b"left behind").unwrap();
         }
-        let ep = Endpoint::new_with(Config::new(A_IP, A_MAC), &mut res).unwrap();
+        let ep = Endpoint::new_with(Config::new(A_IP, A_MAC, SEED), &mut res).unwrap();
         assert_eq!(ep.rpcs_in_use(), 0);
         assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
     }
@@ -182,8 +185,8 @@ mod tests {
     fn two_endpoints_over_resources_complete_an_rpc() {
         let mut a_res = Small::new();
         let mut b_res = Small::new();
-        let mut a = Endpoint::new_with(Config::new(A_IP, A_MAC), &mut a_res).unwrap();
-        let mut b = Endpoint::new_with(Config::new(B_IP, B_MAC), &mut b_res).unwrap();
+        let mut a = Endpoint::new_with(Config::new(A_IP, A_MAC, SEED), &mut a_res).unwrap();
+        let mut b = Endpoint::new_with(Config::new(B_IP, B_MAC, SEED), &mut b_res).unwrap();
         let mut a_dev = Split::new(Loopback::<16>::new(), Loopback::<16>::new());
         let mut b_dev = Split::new(Loopback::<16>::new(), Loopback::<16>::new());
         let client = a.socket().unwrap();

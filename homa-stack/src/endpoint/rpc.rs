@@ -18,8 +18,9 @@ pub struct RpcSlot {
     /// In the lists, by kind: `TABLE` (the free or the live list),
     /// `READY` (its socket's ready queue), `CTRL` (RPCs with a GRANT,
     /// RESEND or NEED_ACK due), `WAIT` (messages waiting for pool space),
-    /// `SHORT` (short messages to send, see `queues`).
-    lists: [ListLink; 5],
+    /// `SHORT` (short messages to send, see `queues`), `BY_PEER` (its
+    /// peer's server RPCs, see `share`).
+    lists: [ListLink; 6],
     /// In the index of server RPCs by (peer address, id).
     index: IndexLink,
     /// In the sender's and the grant scheduler's heaps.
@@ -32,7 +33,7 @@ impl RpcSlot {
     /// An empty slot, for building tables: `[RpcSlot::EMPTY; 64]`.
     pub const EMPTY: RpcSlot = RpcSlot {
         rpc: None,
-        lists: [ListLink::EMPTY; 5],
+        lists: [ListLink::EMPTY; 6],
         index: IndexLink::EMPTY,
         queues: QueueLinks::EMPTY,
         by_peer: MeldLink::EMPTY,
@@ -50,15 +51,17 @@ pub(crate) const CTRL: u8 = 2;
 pub(crate) const WAIT: u8 = 3;
 /// The sender's list of short messages, in the order they became ready.
 pub(crate) const SHORT: u8 = 4;
+/// Each peer's server RPCs, oldest first.
+pub(crate) const BY_PEER: u8 = 5;
 /// Marker of the server-RPC index.
 pub(crate) struct ServerTag;
 
 impl ListNode for RpcSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
-        &self.lists[usize::from(kind.min(SHORT))]
+        &self.lists[usize::from(kind.min(BY_PEER))]
     }
     fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
-        &mut self.lists[usize::from(kind.min(SHORT))]
+        &mut self.lists[usize::from(kind.min(BY_PEER))]
     }
 }
 
@@ -146,6 +149,8 @@ pub(crate) struct Rpc {
     pub resend_due: bool,
     /// Server: a NEED_ACK is due.
     pub need_ack_due: bool,
+    /// Client: the request's restarts by RPC_UNKNOWN (see `Rpc::restart`).
+    pub restarts: Restarts,
     /// Client: the outcome is waiting for the application.
     pub error: Option<crate::endpoint::RpcError>,
     /// The application has been told about the current state.
@@ -198,6 +203,7 @@ impl Rpc {
             stale_ticks: 0,
             resend_due: false,
             need_ack_due: false,
+            restarts: Restarts(0),
             error: None,
             reported: false,
             birth,
@@ -206,6 +212,71 @@ impl Rpc {
             keys: super::queues::HeapKeys::default(),
             local: super::iface::Local::CHOSEN,
         }
+    }
+}
+
+/// What an RPC_UNKNOWN naming a client request may do (see
+/// [`Rpc::restart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restart {
+    /// Send the request again.
+    Now,
+    /// The last restart was less than a RESEND interval ago: ignore it.
+    TooSoon,
+    /// The server forgot the request [`MAX_RESTARTS`] times already.
+    Exhausted,
+}
+
+/// How many times RPC_UNKNOWN may restart one client request; the next
+/// one fails it with [`RpcError::ServerForgot`].
+///
+/// An RPC_UNKNOWN is easily forged from the server's address, and each
+/// restart sends up to the unscheduled bytes again (see
+/// [`RESEND_MAX_BYTES`](super::RESEND_MAX_BYTES)), so restarts are rationed:
+/// at most one per `Config::resend_interval` (an honest server says
+/// RPC_UNKNOWN only in answer to our RESEND, which goes no faster), and
+/// this many in all. A server loses a request only when every packet of it
+/// (or of its last restart) was lost, or its table was full: at 30 % loss
+/// a one-packet request needs a ninth restart about once in 50,000 RPCs,
+/// while a forger buys at most this many times the unscheduled bytes.
+pub const MAX_RESTARTS: u8 = 8;
+
+/// How often RPC_UNKNOWN restarted a client request, and the ticks before
+/// it may again, in one `u16` (it keeps the slot within its size): the
+/// count in the top 4 bits, the ticks in the low 12 (a longer
+/// `Config::resend_interval` holds for 4,095 ticks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Restarts(u16);
+
+impl Restarts {
+    const HOLD: u16 = 0x0fff;
+
+    /// Restarts so far.
+    pub fn count(self) -> u8 {
+        (self.0 >> 12) as u8
+    }
+
+    /// One tick passed.
+    pub fn tick(&mut self) {
+        if self.0 & Self::HOLD != 0 {
+            self.0 -= 1;
+        }
+    }
+
+    /// An RPC_UNKNOWN names this client request: whether it may start
+    /// again now, at most once per `interval` ticks and [`MAX_RESTARTS`]
+    /// times in all (a restart it allows is counted here).
+    pub fn restart(&mut self, interval: u32) -> Restart {
+        if self.0 & Self::HOLD != 0 {
+            return Restart::TooSoon;
+        }
+        let count = self.count();
+        if count >= MAX_RESTARTS {
+            return Restart::Exhausted;
+        }
+        let hold = u16::try_from(interval).map_or(Self::HOLD, |t| t.min(Self::HOLD));
+        self.0 = (u16::from(count + 1) << 12) | hold;
+        Restart::Now
     }
 }
 
@@ -338,6 +409,7 @@ impl<'a> super::Endpoint<'a> {
         self.live.push_back(&mut self.rpcs[..], i);
         if let Some(h) = server_hash {
             self.servers.insert(&mut self.rpcs[..], i, h);
+            self.share_taken(slot, peer);
         }
         if server_hash.is_none() {
             self.refresh(slot);
@@ -401,7 +473,7 @@ impl<'a> super::Endpoint<'a> {
         let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
-        let (socket, peer) = (r.socket, r.peer);
+        let (socket, peer, server) = (r.socket, r.peer, !r.state.is_client());
         let out = r.out.take().map(|o| o.buf);
         let inp = r.inp.take().and_then(|m| m.buf);
         self.rpcs[slot].rpc = None;
@@ -418,6 +490,9 @@ impl<'a> super::Endpoint<'a> {
             s.ready.remove(&mut self.rpcs[..], i);
         }
         self.servers.remove(&mut self.rpcs[..], i);
+        if server {
+            self.share_released(slot, peer);
+        }
         self.peer_released(peer);
         if let Some(b) = out {
             self.pool.free(b);

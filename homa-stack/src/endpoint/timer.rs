@@ -80,6 +80,7 @@ impl<'a> Endpoint<'a> {
             let Some(r) = self.rpcs[slot].rpc.as_mut() else {
                 continue;
             };
+            r.restarts.tick();
             let resolved = self
                 .peers
                 .get(usize::from(r.peer))

@@ -6,7 +6,7 @@
 //! The sender sends the message with the fewest bytes left first (SRPT,
 //! docs/protocol.md), the receiver grants to the few incoming messages with
 //! the fewest bytes left, and timers fire in deadline order. Finding those
-//! by walking the RPC table costs O(table) per packet (issue 12); keeping
+//! by walking the RPC table costs O(table) per packet; keeping
 //! them in a heap costs O(log n) per change and O(1) to read the minimum.
 //! The endpoint keeps no memory of its own beyond the tables, so the heap's
 //! array is spread over the slots: slot `k` stores heap element `k` (a slot

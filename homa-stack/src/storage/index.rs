@@ -5,10 +5,11 @@
 //!
 //! Every incoming packet names its RPC by (peer address, RPC id), and every
 //! packet for a server port names a socket; looking these up by walking the
-//! tables costs O(table) per packet (issue 12). A hash index makes a lookup
-//! cost the length of one chain. Its memory must come from the caller's
-//! tables like everything else, so the index spreads its bucket array over
-//! the slots: slot `k` holds the head of bucket `k`
+//! tables costs O(table) per packet, and the endpoint's cost must not grow
+//! with its tables (docs/architecture.md, "Memory and bounds"). A hash
+//! index makes a lookup cost the length of one chain. Its memory must come
+//! from the caller's tables like everything else, so the index spreads its
+//! bucket array over the slots: slot `k` holds the head of bucket `k`
 //! ([`IndexLink`]'s `bucket_head`), and each slot holds the next slot of
 //! its own chain. With as many buckets as slots ([`Index::new`]), the
 //! average chain is at most one element long for keys the hash spreads
@@ -30,9 +31,11 @@
 //!   one bucket, making every lookup walk a long chain. With a keyed hash,
 //!   which ids collide depends on the key, which the peer does not know.
 //!   This holds only as long as the seed stays secret: the key has at most
-//!   the seed's 64 bits of entropy (fewer when the seed is not random; the
-//!   default seed 0 gives no protection at all), and anything else derived
-//!   from the same seed that a peer can observe helps it guess. SipHash-1-3
+//!   the seed's 64 bits of entropy (fewer when the seed is not random, and
+//!   none when it is a constant a peer can read), so `Config::new` takes it
+//!   from the caller. Whatever a peer sees that depends on the seed (the
+//!   first client RPC id) comes from [`KeyedHash::derive`], a one-way step,
+//!   and never from the key or the seed directly. SipHash-1-3
 //!   is a reduced-round SipHash: no practical key recovery against it is
 //!   known, but it is not claimed to be a full-strength PRF. The index
 //!   never misbehaves under collisions: they only cost time, bounded by the
@@ -417,6 +420,15 @@ impl KeyedHash {
             k0,
             k1: splitmix64(k0 ^ seed.rotate_left(32)),
         }
+    }
+
+    /// A value derived from the key one way, for what peers may see: the
+    /// hash of the 8-byte message `label`, a length no key of the index has.
+    /// Finding the key from outputs is no easier than trying every seed
+    /// (the reduced rounds weaken SipHash against distinguishers, not
+    /// against recovering the key from an output).
+    pub fn derive(&self, label: u64) -> u64 {
+        self.hash(&[label], 0, 8)
     }
 
     fn hash(&self, words: &[u64], tail: u64, len: u64) -> u64 {

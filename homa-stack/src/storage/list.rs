@@ -5,7 +5,7 @@
 //!
 //! The endpoint keeps its RPCs and peers in caller-supplied tables and must
 //! not walk a table per packet, per application call or per poll
-//! (issue 12). The queues it needs instead (live RPCs, each socket's ready
+//! (docs/architecture.md). The queues it needs instead (live RPCs, each socket's ready
 //! queue, each peer's RPCs, RPCs with control packets due, RPCs waiting for
 //! pool pages, idle peers in LRU order, peers waiting for ARP) must also
 //! live in caller memory and must not cap how many elements they hold below

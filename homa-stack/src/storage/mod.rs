@@ -10,7 +10,7 @@
 //!   to retransmit (docs/protocol.md 4.7), a bitmap over packet indices.
 //!
 //! And four structures over the endpoint's slot tables, so that it finds
-//! what it needs without walking a table (issue 12): each keeps a header of
+//! what it needs without walking a table (docs/architecture.md): each keeps a header of
 //! a few integers and per-slot links inside the caller's slots, addressed by
 //! `u16` slot indices with [`NONE`] as "no slot".
 //! - [`list`]: intrusive doubly linked lists (queues, LRU orders).

@@ -1,4 +1,4 @@
-//! Homa packets (era D, IP protocol 146): every packet type of the Linux
+//! Homa packets (IP protocol 146): every packet type of the Linux
 //! kernel module, byte for byte (docs/protocol.md section 3).
 //!
 //! Every packet starts with a 28-byte common header shaped like a TCP header

@@ -18,7 +18,7 @@ pub fn thread_seconds() -> f64 {
 ///
 /// Not inlined, so that `valgrind --tool=callgrind
 /// --toggle-collect='*bench::cpu::measured*'` counts exactly the measured
-/// part of a run (see the README's benchmark section).
+/// part of a run (docs/benchmarks.md section 3).
 #[inline(never)]
 pub fn measured<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let start = thread_seconds();

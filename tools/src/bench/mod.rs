@@ -5,7 +5,7 @@
 //! virtual clock, in one thread. Rates come from the thread's CPU time
 //! (both ends together), as the median of a few repetitions. Every reply
 //! is checked, every RPC completes, and homa's tables and pools must be
-//! empty at the end. The README's benchmark section explains the rows.
+//! empty at the end. docs/benchmarks.md section 3 explains the rows.
 
 pub mod callgrind;
 pub mod cpu;

@@ -1,5 +1,5 @@
 //! homa-bench: homa-stack against smoltcp 0.12 in one process and one run
-//! (see the README's benchmark section).
+//! (docs/benchmarks.md section 3).
 //!
 //! `homa-bench` runs everything and prints a table, then one `ratios:` line.
 //! `--quick` runs a tiny amount of each, only to check that all completes.

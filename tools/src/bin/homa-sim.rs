@@ -12,8 +12,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use homa_phy::sim::Topology;
 use homa_tools::cli;
+use homa_tools::fabric::Topology;
 use homa_tools::sim::homa_config::HomaStyle;
 use homa_tools::sim::{plot, report, run, Protocol, SimOptions, Workload};
 

@@ -146,18 +146,20 @@ fn with_device<J: Job>(
 }
 
 /// The endpoint's configuration: IPv4-only for an IPv4 `ip`, IPv6-only
-/// (that address and the EUI-64 link-local one) for an IPv6 one.
-fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config {
+/// (that address and the EUI-64 link-local one) for an IPv6 one. The hash
+/// seed is the operating system's: peers on a real network must not know
+/// it (the workload's `--seed` makes the requests repeat, not the ids).
+fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts) -> Result<Config, String> {
+    let seed = getrandom::u64().map_err(|e| format!("no random seed from the OS: {e}"))?;
     let mut c = match ip {
-        IpAddr::V4(a) => Config::new(a, mac),
+        IpAddr::V4(a) => Config::new(a, mac, seed),
         IpAddr::V6(a) => {
-            let mut c = Config::new(Ipv4Addr::UNSPECIFIED, mac);
+            let mut c = Config::new(Ipv4Addr::UNSPECIFIED, mac, seed);
             c.ipv6 = true;
             c.ipv6_addrs[0] = Some(a);
             c
         }
     };
-    c.random_seed = seed;
     c.link_mbps = o.link_mbps;
     c.max_nic_est_backlog = Duration::from_micros(o.nic_backlog_us);
     if let Some(b) = o.unsched_bytes {
@@ -176,7 +178,7 @@ fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts, seed: u64) -> Config {
     if let Some(b) = o.fifo_grant_bytes {
         c.fifo_grant_increment = b;
     }
-    c
+    Ok(c)
 }
 
 /// Every drop reason of the endpoint with its count.
@@ -295,7 +297,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         .unwrap_or_else(|| netcfg::mac_for(ip));
     let mut mem = memory(&o.homa);
     let ep = mem
-        .try_endpoint(config(ip, mac, &o.homa, 0x5e57))
+        .try_endpoint(config(ip, mac, &o.homa)?)
         .map_err(|e| e.to_string())?;
     let (report, dev) = with_device(&mut opened, &o.homa.pcap, Server { o, ep, ip, mac })?;
     let (mut report, stack) = report?;
@@ -506,7 +508,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         .unwrap_or_else(|| netcfg::mac_for(ip));
     let mut mem = memory(&o.homa);
     let ep = mem
-        .try_endpoint(config(ip, mac, &o.homa, o.seed))
+        .try_endpoint(config(ip, mac, &o.homa)?)
         .map_err(|e| e.to_string())?;
     let (report, dev) = with_device(&mut opened, &o.homa.pcap, Client { o, ep })?;
     let (mut report, stack) = report?;
@@ -809,7 +811,7 @@ mod tests {
     }
 
     /// More bad requests than the server has RPC slots do not stop it from
-    /// answering a good one afterwards (they used to stay in the table).
+    /// answering a good one afterwards: each is freed as it is refused.
     #[test]
     fn refused_requests_do_not_fill_the_rpc_table() {
         let (mut cm, mut sm) = (Storage::new(64, 4 << 20), Storage::new(8, 4 << 20));

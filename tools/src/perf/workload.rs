@@ -1,8 +1,9 @@
 //! Message sizes: the W1..W5 distributions (as `cp_node` samples them,
 //! capped at 1,000,000 bytes), any `bytes,cdf` CSV, or fixed sizes.
 //!
-//! Sampling follows `../shared/workloads/README.md`: draw `u` uniform in
-//! `[0, 1)` and take the first row whose `cdf >= u`, no interpolation.
+//! Sampling as `cp_node` does, for the tables in `tools/data/workloads/`:
+//! draw `u` uniform in `[0, 1)` and take the first row whose `cdf >= u`, no
+//! interpolation (docs/benchmarks.md section 1).
 
 use crate::Rng;
 

@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant as WallClock;
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 use homa_phy::Instant;
 
 use super::metrics::Outcomes;
@@ -158,7 +158,7 @@ impl Progress {
 
 /// Sum of the busy time of every host's link, ns.
 pub fn host_busy(fabric: &Fabric) -> u64 {
-    use homa_phy::sim::NodeId;
+    use crate::fabric::NodeId;
     (0..fabric.hosts())
         .filter_map(|h| fabric.port_stats(NodeId::Host(h), 0))
         .map(|p| p.busy.total_nanos())

@@ -3,7 +3,7 @@
 //! cutoffs that split the unscheduled bytes evenly over the unscheduled
 //! levels, and one round trip of unscheduled bytes.
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 use homa_stack::config::{PriorityEncoding, NUM_PRIORITIES};
 use homa_stack::time::Duration;
 use homa_stack::wire::homa::MAX_MESSAGE_LENGTH;
@@ -41,7 +41,7 @@ pub fn rtt_unsched_bytes(fabric: &Fabric, packets: &Packetiser) -> u32 {
     let far = fabric.hosts() - 1;
     let rtt =
         fabric.ideal_one_way_frames(0, far, &[mtu]) + fabric.ideal_one_way_frames(far, 0, &[60]);
-    let per_packet = homa_phy::sim::serialisation_time(mtu, fabric.config().host_link_mbps);
+    let per_packet = crate::fabric::serialisation_time(mtu, fabric.config().host_link_mbps);
     let n = rtt.total_nanos().div_ceil(per_packet.total_nanos().max(1));
     (n as usize * packets.seg) as u32
 }
@@ -133,12 +133,12 @@ impl HomaParams {
     /// The endpoint configuration of one host with addresses `ip` and
     /// `ip6` (the latter enabled only with [`HomaParams::ipv6`]).
     pub fn config(&self, ip: [u8; 4], ip6: [u8; 16], mac: [u8; 6], seed: u64) -> Config {
-        let mut c = Config::new(Ipv4Addr::from(ip), EthernetAddress(mac));
+        // The simulation repeats for a seed: the hash seed comes from it.
+        let mut c = Config::new(Ipv4Addr::from(ip), EthernetAddress(mac), seed);
         if self.ipv6 {
             c.ipv6 = true;
             c.ipv6_addrs[0] = Some(Ipv6Addr::from(ip6));
         }
-        c.random_seed = seed;
         c.link_mbps = self.link_mbps;
         c.priority_encoding = PriorityEncoding::Tos;
         c.unsched_bytes = self.unsched_bytes;
@@ -178,6 +178,7 @@ mod tests {
         let mut cfg = Config::new(
             Ipv4Addr::new(10, 0, 0, 1),
             EthernetAddress([2, 0, 0, 0, 0, 1]),
+            1,
         );
         cfg.unsched_cutoffs = c;
         assert_eq!(cfg.max_sched_prio(), 3);

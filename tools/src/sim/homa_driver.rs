@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 use homa_phy::Instant;
 use homa_stack::stats::Stats;
 use homa_stack::wire::{IpAddr, Ipv4Addr, Ipv6Addr};

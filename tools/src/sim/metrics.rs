@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 
 use super::packets::Packetiser;
 use super::traffic::Message;

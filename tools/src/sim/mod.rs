@@ -1,5 +1,5 @@
 //! `homa-sim`: many unchanged homa-stack endpoints, and smoltcp TCP for
-//! comparison, over the simulated datacenter fabric of `homa_phy::sim`
+//! comparison, over the simulated datacenter fabric of [`crate::fabric`]
 //! (docs/benchmarks.md section 1). One file per concern:
 //!
 //! - [`workload`]: the W1..W5 size distributions and sampling;

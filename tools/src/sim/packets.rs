@@ -1,7 +1,7 @@
 //! How a message becomes frames on the wire, as homa-stack cuts it: the
 //! basis of the offered load (wire bytes) and of each message's ideal time.
 
-use homa_phy::sim::wire_bytes;
+use crate::fabric::wire_bytes;
 use homa_stack::wire::homa::DATA_HEADER_LEN;
 
 /// The Ethernet header in front of every Homa packet.

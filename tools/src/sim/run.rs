@@ -3,7 +3,7 @@
 
 use std::time::Instant as WallClock;
 
-use homa_phy::sim::{Config as FabricConfig, Fabric, Topology};
+use crate::fabric::{Config as FabricConfig, Fabric, Topology};
 use homa_phy::ChecksumCapabilities;
 
 use super::event_loop::{drive, host_busy, Driver, LoopStats, Plan, Progress};

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 use homa_phy::{Device as _, TxToken as _};
 use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
 

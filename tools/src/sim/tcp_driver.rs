@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use homa_phy::sim::Fabric;
+use crate::fabric::Fabric;
 use homa_phy::{Device as _, Instant, RxToken as _};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;

@@ -90,6 +90,7 @@ fn main() -> ! {
     let config = Config::new(
         Ipv4Addr::new(10, 0, 0, 1),
         EthernetAddress([2, 0, 0, 0, 0, 1]),
+        homa_firmware::hash_seed([2, 0, 0, 0, 0, 1]),
     );
     let ep = homa_firmware::probe::endpoint(config);
     let stack: &'static HomaStack = STACK.init_with(|| Stack::new(ep));

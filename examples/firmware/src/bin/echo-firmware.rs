@@ -380,7 +380,7 @@ fn endpoint(
     sockets: &'static mut [SocketSlot],
     pool: &'static mut [u8],
 ) -> Endpoint<'static> {
-    let mut config = Config::new(ip, EthernetAddress(mac));
+    let mut config = Config::new(ip, EthernetAddress(mac), homa_firmware::hash_seed(mac));
     // The other stack answers ARP and pings for the shared address.
     config.passive_host = true;
     match Endpoint::new(config, rpcs, peers, sockets, pool, PAGE) {

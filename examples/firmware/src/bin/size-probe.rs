@@ -85,6 +85,7 @@ fn main() -> ! {
     let mut config = Config::new(
         Ipv4Addr::new(10, 0, 0, 1),
         EthernetAddress([2, 0, 0, 0, 0, 1]),
+        homa_firmware::hash_seed([2, 0, 0, 0, 0, 1]),
     );
     // With IPv6 the probe is dual-stack and its client talks IPv6.
     #[cfg(feature = "ipv6")]

@@ -10,7 +10,7 @@ const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
 const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
 
 fn dual(ip: Ipv4Addr, ip6: Ipv6Addr, mac: EthernetAddress) -> Config {
-    let mut c = Config::new(ip, mac);
+    let mut c = Config::new(ip, mac, SEED);
     c.ipv6 = true;
     c.ipv6_addrs[0] = Some(ip6);
     c

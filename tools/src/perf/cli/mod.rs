@@ -13,9 +13,8 @@ mod opts;
 pub use args::{Cli, Sub};
 pub use opts::{ClientOpts, Command, HomaOpts, ServerOpts, TestbedOpts, Transport};
 
-/// Default bottleneck rate of the testbed in Mbit/s (see the README's
-/// "Linux TAP and testbed" section for why it is not 1000 on this 2-core
-/// machine).
+/// Default bottleneck rate of the testbed in Mbit/s (docs/testbed.md says
+/// why it is not 1000 on a 2-core machine).
 pub const DEFAULT_BOTTLENECK_MBPS: u32 = 200;
 
 /// Largest message pool, MiB (per endpoint).

@@ -164,9 +164,9 @@ pub struct TestbedOpts {
     pub max_incoming: u32,
     /// Homa's FIFO grant size: two round trips' worth unless given.
     pub fifo_grant_bytes: u32,
-    /// Homa's RESEND ticks (default 15 ms: see the README).
+    /// Homa's RESEND ticks (default 15 ms: see docs/testbed.md).
     pub resend_ticks: u32,
-    /// Homa's timeout ticks (default 1000 ms: see the README).
+    /// Homa's timeout ticks (default 1000 ms: see docs/testbed.md).
     pub timeout_ticks: u32,
     /// Seconds of the closed-loop capacity probe per protocol (0: none).
     pub probe_s: f64,

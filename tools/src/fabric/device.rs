@@ -1,8 +1,8 @@
 //! A host's NIC port seen as a [`Device`].
 
 use super::Fabric;
-use crate::time::Instant;
-use crate::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
+use homa_phy::time::Instant;
+use homa_phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
 
 /// The NIC port of one host, borrowed from the [`Fabric`].
 ///
@@ -56,12 +56,12 @@ impl Device for HostPort<'_> {
 
     fn capabilities(&self) -> DeviceCapabilities {
         let cfg = self.fabric.config();
-        DeviceCapabilities {
-            max_transmission_unit: cfg.mtu,
-            max_burst_size: cfg.nic_queue_frames,
-            checksum: cfg.checksum,
-            link_rate_mbps: Some(cfg.host_link_mbps),
-        }
+        let mut caps = DeviceCapabilities::default();
+        caps.max_transmission_unit = cfg.mtu;
+        caps.max_burst_size = cfg.nic_queue_frames;
+        caps.checksum = cfg.checksum;
+        caps.link_rate_mbps = Some(cfg.host_link_mbps);
+        caps
     }
 }
 

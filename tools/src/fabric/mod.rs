@@ -2,7 +2,7 @@
 //! (`docs/benchmarks.md` section 1).
 //!
 //! A [`Fabric`] holds hosts, links and switches. Each host has one NIC port,
-//! usable as a [`Device`](crate::Device) through [`Fabric::device`]; a driver
+//! usable as a [`Device`](homa_phy::Device) through [`Fabric::device`]; a driver
 //! runs one stack per host and moves the clock with [`Fabric::advance_to`].
 //! The fabric knows frames and priorities, never Homa.
 //!
@@ -22,7 +22,7 @@
 //! 4. At the destination host, after the receive delay, the frame is visible
 //!    to `receive`; its `meta().rx_timestamp` is that instant.
 //!
-//! Priority: the [`PacketMeta`](crate::PacketMeta) priority given with
+//! Priority: the [`PacketMeta`](homa_phy::PacketMeta) priority given with
 //! `TxToken::set_meta`; a frame sent without it gets
 //! [`priority_from_frame`] (802.1Q PCP, else the IPv4 TOS or IPv6 traffic
 //! class top 3 bits, else 0). The priority is fixed when the host sends.
@@ -59,14 +59,14 @@ pub use stats::{Drops, PortStats, Stats};
 pub use timing::{serialisation_time, wire_bytes, MIN_FRAME, WIRE_OVERHEAD};
 pub use topology::NodeId;
 
-use crate::testing::SplitMix64 as Rng;
 use addr::Dest;
 use event::{Event, EventQueue};
 use frame::Frame;
+use homa_phy::testing::SplitMix64 as Rng;
 use port::Port;
 use topology::Layout;
 
-use crate::time::{Duration, Instant};
+use homa_phy::time::{Duration, Instant};
 
 /// A frame waiting in a host's receive queue.
 #[derive(Debug)]
@@ -199,7 +199,7 @@ impl Fabric {
         addr::host_by_ip(&self.layout, ip)
     }
 
-    /// The host's NIC port as a [`Device`](crate::Device).
+    /// The host's NIC port as a [`Device`](homa_phy::Device).
     ///
     /// # Panics
     /// If `host >= self.hosts()`.

@@ -1,7 +1,7 @@
 //! Counters of the fabric and of each port.
 
 use super::topology::NodeId;
-use crate::time::Duration;
+use homa_phy::time::Duration;
 
 /// Fabric-wide counters since the fabric was built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -6,7 +6,7 @@ use super::frame::Frame;
 use super::stats::PortStats;
 use super::timing::serialisation_time;
 use super::topology::NodeId;
-use crate::time::Duration;
+use homa_phy::time::Duration;
 
 /// One egress port and the link leaving it.
 #[derive(Debug)]

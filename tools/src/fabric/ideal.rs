@@ -22,7 +22,7 @@
 use super::config::Config;
 use super::timing::serialisation_time;
 use super::topology::Layout;
-use crate::time::Duration;
+use homa_phy::time::Duration;
 
 pub(crate) fn ideal_time(
     cfg: &Config,

@@ -1,6 +1,6 @@
 //! How long a frame occupies a link.
 
-use crate::time::Duration;
+use homa_phy::time::Duration;
 
 /// Bytes a frame costs on the wire beyond its own: preamble and start
 /// delimiter (8), FCS (4) and the inter-frame gap (12).

@@ -2,8 +2,8 @@
 
 use core::fmt;
 
-use crate::time::Duration;
-use crate::ChecksumCapabilities;
+use homa_phy::time::Duration;
+use homa_phy::ChecksumCapabilities;
 
 /// The shape of the simulated network.
 ///

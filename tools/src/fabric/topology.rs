@@ -2,7 +2,7 @@
 //! between two hosts. The numbering is public; see [`NodeId`].
 
 use super::config::{Config, ConfigError, Topology};
-use crate::testing::SplitMix64 as Rng;
+use homa_phy::testing::SplitMix64 as Rng;
 
 /// A node of the fabric.
 ///

@@ -1,8 +1,7 @@
 //! The simulated fabric against the model of `docs/benchmarks.md` section 1.
-#![cfg(feature = "sim")]
 
-use homa_phy::sim::{serialisation_time, Config, Fabric, NodeId, Topology};
 use homa_phy::{Device, Duration, Instant, PacketMeta, RxToken, TxToken};
+use homa_tools::fabric::{serialisation_time, Config, Fabric, NodeId, Topology};
 
 /// An EtherType no parser reads priority from, so only `PacketMeta` counts.
 const TEST_ETHERTYPE: [u8; 2] = [0x88, 0xb5];

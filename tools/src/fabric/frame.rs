@@ -12,7 +12,7 @@ pub(crate) struct Frame {
 }
 
 /// The priority (0..=7) a switch reads from a frame's bytes, used for frames
-/// sent without [`PacketMeta`](crate::PacketMeta):
+/// sent without [`PacketMeta`](homa_phy::PacketMeta):
 ///
 /// - 802.1Q / 802.1ad tag (EtherType 0x8100 / 0x88a8): the PCP, the top 3 bits
 ///   of the tag (an L2 switch trusts the tag before looking deeper);
