@@ -2290,7 +2290,7 @@ fn a_legitimate_client_beside_a_one_source_flood_completes_its_rpcs() {
     // oldest RPC of the peer holding the most: A's RPCs complete, C's
     // flood slows only C.
     let n = 20;
-    let (completed, stats) = rpcs_beside_a_flood(Config::new(B_IP, B_MAC), n);
+    let (completed, stats) = rpcs_beside_a_flood(Config::new(B_IP, B_MAC, SEED), n);
     std::println!(
         "{completed} of {n} completed beside the flood; B refused {} requests and freed {} of C's",
         stats.drops.rpc_table_full,
@@ -2310,7 +2310,7 @@ fn a_peer_alone_may_use_the_whole_table() {
     // requests fill B's 16 slots, none refused, none freed, all served.
     let mut p = Pair::new(
         endpoint(A_IP, A_MAC, 16, 1 << 20),
-        endpoint_with_peers(Config::new(B_IP, B_MAC), 16, 16, 1 << 20),
+        endpoint_with_peers(Config::new(B_IP, B_MAC, SEED), 16, 16, 1 << 20),
     );
     p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
     p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
@@ -2348,7 +2348,7 @@ fn a_full_table_frees_a_slot_of_the_peer_holding_more_than_its_share() {
     // refused; A's takes the slot of C's oldest request, and C's next is
     // refused again. With `peer_share` 1000 A's is refused.
     for (share, evicted) in [(250, true), (1000, false)] {
-        let mut config = Config::new(B_IP, B_MAC);
+        let mut config = Config::new(B_IP, B_MAC, SEED);
         config.peer_share = share;
         let mut ep = endpoint_with_peers(config, 8, 16, 1 << 20);
         let mut dev = TestDevice::default();
@@ -2375,6 +2375,7 @@ fn a_full_table_frees_a_slot_of_the_peer_holding_more_than_its_share() {
             .any(|r| r.peer == IpAddr::V4(C_IP) && r.id == 3);
         assert_eq!(oldest, !evicted);
     }
+}
 
 // ---- The index hash key: secret, and nothing on the wire reveals it. ----
 
