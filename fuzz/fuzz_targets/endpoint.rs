@@ -14,6 +14,22 @@
 //! responses of up to 1,000,000 bytes, so responses that wait for grants
 //! (beyond `unsched_bytes`) are half sent when their client goes quiet.
 //!
+//! Two bounds hold at every poll. Amplification: the bytes the endpoint
+//! sends stay within [`AMPLIFICATION`] times the bytes of the frames it
+//! received, plus what the application's own messages may cost
+//! ([`Traffic::allowance`]), so no packet, however often replayed, buys
+//! sending beyond a fixed ratio. Work: no lookup in an index whose keys
+//! peers choose (server RPCs, peers) examines more than [`MAX_PROBES`]
+//! entries, and a poll makes at most [`LOOKUPS_PER_FRAME`] lookups per
+//! frame it took or sent, so no packet buys a walk of a table.
+//!
+//! Two inputs of the corpus were written by hand to hold the bounds to
+//! account: `6acbcb9d…` fills the table with 29 requests whose ids share a
+//! bucket under the key 0 and GRANTs two more of that bucket (a known key
+//! would make every lookup walk them all: the work bound), and `d5209102…`
+//! answers the 45,000-byte request with RPC_UNKNOWN 60 times, 6 ms apart
+//! (unrationed restarts would resend 40 kB each: the amplification bound).
+//!
 //! At the end of every input the clock runs past the timeouts with no input,
 //! and then nothing may be held: no RPC, no pool page, and no peer beyond
 //! what the peer table promises. The table is a neighbour cache evicted only
@@ -36,7 +52,7 @@ use libfuzzer_sys::fuzz_target;
 
 use homa_phy::testing::{frames, pattern, TestDevice};
 use homa_phy::{Duration, Instant};
-use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
+use homa_stack::endpoint::{IndexWork, PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::homa::{Ack, DataHeader, Kind, Repr};
 use homa_stack::wire::icmpv6::Icmpv6DstUnreachable;
 use homa_stack::wire::{
@@ -54,7 +70,8 @@ const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 const MY_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const PEER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
 const EVIL_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
-const RPCS: usize = 8;
+/// Enough RPCs that colliding ids stand out from chance (see `MAX_PROBES`).
+const RPCS: usize = 32;
 const PEERS: usize = 4;
 /// Longest request or response.
 const MAX_MESSAGE: usize = 1_000_000;
@@ -62,6 +79,110 @@ const MAX_MESSAGE: usize = 1_000_000;
 const POOL: usize = 2_560 * 1024;
 /// Frames the device remembers, for ICMP errors that quote them.
 const SENT_KEPT: usize = 8;
+
+/// The amplification bound: each byte of a frame received may make the
+/// endpoint send this many, beyond what the application's messages cost
+/// (`Traffic::allowance`). Answers are one for one (RPC_UNKNOWN, BUSY,
+/// ACK, GRANT for DATA, echo, ARP and neighbour replies); the most a
+/// packet draws is what a forged first DATA of a long message does before
+/// its RPC times out: about 20 RESENDs toward its source
+/// (`timeout_ticks / resend_interval`), each barely bigger than that DATA
+/// (accepted, as Linux does the same).
+const AMPLIFICATION: u64 = 32;
+/// Bytes of a DATA packet beyond its payload, at most: Ethernet with an
+/// 802.1Q tag, IPv6, the DATA header.
+const DATA_OVERHEAD: u64 = 18 + 40 + 56;
+/// Payload bytes per DATA packet, at least (IPv6 at a 1500-byte MTU).
+const MIN_SEGMENT: u64 = 1_400;
+/// Control bytes over one message's life toward its peer, at most: the
+/// RESENDs while it waits (one per `resend_interval` until
+/// `timeout_ticks`), NEED_ACKs, its ACK, CUTOFFS, the ARP or neighbour
+/// solicitations resolving the peer: 32 frames of up to 128 bytes.
+const MESSAGE_CONTROL: u64 = 32 * 128;
+/// Times a message's first [`RESEND_WINDOW`] bytes may go out again with no
+/// received byte paying for them at [`AMPLIFICATION`]: the restarts of a
+/// request a server forgot (RPC_UNKNOWN) and RESENDs, rationed per RPC.
+const RESENDS_PER_MESSAGE: u64 = 8;
+/// The most one RESEND or RPC_UNKNOWN makes the endpoint send again.
+const RESEND_WINDOW: u64 = 64 * 1024;
+/// The work bound: the most index entries one lookup may examine. Keys are
+/// secret (`secret_seed`), so the ids of any input are as good as random:
+/// `RPCS` keys in as many buckets put 16 in one with a probability below
+/// 1e-13, while ids chosen to collide under a known key put them all in
+/// one (a lookup walks the table).
+const MAX_PROBES: u32 = 16;
+/// The work bound: lookups one poll (or one application call) may make per
+/// frame it took or sent, plus one: each packet looks up its peer and its
+/// RPC, an ACK each RPC it acks, a frame sent its peer.
+const LOOKUPS_PER_FRAME: u64 = 8;
+
+/// What the endpoint received and sent, for the amplification bound.
+#[derive(Default, Debug)]
+struct Traffic {
+    /// Bytes of the frames the endpoint took from the device.
+    rx_bytes: u64,
+    /// Bytes of the frames it sent.
+    tx_bytes: u64,
+    /// What the application's messages may cost on the wire: each once
+    /// with its headers, [`RESENDS_PER_MESSAGE`] times again up to
+    /// [`RESEND_WINDOW`], and [`MESSAGE_CONTROL`].
+    messages: u64,
+}
+
+impl Traffic {
+    /// A message of `len` bytes the application asked to send.
+    fn message(&mut self, len: usize) {
+        let wire = |n: u64| n + n.div_ceil(MIN_SEGMENT).max(1) * DATA_OVERHEAD;
+        let len = len as u64;
+        self.messages +=
+            wire(len) + RESENDS_PER_MESSAGE * wire(len.min(RESEND_WINDOW)) + MESSAGE_CONTROL;
+    }
+
+    /// The most the endpoint may have sent by now.
+    fn allowance(&self) -> u64 {
+        AMPLIFICATION * self.rx_bytes + self.messages
+    }
+
+    /// Polls `ep` once (one frame at most), counting the bytes in and out
+    /// and checking both bounds.
+    fn poll(&mut self, ep: &mut Endpoint<'_>, dev: &mut TestDevice, now: Instant) {
+        let next = dev.rx.front().map_or(0, |f| f.len() as u64);
+        let (received, sent) = (dev.received, dev.tx.len());
+        dev.rx_budget = Some(1);
+        ep.poll(now, dev);
+        let took = dev.received - received;
+        if took > 0 {
+            self.rx_bytes += next;
+        }
+        let out = dev.tx.iter().skip(sent);
+        self.tx_bytes += out.clone().map(|(f, _)| f.len() as u64).sum::<u64>();
+        let frames = took + out.count() as u64;
+        trim_sent(dev);
+        assert!(
+            self.tx_bytes <= self.allowance(),
+            "amplification: {} bytes sent for {} received and {} of messages' allowance",
+            self.tx_bytes,
+            self.rx_bytes,
+            self.messages
+        );
+        check_work(ep.take_index_work(), frames);
+    }
+}
+
+/// The work bound over the lookups since the last check, made for
+/// `frames` frames taken or sent.
+fn check_work(w: IndexWork, frames: u64) {
+    assert!(
+        w.longest <= MAX_PROBES,
+        "work: one lookup examined {} index entries ({w:?})",
+        w.longest
+    );
+    assert!(
+        w.lookups <= LOOKUPS_PER_FRAME * (frames + 1),
+        "work: {} lookups for {frames} frames ({w:?})",
+        w.lookups
+    );
+}
 
 /// Bytes of every message sent (one allocation for all inputs).
 fn payload() -> &'static [u8] {
@@ -464,9 +585,12 @@ fuzz_target!(|data: &[u8]| {
     let client = ep.socket().unwrap();
     let client_port = ep.client_port(client).unwrap();
     let mut live: Vec<RpcHandle> = Vec::new();
+    let mut traffic = Traffic::default();
     for len in [1usize, 1500, 45_000] {
         live.push(ep.send_request(client, PEER, 500, &payload[..len]).unwrap());
+        traffic.message(len);
     }
+    check_work(ep.take_index_work(), 0);
     let mut dev = device();
     let mut input = Input(data);
     let mut steps = 0;
@@ -573,20 +697,27 @@ fuzz_target!(|data: &[u8]| {
                 had_rpc.insert(dest.into());
                 if let Ok(h) = ep.send_request(client, dest, 500, &payload[..len]) {
                     live.push(h);
+                    traffic.message(len);
                 }
+                check_work(ep.take_index_work(), 0);
             }
             4 => {
                 let reply_len = input.message_len();
+                let mut calls = 0;
                 while let Some(ev) = ep.recv(server) {
+                    calls += 1;
                     if let Event::Request { rpc, len, .. } = ev {
                         assert_eq!(ep.message(rpc).map(|m| m.len()), Some(len));
-                        if ep.reply(rpc, &payload[..reply_len]).is_err() {
+                        if ep.reply(rpc, &payload[..reply_len]).is_ok() {
+                            traffic.message(reply_len);
+                        } else {
                             // A server that cannot answer lets the RPC go.
                             let _ = ep.abort(rpc);
                         }
                     }
                 }
                 while let Some(ev) = ep.recv(client) {
+                    calls += 1;
                     let rpc = match ev {
                         Event::Response { rpc, len } => {
                             assert_eq!(ep.message(rpc).map(|m| m.len()), Some(len));
@@ -598,6 +729,7 @@ fuzz_target!(|data: &[u8]| {
                     ep.release(rpc).unwrap();
                     live.retain(|h| *h != rpc);
                 }
+                check_work(ep.take_index_work(), calls);
             }
             5 => now += Duration::from_micros(u64::from(input.u16()) * 10),
             6 => {
@@ -626,9 +758,7 @@ fuzz_target!(|data: &[u8]| {
         }
         // One frame per poll, then a look at who holds RPCs.
         loop {
-            dev.rx_budget = Some(1);
-            ep.poll(now, &mut dev);
-            trim_sent(&mut dev);
+            traffic.poll(&mut ep, &mut dev, now);
             had_rpc.extend(ep.rpc_info().map(|r| r.peer));
             check(&ep, &dev, capacity);
             if dev.rx.is_empty() {
@@ -643,9 +773,7 @@ fuzz_target!(|data: &[u8]| {
     let ticks = (RPCS as u32 + 2) * (timeout_ticks + 10);
     for _ in 0..ticks {
         now += Duration::from_millis(1);
-        dev.rx_budget = Some(1);
-        ep.poll(now, &mut dev);
-        trim_sent(&mut dev);
+        traffic.poll(&mut ep, &mut dev, now);
         while let Some(ev) = ep.recv(client) {
             if let Event::Response { rpc, .. } | Event::Failed { rpc, .. } = ev {
                 ep.release(rpc).unwrap();
@@ -660,7 +788,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if std::env::var_os("EP_DEBUG").is_some() {
-        eprintln!("{}", ep.stats());
+        eprintln!("{}\n{traffic:?}", ep.stats());
     }
     let left: Vec<_> = ep.rpc_info().collect();
     assert!(left.is_empty(), "state leaked: {left:?}");
