@@ -4,6 +4,7 @@
 
 use super::iface::Local;
 use super::input::From;
+use super::timers::Timer;
 use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
@@ -52,7 +53,7 @@ impl<'a> Endpoint<'a> {
     pub(super) fn push_ctrl(&mut self, c: Ctrl) -> bool {
         if c.link_addr.is_none() {
             // Its peer may need resolving first (see `egress_arp`).
-            self.arp_at = Some(Instant::ZERO);
+            self.timers.set(Timer::Resolve, Instant::ZERO);
         }
         if self.ctrl.push_back(c).is_err() {
             self.count_drop(crate::stats::Drop::ControlQueueFull);

@@ -7,6 +7,7 @@
 //! with the received frame, so no frame is ever copied into a queue.
 
 use super::input::{IpHeader, Unreachable};
+use super::timers::Timer;
 use super::Endpoint;
 use crate::config::{Config, PriorityEncoding};
 use crate::phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
@@ -670,7 +671,7 @@ impl<'a> Endpoint<'a> {
     /// Walks only the resolve list (peers unresolved or in doubt), which a
     /// peer leaves once resolved and not in doubt.
     pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
-        if self.arp_at.is_none_or(|t| t > now) {
+        if !self.timers.is_due(Timer::Resolve, now) {
             return;
         }
         // The next time one is due, for poll_at.
@@ -708,7 +709,7 @@ impl<'a> Endpoint<'a> {
             }
             let Some(tx) = device.transmit(now) else {
                 // Out of tokens: the rest waits for the next poll.
-                self.arp_at = Some(now);
+                self.timers.set(Timer::Resolve, now);
                 return;
             };
             if wanted_later {
@@ -735,7 +736,7 @@ impl<'a> Endpoint<'a> {
                 p.probe = false;
             }
         }
-        self.arp_at = next;
+        self.timers.update(Timer::Resolve, next);
     }
 }
 

@@ -7,6 +7,7 @@ use super::iface::{
     emit_headers, ip_header_len, link_header_len, src_for, Local, Route, HOP_LIMIT,
 };
 use super::pacer::DataPick;
+use super::timers::Timer;
 use super::Endpoint;
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::Drop;
@@ -16,7 +17,7 @@ use crate::wire::{EthernetAddress, IpAddr, IpProtocol};
 
 impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
-        self.throttled_until = None;
+        self.timers.stop(Timer::Pacer);
         self.egress_arp(now, device);
         // The device says how many frames it takes in a row.
         let mut budget = self

@@ -20,6 +20,7 @@ use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
 use heapless::Vec;
 
+use super::timers::Timer;
 use super::{Ctrl, CtrlKind};
 
 /// Acks one ACK packet holds in all: its five entries and the RPC its
@@ -290,7 +291,7 @@ impl<'a> super::Endpoint<'a> {
         self.peer_idle.remove(&mut self.peers[..], pi);
         if !self.peer_resolved(pi) {
             // An RPC now waits for this peer's link address: ask at once.
-            self.arp_at = Some(Instant::ZERO);
+            self.timers.set(Timer::Resolve, Instant::ZERO);
         }
     }
 
@@ -320,7 +321,7 @@ impl<'a> super::Endpoint<'a> {
             .is_some_and(|p| p.probe || !p.resolved())
         {
             self.resolving.push_back(&mut self.peers[..], pi);
-            self.arp_at = Some(Instant::ZERO);
+            self.timers.set(Timer::Resolve, Instant::ZERO);
         }
     }
 
