@@ -103,6 +103,13 @@ pub struct Config {
     pub timeout_ticks: u32,
     /// Ticks after a response left before the server asks for an ACK.
     pub request_ack_ticks: u32,
+    /// How long a peer's link address stays reachable after the peer's own
+    /// checked packets last confirmed it (Linux's `base_reachable_time`,
+    /// 30 s). A reachable address is never probed for an RPC's silence
+    /// (a slow peer is no reason to doubt it); once unconfirmed this long,
+    /// a silent RPC probes it, at most once per this interval while the
+    /// probes are answered.
+    pub reachable_time: Duration,
     /// Length of one timer tick (1 ms in Linux).
     pub tick: Duration,
     /// Most frames taken from the device in one `poll`.
@@ -183,6 +190,7 @@ impl Config {
             resend_interval: 5,
             timeout_ticks: 100,
             request_ack_ticks: 2,
+            reachable_time: Duration::from_secs(30),
             tick: Duration::from_millis(1),
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,

@@ -310,6 +310,10 @@ pub struct Stats {
     /// Checked packets whose source link address differed from the known
     /// one (the peer is probed with ARP; the address is not changed).
     pub link_addr_mismatches: u64,
+    /// ARP or neighbour-discovery packets that named another link address
+    /// for a peer set by the application or confirmed by its own packets:
+    /// not applied (a confirmed one is probed instead).
+    pub link_addr_claims_refused: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
     /// Server RPCs freed to make room for a request from a peer holding

@@ -240,7 +240,8 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Sets the link address of `addr` (IPv4 or IPv6) by hand: no ARP or
-    /// neighbour discovery is needed for it.
+    /// neighbour discovery is needed for it, and none changes it (nor is
+    /// it probed).
     pub fn add_neighbor(
         &mut self,
         now: Instant,
@@ -255,6 +256,9 @@ impl<'a> Endpoint<'a> {
             .and_then(|s| s.peer.as_mut())
         {
             peer.link_addr = Some(link_addr);
+            peer.fixed = true;
+            peer.probe = false;
+            peer.probes = 0;
         }
         self.peer_resolved_now(p);
         Ok(())

@@ -7,6 +7,7 @@
 //! with the received frame, so no frame is ever copied into a queue.
 
 use super::input::{IpHeader, Unreachable};
+use super::peer::Claim;
 use super::timers::Timer;
 use super::Endpoint;
 use crate::config::{Config, PriorityEncoding};
@@ -150,9 +151,9 @@ impl<'a> Endpoint<'a> {
         self.stats.drops.count(why);
     }
 
-    /// ARP is the one place a link address is learned outright (see
-    /// `peer`): from a request for our address or a reply to us, whose
-    /// Ethernet source agrees with the sender it names, for a peer we hold.
+    /// ARP teaches link addresses (under the rules in `peer`): from a
+    /// request for our address or a reply to us, whose Ethernet source
+    /// agrees with the sender it names, for a peer we hold.
     fn process_arp<'f>(&mut self, eth_src: EthernetAddress, payload: &[u8]) -> Option<Reply<'f>> {
         let Ok(repr) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
             return self.drop_frame(Drop::Malformed, "bad ARP");
@@ -192,22 +193,32 @@ impl<'a> Endpoint<'a> {
         None
     }
 
-    /// Records the link address ARP or neighbour discovery gave for a peer
-    /// we hold (no entry is made for a stranger); false for a stranger.
+    /// Applies the link address ARP or neighbour discovery gave for a peer
+    /// we hold (no entry is made for a stranger): taken, or refused and
+    /// counted (see `Peer::claimed`); false for a stranger.
     pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) -> bool {
         let Some(i) = self.find_peer(addr) else {
             return false;
         };
-        if let Some(p) = self
+        let Some(p) = self
             .peers
             .get_mut(usize::from(i))
             .and_then(|s| s.peer.as_mut())
-        {
-            p.resolved_by_arp(mac);
-            match addr {
-                IpAddr::V4(_) => self.stats.arp_learned += 1,
-                IpAddr::V6(_) => self.stats.ndp_learned += 1,
-            }
+        else {
+            return false;
+        };
+        if p.claimed(mac) == Claim::Refused {
+            net_debug!(
+                "homa: link address claim for {} refused: kept, probed",
+                addr
+            );
+            self.stats.link_addr_claims_refused += 1;
+            self.peer_doubted(i);
+            return true;
+        }
+        match addr {
+            IpAddr::V4(_) => self.stats.arp_learned += 1,
+            IpAddr::V6(_) => self.stats.ndp_learned += 1,
         }
         self.peer_resolved_now(i);
         true
@@ -615,7 +626,8 @@ impl<'a> Endpoint<'a> {
         self.stats.tx_frames += 1;
     }
 
-    /// Sends an ARP packet: a reply to `dst`, or a broadcast request for it.
+    /// Sends an ARP packet to `dst_mac`: a reply to `dst_ip`, or a request
+    /// for it (broadcast, or a unicast probe of a known address).
     pub(super) fn emit_arp<T: TxToken>(
         &mut self,
         tx: T,
@@ -636,11 +648,7 @@ impl<'a> Endpoint<'a> {
         };
         let eth = EthernetRepr {
             src_addr: self.config.ethernet_addr,
-            dst_addr: if operation == ArpOperation::Request {
-                EthernetAddress::BROADCAST
-            } else {
-                dst_mac
-            },
+            dst_addr: dst_mac,
             vlan: arp_vlan(&self.config),
             ethertype: EtherType::Arp,
         };
@@ -666,10 +674,12 @@ impl<'a> Endpoint<'a> {
         false
     }
 
-    /// Sends ARP requests for peers with work waiting and no link address,
-    /// or whose link address is in doubt (at most once per `ARP_RETRY` each).
-    /// Walks only the resolve list (peers unresolved or in doubt), which a
-    /// peer leaves once resolved and not in doubt.
+    /// Sends ARP requests (or neighbour solicitations) for peers with work
+    /// waiting and no link address, or whose link address is in doubt (at
+    /// most once per `ARP_RETRY` each): by broadcast, or by unicast to a
+    /// confirmed address (see `peer`). Walks only the resolve list (peers
+    /// unresolved or in doubt), which a peer leaves once resolved and not
+    /// in doubt.
     pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
         if !self.timers.is_due(Timer::Resolve, now) {
             return;
@@ -692,7 +702,8 @@ impl<'a> Endpoint<'a> {
             // RPCs, while its address is in doubt; not for a finished RPC
             // the application has yet to release.
             let wanted_later = p.parked > 0 || (p.probe && p.rpcs > 0);
-            if let Some(t) = p.arp_sent.filter(|&t| now < t + ARP_RETRY) {
+            let t = p.arp_sent;
+            if t != Instant::ZERO && now < t + ARP_RETRY {
                 if wanted_later {
                     due(t + ARP_RETRY);
                 }
@@ -715,25 +726,24 @@ impl<'a> Endpoint<'a> {
             if wanted_later {
                 due(now + ARP_RETRY);
             }
-            match addr {
-                IpAddr::V4(a) => {
-                    self.emit_arp(tx, ArpOperation::Request, EthernetAddress::BROADCAST, a);
-                    self.stats.arp_requests += 1;
-                }
-                #[cfg(feature = "ipv6")]
-                IpAddr::V6(a) => self.emit_solicit(tx, a),
-                // Not reached: without IPv6 no peer is IPv6.
-                #[cfg(not(feature = "ipv6"))]
-                IpAddr::V6(_) => {}
-            }
-            if let Some(p) = self
+            // One probe per doubt; another silence (or an unanswered
+            // probe) raises it again.
+            let unicast = self
                 .peers
                 .get_mut(usize::from(i))
                 .and_then(|s| s.peer.as_mut())
-            {
-                p.arp_sent = Some(now);
-                // One probe per doubt; another silence raises it again.
-                p.probe = false;
+                .and_then(|p| p.probe_sent(now));
+            match addr {
+                IpAddr::V4(a) => {
+                    let to = unicast.unwrap_or(EthernetAddress::BROADCAST);
+                    self.emit_arp(tx, ArpOperation::Request, to, a);
+                    self.stats.arp_requests += 1;
+                }
+                #[cfg(feature = "ipv6")]
+                IpAddr::V6(a) => self.emit_solicit(tx, a, unicast),
+                // Not reached: without IPv6 no peer is IPv6.
+                #[cfg(not(feature = "ipv6"))]
+                IpAddr::V6(_) => {}
             }
         }
         self.timers.update(Timer::Resolve, next);

@@ -306,20 +306,9 @@ impl<'a> Endpoint<'a> {
     /// Whether we hold `target` with a link address other than `mac`. An
     /// advertisement without the override flag must not replace it (RFC
     /// 4861 7.2.5: an anycast or proxy answer, or a forger racing the
-    /// owner); it only makes a reachable entry stale, so the next silence
-    /// re-resolves it.
+    /// owner); it only puts it in doubt, so it is probed.
     fn known_other(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> bool {
-        let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
-            return false;
-        };
-        let Some(p) = self.peers[usize::from(pi)].peer.as_mut() else {
-            return false;
-        };
-        if p.link_addr.is_none_or(|known| known == mac) {
-            return false;
-        }
-        p.confirmed = Instant::ZERO;
-        true
+        self.disputed(target, mac).unwrap_or(false)
     }
 
     /// An unsolicited advertisement says `target` is at `mac`: a peer we
@@ -327,22 +316,19 @@ impl<'a> Endpoint<'a> {
     /// about (a solicitation at the next egress); nothing is replaced.
     /// False when we hold no such peer.
     fn unsolicited_advert(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> bool {
-        let Some(pi) = self.find_peer(IpAddr::V6(target)) else {
-            return false;
-        };
-        if let Some(p) = self
-            .peers
-            .get_mut(usize::from(pi))
-            .and_then(|s| s.peer.as_mut())
-        {
-            // The retry interval still applies: a flood of forged adverts
-            // buys at most one solicitation per ARP_RETRY.
-            if p.link_addr != Some(mac) {
-                p.probe = true;
-            }
-        }
+        self.disputed(target, mac).is_some()
+    }
+
+    /// Puts the link address of peer `target` in doubt if it is not `mac`
+    /// (see `Peer::disputed`); whether it differed, `None` for a stranger.
+    /// The retry interval still applies: a flood of forged adverts buys at
+    /// most one solicitation per ARP_RETRY.
+    fn disputed(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> Option<bool> {
+        let pi = self.find_peer(IpAddr::V6(target))?;
+        let p = self.peers.get_mut(usize::from(pi))?.peer.as_mut()?;
+        let differs = p.disputed(mac);
         self.peer_doubted(pi);
-        true
+        Some(differs)
     }
 
     /// Sends an ICMPv6 message to `dst_ip` at `dst_mac`.
@@ -377,15 +363,25 @@ impl<'a> Endpoint<'a> {
         });
     }
 
-    /// Asks the solicited-node group of `target` for its link address.
-    pub(super) fn emit_solicit<T: TxToken>(&mut self, tx: T, target: Ipv6Addr) {
+    /// Asks for `target`'s link address: at its known address `unicast`
+    /// (a probe, RFC 4861 7.3.3), or at its solicited-node group.
+    pub(super) fn emit_solicit<T: TxToken>(
+        &mut self,
+        tx: T,
+        target: Ipv6Addr,
+        unicast: Option<EthernetAddress>,
+    ) {
         let group = solicited_node(target);
+        let (dst_mac, dst) = match unicast {
+            Some(mac) => (mac, target),
+            None => (multicast_mac(group), group),
+        };
         let icmp = Icmpv6Repr::NeighborSolicit {
             target_addr: target,
             lladdr: Some(self.config.ethernet_addr),
         };
         let top = self.config.highest_priority();
-        self.emit_icmpv6(tx, multicast_mac(group), None, group, &icmp, top);
+        self.emit_icmpv6(tx, dst_mac, None, dst, &icmp, top);
         self.stats.ndp_solicits += 1;
     }
 }

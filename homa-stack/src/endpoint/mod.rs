@@ -358,7 +358,7 @@ impl<'a> Endpoint<'a> {
         for p in self.peers.iter_mut().filter_map(|p| p.peer.as_mut()) {
             p.confirmed = p.confirmed.min(now);
             p.last_used = p.last_used.min(now);
-            p.arp_sent = p.arp_sent.map(|t| t.min(now));
+            p.arp_sent = p.arp_sent.min(now);
             p.cutoffs_sent = p.cutoffs_sent.map(|t| t.min(now));
         }
     }

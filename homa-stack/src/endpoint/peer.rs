@@ -5,13 +5,24 @@
 //! peers, so the link address lives with the rest of the peer's state.
 //!
 //! What a peer claims is not believed before it is checked. A link address
-//! is learned only from ARP for our address and from a packet that passed
-//! every check for an RPC that exists (and then only if none is known); a
-//! packet from another link address never changes it, it asks ARP again.
-//! An entry confirmed longer ago than [`REACHABLE`] is stale and is
-//! re-resolved (probed with ARP, the old address kept meanwhile) when an RPC
-//! to the peer falls silent, as Linux's neighbour cache moves from
-//! reachable to stale to probe.
+//! set by the application ([`add_neighbor`]) is never changed from the
+//! network. Otherwise one is learned from ARP or neighbour discovery for our
+//! address, or from a packet that passed every check for an RPC that exists
+//! (and then only if none is known), and it is *confirmed* by the peer's
+//! own checked packets from it. ARP and neighbour discovery are easy to
+//! forge: they replace an address only while it is unconfirmed; naming
+//! another address for a confirmed one, or a checked packet from another
+//! address, only puts it in doubt, and it is probed (the old address kept
+//! meanwhile). A confirmed address is probed by unicast to it (RFC 4861
+//! 7.3.3, as Linux's neighbour cache does); after [`UNICAST_PROBES`]
+//! unanswered probes its confirmation lapses and the link is asked by
+//! broadcast, whose answer may then replace it. An RPC's silence is a reason
+//! to probe only an address unconfirmed for `Config::reachable_time` (then
+//! at most once per that time while answered), one never confirmed, or one
+//! whose last probe is unanswered: a slow peer's silence is no reason to
+//! doubt an address its packets confirm.
+//!
+//! [`add_neighbor`]: super::Endpoint::add_neighbor
 
 use crate::config::NUM_PRIORITIES;
 use crate::storage::{HeapLink, IndexLink, IndexNode, List, ListLink, ListNode, Meld};
@@ -28,8 +39,10 @@ use super::{Ctrl, CtrlKind};
 /// the control queue as one ACK packet.
 pub const ACK_BATCH: usize = MAX_ACKS + 1;
 
-/// How long a link address stays reachable after it was last confirmed.
-pub const REACHABLE: Duration = Duration::from_secs(30);
+/// Unicast probes of a confirmed link address left unanswered before its
+/// confirmation lapses and the link is asked by broadcast (Linux's
+/// `ucast_solicit`).
+pub const UNICAST_PROBES: u8 = 3;
 
 /// One entry of the caller-supplied peer table, with the links that find
 /// it by address and queue it without a walk over the table.
@@ -103,14 +116,23 @@ impl Default for PeerSlot {
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
     pub addr: IpAddr,
-    /// Learned from ARP, or from a checked packet for one of our RPCs.
+    /// Set by the application, learned from ARP or neighbour discovery, or
+    /// from a checked packet for one of our RPCs.
     pub link_addr: Option<EthernetAddress>,
-    /// When `link_addr` was last confirmed by a checked packet from it.
+    /// `link_addr` was set by the application: the network never changes
+    /// it, and it is never probed.
+    pub fixed: bool,
+    /// When `link_addr` was last confirmed by a checked packet from it;
+    /// `Instant::ZERO`: never (ARP or neighbour discovery alone taught it).
     pub confirmed: Instant,
-    /// `link_addr` is in doubt: ask ARP again (keeping it meanwhile).
+    /// `link_addr` is in doubt: probe it at the next egress (keeping it
+    /// meanwhile).
     pub probe: bool,
-    /// When we last asked ARP for `link_addr`.
-    pub arp_sent: Option<Instant>,
+    /// Probes of `link_addr` sent since it was last confirmed or answered.
+    pub probes: u8,
+    /// When we last asked ARP or neighbour discovery about the peer;
+    /// `Instant::ZERO`: never (not an `Option`: it keeps the slot small).
+    pub arp_sent: Instant,
     /// The peer's cutoffs for our unscheduled packets to it.
     pub cutoffs: [u32; NUM_PRIORITIES],
     /// Version of `cutoffs`, echoed in our DATA (0 before any CUTOFFS).
@@ -141,9 +163,11 @@ impl Peer {
         Peer {
             addr,
             link_addr: None,
+            fixed: false,
             confirmed: Instant::ZERO,
             probe: false,
-            arp_sent: None,
+            probes: 0,
+            arp_sent: Instant::ZERO,
             cutoffs,
             cutoff_version: 0,
             cutoffs_sent: None,
@@ -172,15 +196,19 @@ impl Peer {
     }
 
     /// A checked packet for one of our RPCs came from `mac`: it confirms the
-    /// known link address, fills a missing one, and casts doubt on a
-    /// different one (which is then probed, never replaced from here).
+    /// known link address (ending any doubt), fills a missing one, and casts
+    /// doubt on a different one (which is then probed, never replaced from
+    /// here; one the application set is not even probed).
     pub fn heard_from(&mut self, mac: EthernetAddress, now: Instant) {
         if !mac.is_unicast() {
             return;
         }
         match self.link_addr {
-            Some(known) if known == mac => self.confirmed = now,
-            Some(_) => self.probe = true,
+            Some(known) if known == mac => {
+                self.confirmed = now;
+                self.answered();
+            }
+            Some(_) => self.probe = !self.fixed,
             None => {
                 self.link_addr = Some(mac);
                 self.confirmed = now;
@@ -188,23 +216,80 @@ impl Peer {
         }
     }
 
-    /// ARP told us the peer's link address. ARP is easy to forge, so it
-    /// does not confirm the address: only the peer's own Homa packets do
-    /// (a new address is unconfirmed, and probed again at the first silence).
-    pub fn resolved_by_arp(&mut self, mac: EthernetAddress) {
-        if self.link_addr != Some(mac) {
-            self.link_addr = Some(mac);
-            self.confirmed = Instant::ZERO;
+    /// ARP or neighbour discovery says the peer is at `mac` (a request for
+    /// our address, or an answer to us, from `mac` itself). It fills a
+    /// missing address and replaces an unconfirmed one; for one the
+    /// application set it does nothing, and for a confirmed one it only
+    /// raises doubt (see the module doc). It never confirms: only the
+    /// peer's own Homa packets do.
+    pub fn claimed(&mut self, mac: EthernetAddress) -> Claim {
+        match self.link_addr {
+            Some(known) if known == mac => {
+                self.answered();
+                Claim::Kept
+            }
+            _ if self.fixed => Claim::Refused,
+            Some(_) if self.confirmed != Instant::ZERO => {
+                self.probe = true;
+                Claim::Refused
+            }
+            _ => {
+                self.link_addr = Some(mac);
+                self.confirmed = Instant::ZERO;
+                self.answered();
+                Claim::Learned
+            }
         }
-        self.probe = false;
     }
 
-    /// An RPC to the peer fell silent: if the link address has not been
-    /// confirmed for `REACHABLE`, or not since the silence began, ask ARP.
-    pub fn silent(&mut self, silent_since: Instant, now: Instant) {
-        if self.confirmed <= silent_since || now >= self.confirmed + REACHABLE {
+    /// A claim that may not replace the address (an advertisement that is
+    /// unsolicited or without the override flag) names `mac`: a different
+    /// address is put in doubt, unless the application set it. Whether it
+    /// differs. (Only neighbour discovery has such claims.)
+    #[cfg(feature = "ipv6")]
+    pub fn disputed(&mut self, mac: EthernetAddress) -> bool {
+        let differs = self.link_addr.is_some_and(|known| known != mac);
+        self.probe |= differs && !self.fixed;
+        differs
+    }
+
+    /// The known address was confirmed or answered for: no doubt is left.
+    fn answered(&mut self) {
+        self.probe = false;
+        self.probes = 0;
+    }
+
+    /// An RPC to the peer fell silent (at a RESEND time): probe an address
+    /// never confirmed, one whose last probe is unanswered, or one
+    /// unconfirmed for `reachable` and not probed for as long; never one
+    /// the application set, nor one the peer's packets confirmed within
+    /// `reachable` (the peer is slow, not moved).
+    pub fn silent(&mut self, now: Instant, reachable: Duration) {
+        if self.fixed {
+            return;
+        }
+        let stale = now >= self.confirmed + reachable
+            && (self.arp_sent == Instant::ZERO || now >= self.arp_sent + reachable);
+        if !self.resolved() || self.confirmed == Instant::ZERO || self.probes > 0 || stale {
             self.probe = true;
         }
+    }
+
+    /// A probe goes out now: to the known address while it is confirmed
+    /// and fewer than [`UNICAST_PROBES`] went unanswered (`Some`), else
+    /// by broadcast (`None`; the confirmation lapses, so that an answer
+    /// may replace the address).
+    pub fn probe_sent(&mut self, now: Instant) -> Option<EthernetAddress> {
+        self.arp_sent = now;
+        self.probe = false;
+        if self.probes >= UNICAST_PROBES {
+            self.confirmed = Instant::ZERO;
+        }
+        let to = self.link_addr.filter(|_| self.confirmed != Instant::ZERO);
+        if self.link_addr.is_some() {
+            self.probes = self.probes.saturating_add(1);
+        }
+        to
     }
 
     /// Stores cutoffs received in a CUTOFFS packet.
@@ -213,6 +298,18 @@ impl Peer {
         self.cutoffs[0] = i32::MAX as u32;
         self.cutoff_version = version;
     }
+}
+
+/// What became of a link address ARP or neighbour discovery named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Taken: there was none, or it replaced an unconfirmed one.
+    Learned,
+    /// The address already known.
+    Kept,
+    /// Another address than the one the application set or the peer's
+    /// packets confirmed: not applied (a confirmed one is probed).
+    Refused,
 }
 
 /// The peer table: finding, creating and evicting peers, and their acks.
@@ -289,10 +386,9 @@ impl<'a> super::Endpoint<'a> {
             p.last_used = now;
         }
         self.peer_idle.remove(&mut self.peers[..], pi);
-        if !self.peer_resolved(pi) {
-            // An RPC now waits for this peer's link address: ask at once.
-            self.timers.set(Timer::Resolve, Instant::ZERO);
-        }
+        // An RPC now waits for this peer's link address, or needs the one in
+        // doubt while no RPC did: ask at once.
+        self.peer_doubted(pi);
     }
 
     /// An RPC that referred to peer `pi` is gone: with the last one, the
@@ -311,8 +407,9 @@ impl<'a> super::Endpoint<'a> {
         }
     }
 
-    /// Peer `pi`'s link address may have come into doubt: ARP is asked at
-    /// the next egress (the resolve list holds the peers to ask about).
+    /// Peer `pi`'s link address may be missing or have come into doubt: if
+    /// so, ARP is asked at the next egress (the resolve list holds the
+    /// peers to ask about).
     pub(super) fn peer_doubted(&mut self, pi: u16) {
         if self
             .peers

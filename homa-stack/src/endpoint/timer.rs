@@ -17,8 +17,8 @@
 //!   or never existed, would pin the slot and its pool pages for ever).
 //!
 //! RESENDs go out at `resend_ticks` of silence, then every
-//! `resend_interval`, and at the same moments a peer whose link address is
-//! stale or unconfirmed since the silence began is probed with ARP. A server
+//! `resend_interval`, and at the same moments the peer's link address is
+//! probed if a silence is reason to doubt it (see `peer`). A server
 //! whose response is out asks for an ACK every tick after
 //! `request_ack_ticks`.
 //!
@@ -63,7 +63,6 @@ impl<'a> Endpoint<'a> {
         self.icmp_budget = ICMP_PER_TICK;
         self.icmp_in_budget = ICMP_PER_TICK;
         let now = self.now;
-        let tick = self.config.tick;
         // One pass over the live RPCs, not the table; the cursor moves on
         // before an RPC may be freed.
         let mut cursor = self.live.front();
@@ -198,10 +197,6 @@ impl<'a> Endpoint<'a> {
                     self.stats.server_freed += 1;
                 }
             } else if resend_time {
-                let since = now
-                    - crate::time::Duration::from_nanos(
-                        tick.total_nanos().saturating_mul(u64::from(silent)),
-                    );
                 let peer = r.peer;
                 // A sender has nothing to ask for: its peer's RESENDs and
                 // GRANTs drive it, and the timeout ends it.
@@ -211,7 +206,7 @@ impl<'a> Endpoint<'a> {
                     .get_mut(usize::from(peer))
                     .and_then(|s| s.peer.as_mut())
                 {
-                    p.silent(since, now);
+                    p.silent(now, self.config.reachable_time);
                 }
                 self.peer_doubted(peer);
                 if asks && resolved {

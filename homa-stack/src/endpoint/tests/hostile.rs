@@ -308,20 +308,44 @@ fn a_flipped_source_mac_on_a_checked_packet_does_not_redirect_traffic() {
 
 #[test]
 fn a_wrong_link_address_is_re_resolved_when_rpcs_fall_silent() {
-    // A forged ARP reply gives A a wrong MAC for B. A's RPC to B goes
+    // A forged ARP reply gives A a wrong MAC for B before any packet of B's
+    // confirmed one (the only time ARP alone may set it). A's RPC to B goes
     // silent; A asks ARP again, B answers, the RPC completes.
     let mut p = Pair::new(
         endpoint(A_IP, A_MAC, 8, 1 << 20),
         endpoint(B_IP, B_MAC, 8, 1 << 20),
     );
-    echo_rpc(&mut p, 100);
+    let server = p.b.bind(500).unwrap();
+    let client = p.a.socket().unwrap();
+    let req = pattern(5000, 7);
+    let h = p.a.send_request(client, B_IP, 500, &req).unwrap();
     p.da.rx
         .push_back(arp_frame(ArpOperation::Reply, EVIL_MAC, B_IP, A_MAC, A_IP));
-    p.step();
-    let before = p.a.stats().arp_requests;
     let t0 = p.now;
-    echo_rpc(&mut p, 5000);
-    assert!(p.a.stats().arp_requests > before, "A asked ARP again");
+    let mut done = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        while let Some(Event::Request { rpc, len, .. }) = p.b.recv(server) {
+            let mut buf = vec![0; len];
+            p.b.message(rpc).unwrap().copy_to(&mut buf);
+            p.b.reply(rpc, &buf).unwrap();
+        }
+        done |= matches!(p.a.recv(client), Some(Event::Response { rpc, .. }) if rpc == h);
+        done
+    });
+    assert!(done, "the RPC completed");
+    let homa_to: Vec<_> = p
+        .log
+        .iter()
+        .filter(|l| l.1 && l.2[12..14] == [8, 0])
+        .map(|l| EthernetFrame::new_unchecked(&l.2[..]).dst_addr())
+        .collect();
+    assert_eq!(
+        homa_to.first(),
+        Some(&EVIL_MAC),
+        "the forged address was used"
+    );
+    assert_eq!(homa_to.last(), Some(&B_MAC), "then B's own");
+    assert!(p.a.stats().arp_requests >= 1, "A asked ARP again");
     assert!(
         p.now - t0 < Duration::from_millis(50),
         "took {}",
@@ -2514,4 +2538,409 @@ fn the_first_client_id_on_the_wire_reveals_nothing_of_the_seed() {
     }
     // 32 pairs of 32-bit values: 512 bits differ on average.
     assert!((384..=640).contains(&apart), "{apart} of 1024 bits differ");
+}
+
+// A forged ARP request, neighbour solicitation or override advertisement
+// must not rewrite a known neighbour, and probing a known neighbour stays
+// rare and unicast (see `peer`).
+
+/// What one `echo_run` saw.
+pub(super) struct EchoRun {
+    /// RPCs that completed with the right response.
+    pub completed: usize,
+    /// The Ethernet destinations of A's Homa frames (while `p.logging`).
+    pub homa_to: Vec<EthernetAddress>,
+    /// The Ethernet destinations of A's ARP requests and neighbour
+    /// solicitations (while `p.logging`).
+    pub probes_to: Vec<EthernetAddress>,
+    /// ARP requests and neighbour solicitations A and B sent.
+    pub probes: [u64; 2],
+    /// Virtual time the run took.
+    pub elapsed: Duration,
+    /// Forged frames fed to A.
+    pub forgeries: u64,
+}
+
+/// Runs `rpcs` RPCs, one at a time, from A to B's server on port 500 at
+/// `dest`: requests of `len.0` bytes, responses of `len.1`, B replying
+/// `delay` after each request arrived and A releasing each response
+/// `delay` after it arrived; `forged` (a frame, an interval) is fed to A
+/// that often.
+pub(super) fn echo_run(
+    p: &mut Pair,
+    dest: IpAddr,
+    rpcs: usize,
+    len: (usize, usize),
+    delay: Duration,
+    forged: Option<(Vec<u8>, Duration)>,
+) -> EchoRun {
+    let server = p.b.bind(500).unwrap_or(SocketHandle(0));
+    let client = p.a.socket().unwrap();
+    let (req, reply) = (pattern(len.0, 7), pattern(len.1, 9));
+    let (from, t0) = (p.log.len(), p.now);
+    let probes = |ep: &Endpoint<'_>| ep.stats().arp_requests + ep.stats().ndp_solicits;
+    let before = [probes(&p.a), probes(&p.b)];
+    let mut next_forgery = p.now;
+    let mut forgeries = 0;
+    let mut completed = 0;
+    for _ in 0..rpcs {
+        let h = p.a.send_request(client, dest, 500, &req).unwrap();
+        let mut waiting: Vec<(RpcHandle, Instant)> = Vec::new();
+        let mut resp = None;
+        let ok = p.run_until(Duration::from_secs(1), |p| {
+            if let Some((frame, every)) = &forged {
+                if p.now >= next_forgery {
+                    p.da.rx.push_back(frame.clone());
+                    next_forgery = p.now + *every;
+                    forgeries += 1;
+                }
+            }
+            while let Some(Event::Request { rpc, .. }) = p.b.recv(server) {
+                waiting.push((rpc, p.now + delay));
+            }
+            let now = p.now;
+            waiting.retain(|&(rpc, at)| {
+                if now < at {
+                    return true;
+                }
+                let mut buf = vec![0; p.b.message(rpc).unwrap().len()];
+                p.b.message(rpc).unwrap().copy_to(&mut buf);
+                assert_eq!(buf, req, "the request differs");
+                p.b.reply(rpc, &reply).unwrap();
+                false
+            });
+            match p.a.recv(client) {
+                Some(Event::Response { rpc, len: n }) if rpc == h => {
+                    let mut buf = vec![0; n];
+                    p.a.message(rpc).unwrap().copy_to(&mut buf);
+                    resp = Some((buf, p.now + delay));
+                }
+                Some(e) => panic!("unexpected {e:?}"),
+                None => {}
+            }
+            resp.as_ref().is_some_and(|r| p.now >= r.1)
+        });
+        let resp = resp.map(|r| r.0);
+        if ok {
+            p.a.release(h).unwrap();
+        }
+        if !ok {
+            break;
+        }
+        assert_eq!(resp.as_ref(), Some(&reply), "the response differs");
+        completed += 1;
+    }
+    // The last forgery fed is taken too.
+    p.step();
+    let from_a = p.log[from..].iter().filter(|l| l.1).map(|l| &l.2);
+    let (mut homa_to, mut probes_to) = (Vec::new(), Vec::new());
+    for f in from_a {
+        let dst = EthernetFrame::new_unchecked(&f[..]).dst_addr();
+        // IPv4's protocol, IPv6's next header (or ARP's low opcode byte:
+        // 1 for a request), ICMPv6's type.
+        match (&f[12..14], f.get(23), f.get(20), f.get(21), f.get(54)) {
+            ([8, 0], Some(146), ..) | ([0x86, 0xdd], _, Some(146), ..) => homa_to.push(dst),
+            ([8, 6], _, _, Some(1), _) | ([0x86, 0xdd], _, Some(58), _, Some(135)) => {
+                probes_to.push(dst)
+            }
+            _ => {}
+        }
+    }
+    EchoRun {
+        completed,
+        homa_to,
+        probes_to,
+        probes: [probes(&p.a) - before[0], probes(&p.b) - before[1]],
+        elapsed: p.now - t0,
+        forgeries,
+    }
+}
+
+/// The link address `ep` holds for `addr`.
+pub(super) fn link_of(ep: &Endpoint<'_>, addr: IpAddr) -> Option<EthernetAddress> {
+    let i = ep.find_peer(addr)?;
+    ep.peers[usize::from(i)].peer.as_ref()?.link_addr
+}
+
+/// Ten 100 kB echo RPCs from A to B at `dest` (B answering 1 ms after each
+/// request, over a 1 Gbit/s wire) with `forged` fed to A every 300 us:
+/// every RPC completes, every Homa frame goes to B's own address, A still
+/// holds it, and each forgery was counted as refused.
+pub(super) fn forgeries_redirect_nothing(p: &mut Pair, dest: IpAddr, forged: Vec<u8>) -> EchoRun {
+    p.link_mbps = Some(1000);
+    let every = Duration::from_micros(300);
+    let len = (100_000, 100_000);
+    let run = echo_run(
+        p,
+        dest,
+        10,
+        len,
+        Duration::from_millis(1),
+        Some((forged, every)),
+    );
+    assert_eq!(run.completed, 10);
+    let stray: Vec<_> = run.homa_to.iter().filter(|&&m| m != B_MAC).collect();
+    assert!(stray.is_empty(), "{} Homa frames redirected", stray.len());
+    assert_eq!(link_of(&p.a, dest), Some(B_MAC));
+    let refused = p.a.stats().link_addr_claims_refused;
+    assert_eq!(refused, run.forgeries, "each forgery refused");
+    run
+}
+
+/// After forgeries against a neighbour B's packets confirmed: A probed B
+/// only by unicast to its address, at most once per retry interval.
+pub(super) fn probed_by_unicast_at_a_bounded_rate(run: &EchoRun) {
+    assert!(!run.probes_to.is_empty(), "the doubt is probed");
+    assert!(
+        run.probes_to.iter().all(|&m| m == B_MAC),
+        "{:?}",
+        run.probes_to
+    );
+    let bound = run.elapsed.total_nanos() / Duration::from_millis(10).total_nanos() + 1;
+    assert!(
+        run.probes_to.len() as u64 <= bound,
+        "{} probes",
+        run.probes_to.len()
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_arp_requests_do_not_replace_a_neighbour_the_application_set() {
+    // B's address at A came from `add_neighbor`: no ARP packet changes it,
+    // and A never probes it.
+    let mut p = Pair::linked(8, 1 << 20);
+    let forged = arp_frame(
+        ArpOperation::Request,
+        EVIL_MAC,
+        B_IP,
+        EthernetAddress::BROADCAST,
+        A_IP,
+    );
+    let run = forgeries_redirect_nothing(&mut p, B_IP.into(), forged);
+    assert!(run.probes_to.is_empty(), "{:?}", run.probes_to);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_arp_requests_do_not_replace_a_confirmed_neighbour() {
+    // B's address at A came from ARP and B's Homa packets confirmed it: a
+    // forged ARP request for A from B's address only puts it in doubt, and
+    // A asks B itself, at the address it holds.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 100);
+    let forged = arp_frame(
+        ArpOperation::Request,
+        EVIL_MAC,
+        B_IP,
+        EthernetAddress::BROADCAST,
+        A_IP,
+    );
+    let run = forgeries_redirect_nothing(&mut p, B_IP.into(), forged);
+    probed_by_unicast_at_a_bounded_rate(&run);
+}
+
+/// Runs thirty RPCs from A to B at `dest` over a 100 Mbit/s wire without
+/// loss, each a 100-byte request and a 1 MB response, B's application
+/// answering 12 ms after each request arrived and B sending no BUSY
+/// meanwhile (A's RPC hears nothing past two RESEND times: a slow peer),
+/// and checks that each side asked for the other's link address at most
+/// once per reachable time begun, besides the first resolution. Returns
+/// the ARP requests or solicitations per second, A and B.
+pub(super) fn probes_during_1_mb_transfers(p: &mut Pair, dest: IpAddr) -> [f64; 2] {
+    p.link_mbps = Some(100);
+    p.logging = false;
+    p.filter = Box::new(|_, to_b, f| {
+        let at = if f[12..14] == [8, 0] { 34 } else { 54 };
+        let busy = f.get(at..).and_then(|h| homa::Packet::new_checked(h).ok());
+        to_b || busy.is_none_or(|h| h.packet_type() != homa::PacketType::Busy)
+    });
+    let len = (100, 1_000_000);
+    let run = echo_run(p, dest, 30, len, Duration::from_millis(12), None);
+    assert_eq!(run.completed, 30);
+    assert!(run.elapsed >= Duration::from_secs(2), "ran {}", run.elapsed);
+    let reachable = p.a.config.reachable_time.total_nanos();
+    let bound = 1 + run.elapsed.total_nanos().div_ceil(reachable);
+    assert!(
+        run.probes.iter().all(|&n| n <= bound),
+        "{:?} probes in {} (at most {bound} each)",
+        run.probes,
+        run.elapsed
+    );
+    let secs = run.elapsed.total_nanos() as f64 / 1e9;
+    run.probes.map(|n| n as f64 / secs)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_slow_peer_is_not_probed_during_1_mb_transfers() {
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 4 << 20),
+        endpoint(B_IP, B_MAC, 8, 4 << 20),
+    );
+    let rate = probes_during_1_mb_transfers(&mut p, B_IP.into());
+    std::println!("ARP requests per second over IPv4, A and B: {rate:?}");
+}
+
+#[test]
+fn a_confirmed_neighbour_that_moved_is_learned_after_unanswered_probes() {
+    // B's packets confirmed its address at A; then B moves to another MAC
+    // and asks for A's from there. A does not take the new address from
+    // ARP alone: it probes the old one by unicast, and when those probes go
+    // unanswered, by broadcast, whose answer it takes.
+    let mut p = Pair::new(
+        endpoint(A_IP, A_MAC, 8, 1 << 20),
+        endpoint(B_IP, B_MAC, 8, 1 << 20),
+    );
+    echo_rpc(&mut p, 100);
+    let moved = EthernetAddress([2, 0, 0, 0, 0, 0x22]);
+    p.b.config.ethernet_addr = moved;
+    let asks = arp_frame(
+        ArpOperation::Request,
+        moved,
+        B_IP,
+        EthernetAddress::BROADCAST,
+        A_IP,
+    );
+    let once = Duration::from_secs(10);
+    let run = echo_run(
+        &mut p,
+        B_IP.into(),
+        1,
+        (5000, 5000),
+        Duration::ZERO,
+        Some((asks, once)),
+    );
+    assert_eq!(run.completed, 1);
+    assert_eq!(link_of(&p.a, B_IP.into()), Some(moved));
+    let unicast = usize::from(super::super::peer::UNICAST_PROBES);
+    assert_eq!(run.probes_to.len(), unicast + 1, "{:?}", run.probes_to);
+    assert!(run.probes_to[..unicast].iter().all(|&m| m == B_MAC));
+    assert_eq!(run.probes_to[unicast], EthernetAddress::BROADCAST);
+    assert!(
+        run.elapsed < Duration::from_millis(100),
+        "took {}",
+        run.elapsed
+    );
+}
+
+// Known and accepted, as in Linux: what a forged BUSY, a forged first DATA
+// of a large message and forged NEED_ACKs can make us do, pinned so that a
+// change shows.
+
+/// A control packet `kind` from B's address, port 500, to A's client RPC
+/// `id` at `port`.
+fn from_server(id: u64, port: u16, kind: Kind<'static>) -> Vec<u8> {
+    let repr = Repr {
+        sport: 500,
+        dport: port,
+        sender_id: id ^ 1,
+        kind,
+    };
+    homa_frame(B_MAC, A_MAC, B_IP, A_IP, &repr)
+}
+
+#[test]
+fn a_forged_busy_keeps_a_client_rpc_waiting_as_in_linux() {
+    // B never answers A's request; a BUSY forged from B's address every
+    // 50 ms resets the RPC's silence (docs/protocol.md 4.7), so it waits as
+    // long as the forgeries last, and times out 100 ms after the last.
+    let mut ep = endpoint(A_IP, A_MAC, 4, 1 << 20);
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
+    let c = ep.socket().unwrap();
+    let h = ep.send_request(c, B_IP, 500, b"hello").unwrap();
+    let (id, port) = only_rpc(&ep);
+    let mut failed_at = None;
+    let mut busies = 0;
+    let until = Instant::from_secs(2);
+    while now < Instant::from_secs(3) && failed_at.is_none() {
+        if now < until && (now - Instant::from_millis(1)).total_nanos() % 50_000_000 == 0 {
+            dev.rx.push_back(from_server(id, port, Kind::Busy));
+            busies += 1;
+        }
+        ep.poll(now, &mut dev);
+        dev.tx.clear();
+        if let Some(Event::Failed { rpc, error }) = ep.recv(c) {
+            assert_eq!((rpc, error), (h, RpcError::TimedOut));
+            failed_at = Some(now);
+        }
+        now += Duration::from_millis(1);
+    }
+    assert_eq!(busies, 40);
+    let at = failed_at.expect("the RPC timed out once the BUSYs stopped");
+    assert!(at > until, "failed at {at} while BUSYs still came");
+    assert!(at <= until + Duration::from_millis(100), "failed at {at}");
+    std::println!("{busies} forged BUSYs held the RPC until {at}");
+}
+
+#[test]
+fn one_forged_first_data_of_a_large_message_draws_about_20_control_packets() {
+    // The first DATA of a 1 MB request from a spoofed address: the server
+    // takes the RPC, grants, then asks the silent "client" to resend every
+    // RESEND interval until the timeout frees it, as Linux does. Everything
+    // it sends goes to the spoofed source; count it.
+    let mut ep = server(4, 2 << 20);
+    let _sock = ep.bind(500).unwrap();
+    let mut dev = TestDevice::default();
+    let payload = [7u8; 1400];
+    let req = request_data(2, 40_000, 1_000_000, 40_000, 0, &payload);
+    dev.rx
+        .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+    let mut now = Instant::from_millis(1);
+    let (mut frames, mut bytes) = (0, 0);
+    while now < Instant::from_millis(300) {
+        ep.poll(now, &mut dev);
+        for (f, _) in dev.tx.drain(..) {
+            assert_eq!(&f[30..34], &C_IP.octets(), "to the spoofed source");
+            frames += 1;
+            bytes += f.len();
+        }
+        now += Duration::from_micros(100);
+    }
+    assert_eq!(ep.rpcs_in_use(), 0, "freed by the timeout");
+    assert_eq!(ep.stats().server_timeouts, 1);
+    let tx = ep.stats().tx;
+    assert_eq!(frames as u64, tx.grant + tx.resend + tx.cutoffs);
+    assert!(
+        (15..=25).contains(&frames),
+        "{frames} packets, {bytes} bytes"
+    );
+    std::println!("one forged first DATA drew {frames} packets ({bytes} bytes): {tx:?}");
+}
+
+#[test]
+fn need_ack_is_reflected_one_for_one() {
+    // A NEED_ACK forged from a stranger's address, naming no RPC of ours,
+    // gets one ACK each (the server may have lost ours): one packet back
+    // per packet in, never more (114 bytes per 62-byte NEED_ACK frame).
+    let mut ep = endpoint(A_IP, A_MAC, 4, 1 << 20);
+    let _client = ep.socket().unwrap(); // port 0x8000
+    let mut dev = TestDevice::default();
+    let mut now = Instant::from_millis(1);
+    let (mut sent, mut sent_bytes, mut fed_bytes) = (0, 0, 0);
+    for i in 0..100u64 {
+        let repr = Repr {
+            sport: 500,
+            dport: 0x8000,
+            sender_id: 2 * i + 3,
+            kind: Kind::NeedAck,
+        };
+        let f = homa_frame(EVIL_MAC, A_MAC, C_IP, A_IP, &repr);
+        fed_bytes += f.len();
+        dev.rx.push_back(f);
+        ep.poll(now, &mut dev);
+        for (f, _) in dev.tx.drain(..) {
+            sent += 1;
+            sent_bytes += f.len();
+        }
+        now += Duration::from_micros(10);
+    }
+    assert_eq!((sent, ep.stats().tx.ack), (100, 100));
+    assert_eq!(ep.peers_in_use(), 0, "strangers take no peer entry");
+    std::println!("100 NEED_ACKs ({fed_bytes} bytes) drew {sent} ACKs ({sent_bytes} bytes)");
 }

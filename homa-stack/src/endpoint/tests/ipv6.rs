@@ -542,3 +542,64 @@ fn an_advertisement_without_override_does_not_replace_a_known_address() {
     assert_eq!(b6_link(&p), Some(evil));
     assert_eq!(p.a.stats().ndp_learned, 3);
 }
+
+// A forged neighbour solicitation, or a solicited advertisement with the
+// override flag, must not rewrite a known neighbour (see `peer`).
+
+/// A forged solicitation for A6 from B6 at `EVIL`, to A6's group.
+fn forged_solicitation() -> Vec<u8> {
+    use super::super::ipv6::{multicast_mac, solicited_node};
+    let group = solicited_node(A6);
+    let ns = crate::wire::Icmpv6Repr::NeighborSolicit {
+        target_addr: A6,
+        lladdr: Some(EVIL),
+    };
+    icmpv6_frame(EVIL, multicast_mac(group), B6, group, 255, &ns)
+}
+
+/// A forged solicited advertisement with the override flag: B6 is at `EVIL`.
+fn forged_override_advert() -> Vec<u8> {
+    let na = crate::wire::Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: true,
+        override_: true,
+        target_addr: B6,
+        lladdr: Some(EVIL),
+    };
+    icmpv6_frame(EVIL, A_MAC, B6, A6, 255, &na)
+}
+
+const EVIL: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0x66]);
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_solicitations_and_adverts_do_not_replace_a_neighbour_the_application_set() {
+    use super::hostile::forgeries_redirect_nothing;
+    for forged in [forged_solicitation(), forged_override_advert()] {
+        let mut p = pair(8, 1 << 20);
+        p.a.add_neighbor(p.now, B6, B_MAC).unwrap();
+        p.b.add_neighbor(p.now, A6, A_MAC).unwrap();
+        let run = forgeries_redirect_nothing(&mut p, B6.into(), forged);
+        assert!(run.probes_to.is_empty(), "{:?}", run.probes_to);
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_solicitations_and_adverts_do_not_replace_a_confirmed_neighbour() {
+    use super::hostile::{forgeries_redirect_nothing, probed_by_unicast_at_a_bounded_rate};
+    for forged in [forged_solicitation(), forged_override_advert()] {
+        let mut p = pair(8, 1 << 20);
+        echo_all(&mut p, &[(B6.into(), pattern(100, 1))]);
+        let run = forgeries_redirect_nothing(&mut p, B6.into(), forged);
+        probed_by_unicast_at_a_bounded_rate(&run);
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn a_slow_peer_is_not_probed_during_1_mb_transfers_over_ipv6() {
+    let mut p = pair(8, 4 << 20);
+    let rate = super::hostile::probes_during_1_mb_transfers(&mut p, B6.into());
+    std::println!("neighbour solicitations per second over IPv6, A and B: {rate:?}");
+}
