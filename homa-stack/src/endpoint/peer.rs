@@ -352,7 +352,7 @@ impl<'a> super::Endpoint<'a> {
                     i
                 }
                 None => {
-                    self.count_drop(crate::stats::Drop::PeerTableFull);
+                    self.count_drop(crate::stats::DropReason::PeerTableFull);
                     return None;
                 }
             },
