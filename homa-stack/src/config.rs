@@ -116,16 +116,18 @@ pub struct Config {
     pub max_rx_per_poll: usize,
     /// Most frames sent in one `poll`.
     pub max_tx_per_poll: usize,
-    /// The share of the RPC table one peer's server RPCs may keep while
-    /// another peer's request finds the table full, in thousandths
-    /// (1..=1000; default 250, a quarter).
+    /// The share of the RPC table, and of the message pool, one peer's
+    /// server RPCs may keep while another peer's request finds the table
+    /// or the pool full, in thousandths (1..=1000; default 250, a quarter).
     ///
-    /// A peer alone may use the whole table: the share bites only when a
-    /// new request from a peer holding less than its share finds no free
-    /// slot. Then a server RPC of the peer holding the most is freed for
-    /// it, if that peer holds more than its share (its oldest that the
-    /// application does not hold), so one source flooding requests slows
-    /// itself, not its neighbours. 1000 never frees one.
+    /// A peer alone may use the whole table and pool: the share bites only
+    /// when a new request finds no free slot, or its message no free pages,
+    /// and would leave its own peer within its share. Then the server RPCs
+    /// of the peer holding the largest share (of the table or of the pool,
+    /// whichever is larger) are freed for it, oldest first and never one
+    /// the application holds, while that peer holds more than its share:
+    /// one source flooding requests slows itself, not its neighbours. 1000
+    /// never frees one.
     pub peer_share: u16,
     /// Share the host's addresses with another stack (default `false`).
     ///

@@ -418,30 +418,25 @@ impl<'a> Endpoint<'a> {
                 self.pool.free(out.buf);
             }
         }
+        let server = !r.state.is_client();
         let m = r
             .inp
             .get_or_insert_with(|| MsgIn::new(h.message_length, h.incoming, unsched));
         if m.buf.is_none() {
-            // Messages that wait for pool space get it first, in the order
-            // they began to wait: a newcomer (a forged replay, say) must not
-            // take what a waiting message is owed.
-            let got = if self.waiters.is_empty() {
-                self.pool.alloc(m.length as usize).ok()
-            } else {
-                None
-            };
-            match got {
-                Some(b) => m.buf = Some(b),
-                None => {
-                    self.waiters.push_back(&mut self.rpcs[..], slot as u16);
-                    // Linux drops the data and restarts the flow with
-                    // RESEND(0, all) once space frees (give_waiting_buffers).
-                    self.count_drop(DropReason::NoBuffer);
-                    self.give_waiting_buffers();
-                    return;
-                }
+            let len = m.length as usize;
+            if !self.give_pages(slot, len, server) {
+                self.waiters.push_back(&mut self.rpcs[..], slot as u16);
+                // Linux drops the data and restarts the flow with
+                // RESEND(0, all) once space frees (give_waiting_buffers).
+                self.count_drop(DropReason::NoBuffer);
+                self.give_waiting_buffers();
+                return;
             }
         }
+        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            return;
+        };
+        let Some(m) = r.inp.as_mut() else { return };
         let len = payload.len() as u32;
         let Some(buf) = m.buf.as_mut() else { return };
         match m
@@ -473,6 +468,28 @@ impl<'a> Endpoint<'a> {
         if m.is_complete() {
             self.message_complete(slot);
         }
+    }
+
+    /// Pool pages for the incoming message of `len` bytes in `slot`.
+    /// Messages that wait for pool space get it first, in the order they
+    /// began to wait: a newcomer (a forged replay, say) must not take what
+    /// a waiting message is owed, unless pages were freed for a request
+    /// from a peer within its share (see `share`). False: none now.
+    fn give_pages(&mut self, slot: usize, len: usize, server: bool) -> bool {
+        let mut got = if self.waiters.is_empty() {
+            self.pool.alloc(len).ok()
+        } else {
+            None
+        };
+        if got.is_none() && server && self.make_pages(slot, len) {
+            got = self.pool.alloc(len).ok();
+        }
+        let Some(buf) = got else { return false };
+        match self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
+            Some(m) => m.buf = Some(buf),
+            None => self.pool.free(buf),
+        }
+        true
     }
 
     /// The server RPC a request's DATA names, found or made. The one found

@@ -148,6 +148,11 @@ pub(crate) struct Peer {
     pub rpcs: u16,
     /// Of those, our server RPCs, oldest first (see `share`).
     pub servers: List,
+    /// Pool pages the messages of those hold.
+    pub pages: u32,
+    /// The larger of its shares of the RPC table and of the pool, in
+    /// thousandths (see `share`).
+    pub load: u16,
     /// Of those, RPCs with DATA waiting for the link address (`queues`).
     pub parked: u16,
     /// Last time the peer was used, for least-recently-used eviction.
@@ -175,6 +180,8 @@ impl Peer {
             ack_flush_queued: false,
             rpcs: 0,
             servers: List::new(super::rpc::BY_PEER),
+            pages: 0,
+            load: 0,
             parked: 0,
             last_used: now,
         }

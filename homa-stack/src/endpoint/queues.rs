@@ -182,6 +182,7 @@ impl<'a> Endpoint<'a> {
     /// Brings the queues in step with the RPC in `slot` after a change to
     /// it (a slot with no RPC leaves them all). O(log n).
     pub(super) fn refresh(&mut self, slot: usize) {
+        self.share_pages(slot);
         let i = slot as u16;
         let p = self.placement(slot).unwrap_or(Placement {
             wants_send: false,
@@ -552,6 +553,6 @@ impl<'a> Endpoint<'a> {
         if top_best != best_grant {
             return Err("the top of the heap of the best is not the best candidate");
         }
-        Ok(())
+        self.check_shares()
     }
 }

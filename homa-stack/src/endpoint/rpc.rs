@@ -149,8 +149,11 @@ pub(crate) struct Rpc {
     pub resend_due: bool,
     /// Server: a NEED_ACK is due.
     pub need_ack_due: bool,
-    /// Client: the request's restarts by RPC_UNKNOWN (see `Rpc::restart`).
+    /// Client: the request's restarts by RPC_UNKNOWN (see `Restarts`).
     pub restarts: Restarts,
+    /// Server: the pool pages its messages hold, as its peer's share
+    /// last counted them (see `share`).
+    pub pages: u16,
     /// Client: the outcome is waiting for the application.
     pub error: Option<crate::endpoint::RpcError>,
     /// The application has been told about the current state.
@@ -204,6 +207,7 @@ impl Rpc {
             resend_due: false,
             need_ack_due: false,
             restarts: Restarts(0),
+            pages: 0,
             error: None,
             reported: false,
             birth,
@@ -473,7 +477,7 @@ impl<'a> super::Endpoint<'a> {
         let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
             return;
         };
-        let (socket, peer, server) = (r.socket, r.peer, !r.state.is_client());
+        let (socket, peer, server, pages) = (r.socket, r.peer, !r.state.is_client(), r.pages);
         let out = r.out.take().map(|o| o.buf);
         let inp = r.inp.take().and_then(|m| m.buf);
         self.rpcs[slot].rpc = None;
@@ -491,7 +495,7 @@ impl<'a> super::Endpoint<'a> {
         }
         self.servers.remove(&mut self.rpcs[..], i);
         if server {
-            self.share_released(slot, peer);
+            self.share_released(slot, peer, pages);
         }
         self.peer_released(peer);
         if let Some(b) = out {

@@ -2168,12 +2168,19 @@ fn resends_do_not_keep_a_response_waiting_for_pool_space() {
 
 // Forged RPC_UNKNOWN: restarts of a client request are rationed.
 
-/// Floods A's 1 MB request to B, sent whole, with RPC_UNKNOWN forged from
-/// B's address every 20 us for `flood`: returns the bytes A sent in the
-/// flood's first 5 ms, the bytes sent in all, the forged packets and their
-/// bytes, and how the RPC ended.
-fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Event>) {
-    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
+/// A's 1 MB request to B, sent whole (B granted it all), under `config`,
+/// with the clock 21 ms on: A, its device, the clock, the client socket
+/// and an RPC_UNKNOWN from B naming the request.
+fn a_request_sent_whole(
+    config: Config,
+) -> (
+    Endpoint<'static>,
+    TestDevice,
+    Instant,
+    SocketHandle,
+    Repr<'static>,
+) {
+    let mut ep = endpoint_with(config, 4, 4 << 20);
     let mut dev = TestDevice::default();
     let mut now = Instant::from_millis(1);
     ep.add_neighbor(now, B_IP, B_MAC).unwrap();
@@ -2197,7 +2204,17 @@ fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Eve
         .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
     run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
     assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
-    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &from_b(Kind::RpcUnknown));
+    (ep, dev, now, client, from_b(Kind::RpcUnknown))
+}
+
+/// Floods A's 1 MB request to B, sent whole, with RPC_UNKNOWN forged from
+/// B's address every 20 us for `flood`: returns the bytes A sent in the
+/// flood's first 5 ms, the bytes sent in all, the forged packets and their
+/// bytes, and how the RPC ended.
+fn rpc_unknown_flood(flood: Duration) -> (usize, usize, usize, usize, Option<Event>) {
+    let (mut ep, mut dev, mut now, client, unknown) =
+        a_request_sent_whole(Config::new(A_IP, A_MAC, SEED));
+    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &unknown);
     let (start, end) = (now, now + flood);
     let (mut first, mut sent, mut n) = (0, 0, 0);
     let mut outcome = None;
@@ -2943,4 +2960,67 @@ fn need_ack_is_reflected_one_for_one() {
     assert_eq!((sent, ep.stats().tx.ack), (100, 100));
     assert_eq!(ep.peers_in_use(), 0, "strangers take no peer entry");
     std::println!("100 NEED_ACKs ({fed_bytes} bytes) drew {sent} ACKs ({sent_bytes} bytes)");
+}
+
+#[test]
+fn a_full_pool_frees_pages_of_the_peer_holding_more_than_its_share() {
+    // C's four forged first packets of 32 KiB requests take all 32 pages
+    // of B's pool. A's 10-byte request then takes the pages of C's oldest
+    // request (C holds far more than its share, A would hold 1 page),
+    // and C's fifth waits. With `peer_share` 1000 A's waits too.
+    for (share, evicted) in [(250, true), (1000, false)] {
+        let mut config = Config::new(B_IP, B_MAC, SEED);
+        config.peer_share = share;
+        let pool = crate::storage::buffer_len_for(32, 4096);
+        let mut ep = endpoint_with_peers(config, 16, 16, pool);
+        let sock = ep.bind(500).unwrap();
+        let mut dev = TestDevice::default();
+        let now = Instant::from_millis(1);
+        let chunk = [9u8; 1000];
+        for id in 1..=4 {
+            let req = request_data(2 * id, 40_000, 32 * 1024, 32 * 1024, 0, &chunk);
+            dev.rx
+                .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+        }
+        ep.poll(now, &mut dev);
+        assert_eq!(ep.pool_free_bytes(), 0);
+        let a = request_data(2, 40_000, 10, 10, 0, b"from A....");
+        dev.rx.push_back(homa_frame(A_MAC, B_MAC, A_IP, B_IP, &a));
+        let req = request_data(10, 40_000, 32 * 1024, 32 * 1024, 0, &chunk);
+        dev.rx
+            .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
+        ep.poll(now, &mut dev);
+        let served = matches!(ep.recv(sock), Some(Event::Request { peer, .. }) if peer == A_IP);
+        assert_eq!(served, evicted, "share {share}");
+        assert_eq!(ep.stats().server_evicted, u64::from(evicted));
+        // C's oldest request (client id 2) is the one freed; C's fifth waits.
+        let oldest = ep
+            .rpc_info()
+            .any(|r| r.peer == IpAddr::V4(C_IP) && r.id == 3);
+        assert_eq!(oldest, !evicted);
+        let waiting = ep.rpc_info().filter(|r| !r.in_has_buffer).count();
+        assert_eq!(waiting, 2 - usize::from(evicted));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn one_control_packet_buys_at_most_resend_max_bytes_whatever_the_configuration() {
+    // A sends its 1 MB request whole unscheduled (`unsched_bytes` set to
+    // 1 MB). One RPC_UNKNOWN naming it schedules again the packets of at
+    // most `RESEND_MAX_BYTES`, not the megabyte the configuration allows.
+    let mut config = Config::new(A_IP, A_MAC, SEED);
+    config.unsched_bytes = 1_000_000;
+    let (mut ep, mut dev, mut now, _, unknown) = a_request_sent_whole(config);
+    let retx = ep.stats().retransmissions;
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &unknown));
+    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(4));
+    let retx = ep.stats().retransmissions - retx;
+    let most = u64::from(RESEND_MAX_BYTES.div_ceil(1424)) + 1;
+    assert!(retx > 0, "the restart sent nothing");
+    assert!(
+        retx <= most,
+        "one RPC_UNKNOWN bought {retx} retransmissions"
+    );
 }
