@@ -293,7 +293,8 @@ impl<'a> Endpoint<'a> {
             self.caps = caps;
             self.adapt_to_device();
         }
-        if let Some(due) = self.timers.get(Timer::Tick).filter(|&t| now >= t) {
+        if self.timers.is_due(Timer::Tick, now) {
+            let due = self.timers.due(Timer::Tick);
             self.tick();
             // One tick per poll: a late poll does not count missed ticks as silence.
             let next = if now >= due + self.config.tick {

@@ -49,11 +49,13 @@ impl TimerTable {
     }
 
     /// Arms `timer` for `at` (replacing any earlier deadline).
+    #[inline]
     pub(super) fn set(&mut self, timer: Timer, at: Instant) {
         self.at[timer as usize] = at.total_nanos().wrapping_add(1);
     }
 
     /// Disarms `timer`.
+    #[inline]
     pub(super) fn stop(&mut self, timer: Timer) {
         self.set(timer, Instant::MAX);
     }
@@ -64,16 +66,19 @@ impl TimerTable {
     }
 
     /// When `timer` is due (`Instant::MAX`: not armed).
-    fn due(&self, timer: Timer) -> Instant {
+    #[inline]
+    pub(super) fn due(&self, timer: Timer) -> Instant {
         Instant::from_nanos(self.at[timer as usize].wrapping_sub(1))
     }
 
     /// When `timer` is due, if armed.
+    #[inline]
     pub(super) fn get(&self, timer: Timer) -> Option<Instant> {
         Some(self.due(timer)).filter(|&t| t != Instant::MAX)
     }
 
     /// Whether `timer` is armed and due at `now`.
+    #[inline]
     pub(super) fn is_due(&self, timer: Timer, now: Instant) -> bool {
         let t = self.due(timer);
         t != Instant::MAX && t <= now
