@@ -63,7 +63,7 @@ impl PerType {
 /// Why a received frame or packet was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Drop {
+pub enum DropReason {
     /// Ethernet, IP, ARP, ICMP or Homa header did not parse.
     Malformed,
     /// Homa checksum verification failed.
@@ -114,107 +114,107 @@ pub enum Drop {
     WrongVlan,
 }
 
-impl fmt::Display for Drop {
+impl fmt::Display for DropReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Drop::Malformed => "malformed",
-            Drop::Checksum => "bad checksum",
-            Drop::NotForUs => "not for us",
-            Drop::Unsupported => "unsupported protocol",
-            Drop::UnknownPort => "no socket for port",
-            Drop::UnknownRpc => "unknown RPC",
-            Drop::BadRange => "DATA outside its message",
-            Drop::Duplicate => "duplicate DATA",
-            Drop::TooManyGaps => "too many reassembly gaps",
-            Drop::NoBuffer => "no pool space",
-            Drop::RpcTableFull => "RPC table full",
-            Drop::PeerTableFull => "peer table full",
-            Drop::ControlQueueFull => "control queue full",
-            Drop::WrongState => "RPC in wrong state",
-            Drop::Unresolved => "peer link address unknown",
-            Drop::UnknownPeer => "unknown peer",
-            Drop::NotHandled => "packet type not handled",
-            Drop::FrameTooBig => "frame larger than the device MTU",
-            Drop::RateLimited => "over its rate limit",
-            Drop::NoOverride => "advertisement without override for a known address",
-            Drop::WrongVlan => "frame for another VLAN",
+            DropReason::Malformed => "malformed",
+            DropReason::Checksum => "bad checksum",
+            DropReason::NotForUs => "not for us",
+            DropReason::Unsupported => "unsupported protocol",
+            DropReason::UnknownPort => "no socket for port",
+            DropReason::UnknownRpc => "unknown RPC",
+            DropReason::BadRange => "DATA outside its message",
+            DropReason::Duplicate => "duplicate DATA",
+            DropReason::TooManyGaps => "too many reassembly gaps",
+            DropReason::NoBuffer => "no pool space",
+            DropReason::RpcTableFull => "RPC table full",
+            DropReason::PeerTableFull => "peer table full",
+            DropReason::ControlQueueFull => "control queue full",
+            DropReason::WrongState => "RPC in wrong state",
+            DropReason::Unresolved => "peer link address unknown",
+            DropReason::UnknownPeer => "unknown peer",
+            DropReason::NotHandled => "packet type not handled",
+            DropReason::FrameTooBig => "frame larger than the device MTU",
+            DropReason::RateLimited => "over its rate limit",
+            DropReason::NoOverride => "advertisement without override for a known address",
+            DropReason::WrongVlan => "frame for another VLAN",
         })
     }
 }
 
-/// Counters of dropped packets, one per [`Drop`] reason.
+/// Counters of dropped packets, one per [`DropReason`] reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Drops {
-    /// [`Drop::Malformed`].
+    /// [`DropReason::Malformed`].
     pub malformed: u64,
-    /// [`Drop::Checksum`].
+    /// [`DropReason::Checksum`].
     pub checksum: u64,
-    /// [`Drop::NotForUs`].
+    /// [`DropReason::NotForUs`].
     pub not_for_us: u64,
-    /// [`Drop::Unsupported`].
+    /// [`DropReason::Unsupported`].
     pub unsupported: u64,
-    /// [`Drop::UnknownPort`].
+    /// [`DropReason::UnknownPort`].
     pub unknown_port: u64,
-    /// [`Drop::UnknownRpc`].
+    /// [`DropReason::UnknownRpc`].
     pub unknown_rpc: u64,
-    /// [`Drop::BadRange`].
+    /// [`DropReason::BadRange`].
     pub bad_range: u64,
-    /// [`Drop::Duplicate`].
+    /// [`DropReason::Duplicate`].
     pub duplicate: u64,
-    /// [`Drop::TooManyGaps`].
+    /// [`DropReason::TooManyGaps`].
     pub too_many_gaps: u64,
-    /// [`Drop::NoBuffer`].
+    /// [`DropReason::NoBuffer`].
     pub no_buffer: u64,
-    /// [`Drop::RpcTableFull`].
+    /// [`DropReason::RpcTableFull`].
     pub rpc_table_full: u64,
-    /// [`Drop::PeerTableFull`].
+    /// [`DropReason::PeerTableFull`].
     pub peer_table_full: u64,
-    /// [`Drop::ControlQueueFull`].
+    /// [`DropReason::ControlQueueFull`].
     pub control_queue_full: u64,
-    /// [`Drop::WrongState`].
+    /// [`DropReason::WrongState`].
     pub wrong_state: u64,
-    /// [`Drop::Unresolved`].
+    /// [`DropReason::Unresolved`].
     pub unresolved: u64,
-    /// [`Drop::UnknownPeer`].
+    /// [`DropReason::UnknownPeer`].
     pub unknown_peer: u64,
-    /// [`Drop::NotHandled`].
+    /// [`DropReason::NotHandled`].
     pub not_handled: u64,
-    /// [`Drop::FrameTooBig`].
+    /// [`DropReason::FrameTooBig`].
     pub frame_too_big: u64,
-    /// [`Drop::RateLimited`].
+    /// [`DropReason::RateLimited`].
     pub rate_limited: u64,
-    /// [`Drop::NoOverride`].
+    /// [`DropReason::NoOverride`].
     pub no_override: u64,
-    /// [`Drop::WrongVlan`].
+    /// [`DropReason::WrongVlan`].
     pub wrong_vlan: u64,
 }
 
 impl Drops {
     /// Counts one drop.
-    pub fn count(&mut self, why: Drop) {
+    pub fn count(&mut self, why: DropReason) {
         let c = match why {
-            Drop::Malformed => &mut self.malformed,
-            Drop::Checksum => &mut self.checksum,
-            Drop::NotForUs => &mut self.not_for_us,
-            Drop::Unsupported => &mut self.unsupported,
-            Drop::UnknownPort => &mut self.unknown_port,
-            Drop::UnknownRpc => &mut self.unknown_rpc,
-            Drop::BadRange => &mut self.bad_range,
-            Drop::Duplicate => &mut self.duplicate,
-            Drop::TooManyGaps => &mut self.too_many_gaps,
-            Drop::NoBuffer => &mut self.no_buffer,
-            Drop::RpcTableFull => &mut self.rpc_table_full,
-            Drop::PeerTableFull => &mut self.peer_table_full,
-            Drop::ControlQueueFull => &mut self.control_queue_full,
-            Drop::WrongState => &mut self.wrong_state,
-            Drop::Unresolved => &mut self.unresolved,
-            Drop::UnknownPeer => &mut self.unknown_peer,
-            Drop::NotHandled => &mut self.not_handled,
-            Drop::FrameTooBig => &mut self.frame_too_big,
-            Drop::RateLimited => &mut self.rate_limited,
-            Drop::NoOverride => &mut self.no_override,
-            Drop::WrongVlan => &mut self.wrong_vlan,
+            DropReason::Malformed => &mut self.malformed,
+            DropReason::Checksum => &mut self.checksum,
+            DropReason::NotForUs => &mut self.not_for_us,
+            DropReason::Unsupported => &mut self.unsupported,
+            DropReason::UnknownPort => &mut self.unknown_port,
+            DropReason::UnknownRpc => &mut self.unknown_rpc,
+            DropReason::BadRange => &mut self.bad_range,
+            DropReason::Duplicate => &mut self.duplicate,
+            DropReason::TooManyGaps => &mut self.too_many_gaps,
+            DropReason::NoBuffer => &mut self.no_buffer,
+            DropReason::RpcTableFull => &mut self.rpc_table_full,
+            DropReason::PeerTableFull => &mut self.peer_table_full,
+            DropReason::ControlQueueFull => &mut self.control_queue_full,
+            DropReason::WrongState => &mut self.wrong_state,
+            DropReason::Unresolved => &mut self.unresolved,
+            DropReason::UnknownPeer => &mut self.unknown_peer,
+            DropReason::NotHandled => &mut self.not_handled,
+            DropReason::FrameTooBig => &mut self.frame_too_big,
+            DropReason::RateLimited => &mut self.rate_limited,
+            DropReason::NoOverride => &mut self.no_override,
+            DropReason::WrongVlan => &mut self.wrong_vlan,
         };
         *c = c.wrapping_add(1);
     }

@@ -3,7 +3,8 @@
 //! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
 
 use super::iface::Local;
-use super::input::From;
+use super::input::Sender;
+use super::timers::Timer;
 use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
@@ -52,10 +53,10 @@ impl<'a> Endpoint<'a> {
     pub(super) fn push_ctrl(&mut self, c: Ctrl) -> bool {
         if c.link_addr.is_none() {
             // Its peer may need resolving first (see `egress_arp`).
-            self.arp_at = Some(Instant::ZERO);
+            self.timers.set(Timer::Resolve, Instant::ZERO);
         }
         if self.ctrl.push_back(c).is_err() {
-            self.count_drop(crate::stats::Drop::ControlQueueFull);
+            self.count_drop(crate::stats::DropReason::ControlQueueFull);
             return false;
         }
         true
@@ -64,7 +65,7 @@ impl<'a> Endpoint<'a> {
     /// Queues `kind` as the answer to the packet `from` describes. Not
     /// inlined: each inlined answer built a whole `Ctrl` of its own.
     #[inline(never)]
-    pub(super) fn push_answer(&mut self, from: &From, kind: CtrlKind) -> bool {
+    pub(super) fn push_answer(&mut self, from: &Sender, kind: CtrlKind) -> bool {
         self.push_ctrl(from.answer(kind))
     }
 

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::time::{Duration, Instant};
 use heapless::Vec;
 
+use super::timers::Timer;
 use crate::phy::TxToken;
 use crate::wire::homa::{Kind, Repr};
 use crate::wire::EthernetAddress;
@@ -306,20 +307,21 @@ impl<'a> super::Endpoint<'a> {
     pub(super) fn fifo_clock(&mut self, now: Instant) {
         // The common case, nothing to grant, without the frame of the rest.
         if self.grant.is_empty() {
-            self.next_fifo_grant = None;
+            self.timers.stop(Timer::FifoGrant);
         } else {
             self.fifo_clock_run(now);
         }
     }
 
     fn fifo_clock_run(&mut self, now: Instant) {
-        match self.next_fifo_grant {
+        match self.timers.get(Timer::FifoGrant) {
             Some(t) if now < t => return,
             Some(_) => self.fifo_grant(),
             // A message started waiting: the clock starts.
             None => {}
         }
-        self.next_fifo_grant = fifo_interval(&self.config, self.link_mbps).map(|d| now + d);
+        let next = fifo_interval(&self.config, self.link_mbps).map(|d| now + d);
+        self.timers.update(Timer::FifoGrant, next);
     }
 
     /// Gives the oldest waiting message its FIFO share.

@@ -8,10 +8,11 @@
 
 use super::input::{IpHeader, Unreachable};
 use super::peer::Claim;
+use super::timers::Timer;
 use super::Endpoint;
 use crate::config::{Config, PriorityEncoding};
 use crate::phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
-use crate::stats::Drop;
+use crate::stats::DropReason;
 use crate::time::{Duration, Instant};
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
@@ -97,7 +98,7 @@ impl<'a> Endpoint<'a> {
 
     fn process_frame<'f>(&mut self, now: Instant, frame: &'f [u8]) -> Option<Reply<'f>> {
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
-            return self.drop_frame(Drop::Malformed, "short Ethernet frame");
+            return self.drop_frame(DropReason::Malformed, "short Ethernet frame");
         };
         let dst = eth.dst_addr();
         #[cfg(feature = "ipv6")]
@@ -105,17 +106,17 @@ impl<'a> Endpoint<'a> {
         #[cfg(not(feature = "ipv6"))]
         let multicast = false;
         if dst != self.config.ethernet_addr && !dst.is_broadcast() && !multicast {
-            return self.drop_frame(Drop::NotForUs, "frame for another host");
+            return self.drop_frame(DropReason::NotForUs, "frame for another host");
         }
         let src_mac = eth.src_addr();
         // A group address never sends: nothing from one is answered (to
         // every host on the link) or learned.
         if !src_mac.is_unicast() {
-            return self.drop_frame(Drop::Malformed, "frame from a group address");
+            return self.drop_frame(DropReason::Malformed, "frame from a group address");
         }
         if let Some(tag) = eth.vlan_tag() {
             if !self.our_vlan(tag.vid) {
-                return self.drop_frame(Drop::WrongVlan, "frame for another VLAN");
+                return self.drop_frame(DropReason::WrongVlan, "frame for another VLAN");
             }
         }
         let payload = eth.payload();
@@ -124,7 +125,7 @@ impl<'a> Endpoint<'a> {
             EtherType::Ipv4 => self.process_ipv4(now, src_mac, payload),
             #[cfg(feature = "ipv6")]
             EtherType::Ipv6 if self.config.ipv6 => self.process_ipv6(now, src_mac, payload),
-            _ => self.drop_frame(Drop::Unsupported, "EtherType not handled"),
+            _ => self.drop_frame(DropReason::Unsupported, "EtherType not handled"),
         }
     }
 
@@ -138,14 +139,14 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Counts a dropped frame with a debug line saying what was wrong.
-    pub(super) fn drop_frame<T>(&mut self, why: Drop, what: &str) -> Option<T> {
+    pub(super) fn drop_frame<T>(&mut self, why: DropReason, what: &str) -> Option<T> {
         net_debug!("homa: drop ({}): {}", why, what);
         self.stats.drops.count(why);
         None
     }
 
     /// Counts a dropped packet with a debug line.
-    pub(super) fn count_drop(&mut self, why: Drop) {
+    pub(super) fn count_drop(&mut self, why: DropReason) {
         net_debug!("homa: drop: {}", why);
         self.stats.drops.count(why);
     }
@@ -155,7 +156,7 @@ impl<'a> Endpoint<'a> {
     /// agrees with the sender it names, for a peer we hold.
     fn process_arp<'f>(&mut self, eth_src: EthernetAddress, payload: &[u8]) -> Option<Reply<'f>> {
         let Ok(repr) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
-            return self.drop_frame(Drop::Malformed, "bad ARP");
+            return self.drop_frame(DropReason::Malformed, "bad ARP");
         };
         let ArpRepr::EthernetIpv4 {
             operation,
@@ -165,18 +166,21 @@ impl<'a> Endpoint<'a> {
             ..
         } = repr;
         if !matches!(operation, ArpOperation::Request | ArpOperation::Reply) {
-            return self.drop_frame(Drop::NotHandled, "ARP operation not handled");
+            return self.drop_frame(DropReason::NotHandled, "ARP operation not handled");
         }
         if target_protocol_addr != self.config.ipv4_addr {
-            return self.drop_frame(Drop::NotForUs, "ARP for another host");
+            return self.drop_frame(DropReason::NotForUs, "ARP for another host");
         }
         if source_hardware_addr != eth_src || !source_hardware_addr.is_unicast() {
-            return self.drop_frame(Drop::Malformed, "ARP sender differs from its frame");
+            return self.drop_frame(DropReason::Malformed, "ARP sender differs from its frame");
         }
         let learned = self.learn(IpAddr::V4(source_protocol_addr), source_hardware_addr);
         if operation == ArpOperation::Reply && !learned {
             // A reply only teaches; this one had no peer to teach about.
-            return self.drop_frame(Drop::UnknownPeer, "ARP reply from a peer we do not hold");
+            return self.drop_frame(
+                DropReason::UnknownPeer,
+                "ARP reply from a peer we do not hold",
+            );
         }
         if operation == ArpOperation::Request
             && !self.config.passive_host
@@ -231,13 +235,13 @@ impl<'a> Endpoint<'a> {
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.ipv4.rx();
         let Ok(packet) = Ipv4Packet::new_checked(payload) else {
-            return self.drop_frame(Drop::Malformed, "bad IPv4 header");
+            return self.drop_frame(DropReason::Malformed, "bad IPv4 header");
         };
         let Ok(ip) = Ipv4Repr::parse(&packet, verify) else {
-            return self.drop_frame(Drop::Malformed, "bad IPv4 packet");
+            return self.drop_frame(DropReason::Malformed, "bad IPv4 packet");
         };
         if ip.dst_addr != self.config.ipv4_addr {
-            return self.drop_frame(Drop::NotForUs, "IPv4 packet for another host");
+            return self.drop_frame(DropReason::NotForUs, "IPv4 packet for another host");
         }
         // No host sends from these. Believed, they would make a peer and
         // be answered (to every host, or to ourselves).
@@ -247,13 +251,16 @@ impl<'a> Endpoint<'a> {
             || src.is_unspecified()
             || src == self.config.ipv4_addr
         {
-            return self.drop_frame(Drop::Malformed, "IPv4 packet from an impossible source");
+            return self.drop_frame(
+                DropReason::Malformed,
+                "IPv4 packet from an impossible source",
+            );
         }
         let body = packet.payload();
         match ip.next_header {
             IpProtocol::Icmp => self.process_icmp(src_mac, &ip, body),
             IpProtocol::Homa => self.process_homa(now, src_mac, IpHeader::V4(ip), body),
-            _ => self.drop_frame(Drop::Unsupported, "IP protocol not handled"),
+            _ => self.drop_frame(DropReason::Unsupported, "IP protocol not handled"),
         }
     }
 
@@ -265,7 +272,7 @@ impl<'a> Endpoint<'a> {
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.icmpv4.rx();
         let Ok(packet) = Icmpv4Packet::new_checked(body) else {
-            return self.drop_frame(Drop::Malformed, "bad ICMP");
+            return self.drop_frame(DropReason::Malformed, "bad ICMP");
         };
         let Ok(repr) = Icmpv4Repr::parse(&packet, verify) else {
             // Only a type we act on can fail to parse for its contents; an
@@ -277,9 +284,9 @@ impl<'a> Endpoint<'a> {
                     | Icmpv4Message::DstUnreachable
             );
             if !handled && (!verify || packet.verify_checksum()) {
-                return self.drop_frame(Drop::NotHandled, "ICMP type not handled");
+                return self.drop_frame(DropReason::NotHandled, "ICMP type not handled");
             }
-            return self.drop_frame(Drop::Malformed, "bad ICMP");
+            return self.drop_frame(DropReason::Malformed, "bad ICMP");
         };
         match repr {
             Icmpv4Repr::EchoRequest {
@@ -319,13 +326,14 @@ impl<'a> Endpoint<'a> {
                     _ => Unreachable::Host,
                 };
                 if self.icmp_in_budget == 0 {
-                    return self.drop_frame(Drop::RateLimited, "ICMP error over the tick's budget");
+                    return self
+                        .drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
                 }
                 self.icmp_in_budget -= 1;
                 self.unreachable_pkt(IpAddr::V4(header.dst_addr), sport, dport, what);
                 None
             }
-            _ => self.drop_frame(Drop::NotHandled, "ICMP type not handled"),
+            _ => self.drop_frame(DropReason::NotHandled, "ICMP type not handled"),
         }
     }
 
@@ -669,7 +677,7 @@ impl<'a> Endpoint<'a> {
         if len <= self.caps.max_transmission_unit {
             return true;
         }
-        self.count_drop(Drop::FrameTooBig);
+        self.count_drop(DropReason::FrameTooBig);
         false
     }
 
@@ -680,7 +688,7 @@ impl<'a> Endpoint<'a> {
     /// unresolved or in doubt), which a peer leaves once resolved and not
     /// in doubt.
     pub(super) fn egress_arp<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
-        if self.arp_at.is_none_or(|t| t > now) {
+        if !self.timers.is_due(Timer::Resolve, now) {
             return;
         }
         // The next time one is due, for poll_at.
@@ -719,7 +727,7 @@ impl<'a> Endpoint<'a> {
             }
             let Some(tx) = device.transmit(now) else {
                 // Out of tokens: the rest waits for the next poll.
-                self.arp_at = Some(now);
+                self.timers.set(Timer::Resolve, now);
                 return;
             };
             if wanted_later {
@@ -745,7 +753,7 @@ impl<'a> Endpoint<'a> {
                 IpAddr::V6(_) => {}
             }
         }
-        self.arp_at = next;
+        self.timers.update(Timer::Resolve, next);
     }
 }
 

@@ -9,7 +9,7 @@
 use super::iface::{Local, Reply};
 use super::rpc::{MsgIn, Restart, Rpc, State};
 use super::{Ctrl, CtrlKind, Endpoint, RpcError};
-use crate::stats::Drop;
+use crate::stats::DropReason;
 use crate::storage::holes::AddOutcome;
 use crate::storage::PoolStore;
 use crate::time::Instant;
@@ -21,7 +21,7 @@ use crate::wire::{EthernetAddress, IpAddr};
 
 /// Who sent a packet and to which of our ports.
 #[derive(Clone, Copy)]
-pub(super) struct From {
+pub(super) struct Sender {
     pub(super) addr: IpAddr,
     pub(super) mac: EthernetAddress,
     /// The sender's port.
@@ -34,7 +34,7 @@ pub(super) struct From {
     pub(super) local: Local,
 }
 
-impl From {
+impl Sender {
     /// A control packet answering this one: ports swapped, our id.
     pub(super) fn answer(&self, kind: CtrlKind) -> Ctrl {
         Ctrl {
@@ -90,20 +90,20 @@ impl<'a> Endpoint<'a> {
     ) -> Option<Reply<'f>> {
         let (src, dst) = ip.addrs();
         let Ok(packet) = homa::Packet::new_checked(body) else {
-            return self.drop_frame(Drop::Malformed, "bad Homa header");
+            return self.drop_frame(DropReason::Malformed, "bad Homa header");
         };
         if self.config.homa_checksum_rx
             && self.caps.checksum.homa.rx()
             && !packet.verify_checksum(&src, &dst)
         {
-            return self.drop_frame(Drop::Checksum, "Homa checksum mismatch");
+            return self.drop_frame(DropReason::Checksum, "Homa checksum mismatch");
         }
         let Ok(repr) = homa::Repr::parse(&packet) else {
-            return self.drop_frame(Drop::Malformed, "bad Homa packet");
+            return self.drop_frame(DropReason::Malformed, "bad Homa packet");
         };
         self.stats.rx.count(u8::from(repr.kind.packet_type()));
         net_trace!("homa: rx {}", repr.display_with(src, dst, None));
-        let from = From {
+        let from = Sender {
             addr: src,
             mac,
             sport: repr.sport,
@@ -129,10 +129,10 @@ impl<'a> Endpoint<'a> {
                 return None;
             }
             if self.icmp_budget == 0 || !mac.is_unicast() {
-                return self.drop_frame(Drop::UnknownPort, "no socket for port");
+                return self.drop_frame(DropReason::UnknownPort, "no socket for port");
             }
             self.icmp_budget -= 1;
-            self.count_drop(Drop::UnknownPort);
+            self.count_drop(DropReason::UnknownPort);
             return Some(match ip {
                 // IPv4 quotes the header and 8 bytes (RFC 792).
                 IpHeader::V4(header) => Reply::PortUnreachable {
@@ -177,8 +177,8 @@ impl<'a> Endpoint<'a> {
                             r.silent_ticks = 0;
                         }
                     }
-                    Some(_) => self.count_drop(Drop::WrongState),
-                    None => self.count_drop(Drop::UnknownRpc),
+                    Some(_) => self.count_drop(DropReason::WrongState),
+                    None => self.count_drop(DropReason::UnknownRpc),
                 }
                 i
             }
@@ -190,7 +190,7 @@ impl<'a> Endpoint<'a> {
                 None
             }
             Kind::Freeze => {
-                self.count_drop(Drop::NotHandled);
+                self.count_drop(DropReason::NotHandled);
                 None
             }
             Kind::NeedAck => {
@@ -214,7 +214,7 @@ impl<'a> Endpoint<'a> {
     /// (docs/protocol.md 4.1). RESEND gets RPC_UNKNOWN, NEED_ACK an ACK,
     /// ACK and CUTOFFS are applied; the rest is dropped and counted.
     #[cold]
-    fn no_client_rpc(&mut self, from: From, kind: Kind<'_>) {
+    fn no_client_rpc(&mut self, from: Sender, kind: Kind<'_>) {
         net_debug!(
             "homa: {} naming client rpc {} at server port {}: no such RPC",
             kind.packet_type(),
@@ -231,9 +231,9 @@ impl<'a> Endpoint<'a> {
                 unsched_cutoffs,
                 version,
             } => self.cutoffs_pkt(from, unsched_cutoffs, version),
-            Kind::Freeze => self.count_drop(Drop::NotHandled),
+            Kind::Freeze => self.count_drop(DropReason::NotHandled),
             Kind::Data { .. } | Kind::Grant { .. } | Kind::Busy | Kind::RpcUnknown => {
-                self.count_drop(Drop::UnknownRpc)
+                self.count_drop(DropReason::UnknownRpc)
             }
         }
     }
@@ -242,7 +242,7 @@ impl<'a> Endpoint<'a> {
     /// stranger's CUTOFFS must not take a table entry.
     fn cutoffs_pkt(
         &mut self,
-        from: From,
+        from: Sender,
         cutoffs: [u32; crate::config::NUM_PRIORITIES],
         version: u16,
     ) {
@@ -256,18 +256,18 @@ impl<'a> Endpoint<'a> {
                     peer.set_cutoffs(cutoffs, version);
                 }
             }
-            None => self.count_drop(Drop::UnknownPeer),
+            None => self.count_drop(DropReason::UnknownPeer),
         }
     }
 
     /// ACK: frees the server RPC its header names and those of its entries.
-    fn ack_pkt(&mut self, from: From, acks: &[homa::Ack]) {
+    fn ack_pkt(&mut self, from: Sender, acks: &[homa::Ack]) {
         let mut freed = self.ack_rpc(from.addr, from.local_id, from.dport);
         for a in acks.iter() {
             freed |= self.ack_rpc(from.addr, a.client_id ^ 1, a.server_port);
         }
         if !freed {
-            self.count_drop(Drop::UnknownRpc);
+            self.count_drop(DropReason::UnknownRpc);
         }
     }
 
@@ -339,7 +339,7 @@ impl<'a> Endpoint<'a> {
     fn data_pkt(
         &mut self,
         now: Instant,
-        from: From,
+        from: Sender,
         socket: u16,
         h: &DataHeader,
         payload: &[u8],
@@ -356,7 +356,7 @@ impl<'a> Endpoint<'a> {
             || h.message_length as usize > self.pool.capacity_bytes()
             || !fits
         {
-            self.count_drop(Drop::BadRange);
+            self.count_drop(DropReason::BadRange);
             return None;
         }
         // The ack it carries is believed only now (and before a new RPC
@@ -368,7 +368,7 @@ impl<'a> Endpoint<'a> {
             self.data_server_rpc(now, from, socket, h)?
         } else {
             let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-                self.count_drop(Drop::UnknownRpc);
+                self.count_drop(DropReason::UnknownRpc);
                 return None;
             };
             i
@@ -382,7 +382,7 @@ impl<'a> Endpoint<'a> {
         &mut self,
         now: Instant,
         slot: usize,
-        from: From,
+        from: Sender,
         h: &DataHeader,
         payload: &[u8],
     ) {
@@ -394,12 +394,14 @@ impl<'a> Endpoint<'a> {
             r.state,
             State::ClientOutgoing | State::ClientIncoming | State::ServerIncoming
         ) {
-            return self.count_drop(Drop::WrongState);
+            return self.count_drop(DropReason::WrongState);
         }
         match r.inp.as_ref() {
-            Some(m) if m.length != h.message_length => return self.count_drop(Drop::BadRange),
+            Some(m) if m.length != h.message_length => {
+                return self.count_drop(DropReason::BadRange)
+            }
             // The message's first bytes: reassembly must be able to begin there.
-            None if leaves_tiny_hole(h.offset) => return self.count_drop(Drop::TooManyGaps),
+            None if leaves_tiny_hole(h.offset) => return self.count_drop(DropReason::TooManyGaps),
             _ => {}
         }
         self.heard(slot, from.mac);
@@ -426,7 +428,7 @@ impl<'a> Endpoint<'a> {
                 self.waiters.push_back(&mut self.rpcs[..], slot as u16);
                 // Linux drops the data and restarts the flow with
                 // RESEND(0, all) once space frees (give_waiting_buffers).
-                self.count_drop(Drop::NoBuffer);
+                self.count_drop(DropReason::NoBuffer);
                 self.give_waiting_buffers();
                 return;
             }
@@ -444,12 +446,12 @@ impl<'a> Endpoint<'a> {
             // Only new bytes are progress: a replayed packet must not keep
             // an RPC (and its pool pages) alive.
             AddOutcome::New => r.silent_ticks = 0,
-            AddOutcome::Duplicate => return self.count_drop(Drop::Duplicate),
+            AddOutcome::Duplicate => return self.count_drop(DropReason::Duplicate),
             AddOutcome::OutOfRange | AddOutcome::StoreFailed => {
-                return self.count_drop(Drop::BadRange)
+                return self.count_drop(DropReason::BadRange)
             }
             AddOutcome::TooManyGaps | AddOutcome::TinyHole | AddOutcome::TooFar => {
-                return self.count_drop(Drop::TooManyGaps)
+                return self.count_drop(DropReason::TooManyGaps)
             }
         }
         // Cannot fail: the tracker accepted the range inside the message.
@@ -496,7 +498,7 @@ impl<'a> Endpoint<'a> {
     fn data_server_rpc(
         &mut self,
         now: Instant,
-        from: From,
+        from: Sender,
         socket: u16,
         h: &DataHeader,
     ) -> Option<usize> {
@@ -511,7 +513,7 @@ impl<'a> Endpoint<'a> {
             Some(i) => i,
             None => {
                 if leaves_tiny_hole(h.offset) {
-                    self.count_drop(Drop::TooManyGaps);
+                    self.count_drop(DropReason::TooManyGaps);
                     return None;
                 }
                 self.new_server_rpc(now, from, socket, h, hash)?
@@ -524,13 +526,13 @@ impl<'a> Endpoint<'a> {
     fn new_server_rpc(
         &mut self,
         now: Instant,
-        from: From,
+        from: Sender,
         socket: u16,
         h: &DataHeader,
         hash: u64,
     ) -> Option<usize> {
         let Some(slot) = self.free_slot().or_else(|| self.make_room(from.addr)) else {
-            return self.drop_frame(Drop::RpcTableFull, "no RPC slot for a new request");
+            return self.drop_frame(DropReason::RpcTableFull, "no RPC slot for a new request");
         };
         let peer = self.peer_index(from.addr, now)?;
         self.births += 1;
@@ -574,7 +576,7 @@ impl<'a> Endpoint<'a> {
 
     /// A sender echoing an old cutoff version gets our CUTOFFS, at most once
     /// per tick per peer, so a peer that ignores them cannot make us flood.
-    fn check_cutoff_version(&mut self, now: Instant, slot: usize, from: From, version: u16) {
+    fn check_cutoff_version(&mut self, now: Instant, slot: usize, from: Sender, version: u16) {
         if version == self.config.cutoff_version {
             return;
         }
@@ -596,9 +598,9 @@ impl<'a> Endpoint<'a> {
         self.push_answer(&from, CtrlKind::Cutoffs);
     }
 
-    fn grant_pkt(&mut self, from: From, offset: u32, priority: u8) -> Option<usize> {
+    fn grant_pkt(&mut self, from: Sender, offset: u32, priority: u8) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-            self.count_drop(Drop::UnknownRpc);
+            self.count_drop(DropReason::UnknownRpc);
             return None;
         };
         let top = self.config.highest_priority();
@@ -618,14 +620,14 @@ impl<'a> Endpoint<'a> {
                 }
                 self.heard(i, from.mac);
             }
-            _ => self.count_drop(Drop::WrongState),
+            _ => self.count_drop(DropReason::WrongState),
         }
         Some(i)
     }
 
-    fn rpc_unknown_pkt(&mut self, from: From) -> Option<usize> {
+    fn rpc_unknown_pkt(&mut self, from: Sender) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-            self.count_drop(Drop::UnknownRpc);
+            self.count_drop(DropReason::UnknownRpc);
             return None;
         };
         let interval = self.config.resend_interval;
@@ -635,7 +637,7 @@ impl<'a> Endpoint<'a> {
                 Restart::Now => self.restart_request(i),
                 Restart::TooSoon => {
                     net_debug!("homa: RPC_UNKNOWN for rpc {}: restarted lately", r.id);
-                    self.count_drop(Drop::RateLimited);
+                    self.count_drop(DropReason::RateLimited);
                 }
                 Restart::Exhausted => {
                     net_debug!("homa: rpc {} failed: RPC_UNKNOWN once too often", r.id);
@@ -648,7 +650,7 @@ impl<'a> Endpoint<'a> {
             }
             _ => {
                 net_debug!("homa: RPC_UNKNOWN for rpc {} ignored", from.local_id);
-                self.count_drop(Drop::WrongState);
+                self.count_drop(DropReason::WrongState);
             }
         }
         Some(i)
@@ -677,15 +679,15 @@ impl<'a> Endpoint<'a> {
         out.request_resend(0, out.next_xmit.min(cap), prio);
     }
 
-    fn need_ack_pkt(&mut self, from: From) {
+    fn need_ack_pkt(&mut self, from: Sender) {
         let rpc = self.find_rpc(from.addr, from.local_id, from.dport);
         // Only a server asks, naming our client RPC (an even local id):
         // one naming a server RPC is answered with nothing.
         if from.local_id & 1 == 1 {
             let why = if rpc.is_some() {
-                Drop::WrongState
+                DropReason::WrongState
             } else {
-                Drop::UnknownRpc
+                DropReason::UnknownRpc
             };
             return self.count_drop(why);
         }
@@ -703,7 +705,7 @@ impl<'a> Endpoint<'a> {
     /// Acks our client RPC `from.local_id`, complete or released already
     /// (its ack was lost), with whatever else waits for that peer, in one
     /// packet at the next poll.
-    fn ack_unknown(&mut self, from: From) {
+    fn ack_unknown(&mut self, from: Sender) {
         let ack = homa::Ack {
             client_id: from.local_id,
             server_port: from.sport,

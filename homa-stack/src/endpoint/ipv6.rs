@@ -17,7 +17,7 @@ use super::iface::{Reply, Route, HOP_LIMIT, IPV6_HEADER_LEN};
 use super::input::{IpHeader, Unreachable};
 use super::Endpoint;
 use crate::phy::TxToken;
-use crate::stats::Drop;
+use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::wire::icmpv6::{Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
 use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
@@ -84,32 +84,38 @@ impl<'a> Endpoint<'a> {
     ) -> Option<Reply<'f>> {
         // new_checked refuses a payload length beyond the frame.
         let Ok(packet) = Ipv6Packet::new_checked(payload) else {
-            return self.drop_frame(Drop::Malformed, "bad IPv6 header");
+            return self.drop_frame(DropReason::Malformed, "bad IPv6 header");
         };
         let Ok(ip) = Ipv6Repr::parse(&packet) else {
-            return self.drop_frame(Drop::Malformed, "bad IPv6 packet");
+            return self.drop_frame(DropReason::Malformed, "bad IPv6 packet");
         };
         if !self.accepts_v6(ip.dst_addr) {
-            return self.drop_frame(Drop::NotForUs, "IPv6 packet for another host");
+            return self.drop_frame(DropReason::NotForUs, "IPv6 packet for another host");
         }
         if ip.src_addr.is_multicast() {
-            return self.drop_frame(Drop::Malformed, "IPv6 packet from a multicast address");
+            return self.drop_frame(
+                DropReason::Malformed,
+                "IPv6 packet from a multicast address",
+            );
         }
         // As over IPv4: one from our own address is no other host's.
         if self.our_v6().any(|a| a == ip.src_addr) {
-            return self.drop_frame(Drop::Malformed, "IPv6 packet from our own address");
+            return self.drop_frame(DropReason::Malformed, "IPv6 packet from our own address");
         }
         // Only duplicate address detection's solicitations come from `::`
         // (checked in process_icmpv6); nothing else may.
         if ip.src_addr.is_unspecified() && ip.next_header != IpProtocol::Icmpv6 {
-            return self.drop_frame(Drop::Malformed, "IPv6 packet from the unspecified address");
+            return self.drop_frame(
+                DropReason::Malformed,
+                "IPv6 packet from the unspecified address",
+            );
         }
         // Past the fixed header, up to its payload length (trailing frame
         // padding is not ours).
         let rest = &payload[IPV6_HEADER_LEN..IPV6_HEADER_LEN + ip.payload_len];
         let Some((next, body)) = skip_extension_headers(u8::from(ip.next_header), rest) else {
             return self.drop_frame(
-                Drop::Unsupported,
+                DropReason::Unsupported,
                 "IPv6 extension header not handled (fragment, routing with segments left, or too many)",
             );
         };
@@ -124,8 +130,8 @@ impl<'a> Endpoint<'a> {
                 },
                 body,
             ),
-            IpProtocol::Homa => self.drop_frame(Drop::NotForUs, "Homa to a multicast group"),
-            _ => self.drop_frame(Drop::Unsupported, "IPv6 next header not handled"),
+            IpProtocol::Homa => self.drop_frame(DropReason::NotForUs, "Homa to a multicast group"),
+            _ => self.drop_frame(DropReason::Unsupported, "IPv6 next header not handled"),
         }
     }
 
@@ -137,7 +143,7 @@ impl<'a> Endpoint<'a> {
     ) -> Option<Reply<'f>> {
         let verify = self.caps.checksum.icmpv6.rx();
         let Ok(packet) = Icmpv6Packet::new_checked(body) else {
-            return self.drop_frame(Drop::Malformed, "bad ICMPv6");
+            return self.drop_frame(DropReason::Malformed, "bad ICMPv6");
         };
         let Ok(repr) = Icmpv6Repr::parse(&ip.src_addr, &ip.dst_addr, &packet, verify) else {
             // As for ICMPv4: an intact message of a type we do not act on
@@ -151,12 +157,12 @@ impl<'a> Endpoint<'a> {
                     | Icmpv6Message::NeighborAdvert
             );
             if !handled && (!verify || packet.verify_checksum(&ip.src_addr, &ip.dst_addr)) {
-                return self.drop_frame(Drop::NotHandled, "ICMPv6 type not handled");
+                return self.drop_frame(DropReason::NotHandled, "ICMPv6 type not handled");
             }
-            return self.drop_frame(Drop::Malformed, "bad ICMPv6");
+            return self.drop_frame(DropReason::Malformed, "bad ICMPv6");
         };
         if ip.src_addr.is_unspecified() && !matches!(repr, Icmpv6Repr::NeighborSolicit { .. }) {
-            return self.drop_frame(Drop::Malformed, "ICMPv6 from the unspecified address");
+            return self.drop_frame(DropReason::Malformed, "ICMPv6 from the unspecified address");
         }
         match repr {
             Icmpv6Repr::EchoRequest {
@@ -165,7 +171,7 @@ impl<'a> Endpoint<'a> {
                 data,
             } => {
                 if ip.dst_addr.is_multicast() {
-                    return self.drop_frame(Drop::NotHandled, "multicast echo request");
+                    return self.drop_frame(DropReason::NotHandled, "multicast echo request");
                 }
                 if self.config.passive_host {
                     net_trace!("homa: echo request left to the other stack");
@@ -185,7 +191,7 @@ impl<'a> Endpoint<'a> {
                 if ip.hop_limit != 255 =>
             {
                 self.drop_frame(
-                    Drop::Malformed,
+                    DropReason::Malformed,
                     "neighbour discovery with hop limit below 255",
                 )
             }
@@ -194,14 +200,15 @@ impl<'a> Endpoint<'a> {
                 lladdr,
             } => {
                 if !self.our_v6().any(|a| a == target_addr) {
-                    return self.drop_frame(Drop::NotForUs, "solicitation for another address");
+                    return self
+                        .drop_frame(DropReason::NotForUs, "solicitation for another address");
                 }
                 let dad = ip.src_addr.is_unspecified();
                 if let Some(mac) = lladdr {
                     // As ARP: the option must name the frame's own source.
                     if dad || mac != src_mac || !mac.is_unicast() {
                         return self.drop_frame(
-                            Drop::Malformed,
+                            DropReason::Malformed,
                             "solicitation's link address differs from its frame",
                         );
                     }
@@ -245,7 +252,7 @@ impl<'a> Endpoint<'a> {
                         let held = if solicited && !ip.dst_addr.is_multicast() {
                             if !override_ && self.known_other(target_addr, mac) {
                                 return self.drop_frame(
-                                    Drop::NoOverride,
+                                    DropReason::NoOverride,
                                     "advertisement without override for a known, different address",
                                 );
                             }
@@ -255,20 +262,22 @@ impl<'a> Endpoint<'a> {
                         };
                         if !held {
                             return self.drop_frame(
-                                Drop::UnknownPeer,
+                                DropReason::UnknownPeer,
                                 "advertisement for a peer we do not hold",
                             );
                         }
                     }
                     Some(_) => {
                         return self.drop_frame(
-                            Drop::Malformed,
+                            DropReason::Malformed,
                             "advertisement's link address differs from its frame",
                         )
                     }
                     None => {
-                        return self
-                            .drop_frame(Drop::Malformed, "advertisement without a link address")
+                        return self.drop_frame(
+                            DropReason::Malformed,
+                            "advertisement without a link address",
+                        )
                     }
                 }
                 None
@@ -285,7 +294,8 @@ impl<'a> Endpoint<'a> {
                     return None;
                 }
                 if self.icmp_in_budget == 0 {
-                    return self.drop_frame(Drop::RateLimited, "ICMP error over the tick's budget");
+                    return self
+                        .drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
                 }
                 self.icmp_in_budget -= 1;
                 let sport = u16::from_be_bytes([data[0], data[1]]);
@@ -298,7 +308,7 @@ impl<'a> Endpoint<'a> {
                 None
             }
             Icmpv6Repr::EchoReply { .. } => {
-                self.drop_frame(Drop::NotHandled, "ICMPv6 type not handled")
+                self.drop_frame(DropReason::NotHandled, "ICMPv6 type not handled")
             }
         }
     }

@@ -31,9 +31,11 @@ mod resources;
 mod rpc;
 mod share;
 mod timer;
+mod timers;
 
 use heapless::Deque;
 use managed::ManagedSlice;
+use timers::{Timer, TimerTable};
 
 use crate::config::Config;
 use crate::phy::Device;
@@ -107,10 +109,6 @@ pub struct Endpoint<'a> {
     /// reused for another peer is simply a miss).
     last_peer: u16,
     resolving: List,
-    /// When `egress_arp` has an ARP request or neighbour solicitation to
-    /// send next (`Instant::ZERO`: at once), so `poll_at` need not walk the
-    /// resolve list.
-    arp_at: Option<Instant>,
     /// Server RPCs by (peer address, id), keyed by a secret hash.
     servers: Index<rpc::ServerTag>,
     /// The server RPC a DATA packet named last (see `data_server_rpc`).
@@ -120,10 +118,8 @@ pub struct Endpoint<'a> {
     next_port: u16,
     /// Arrival counter for RPC births.
     births: u64,
-    next_tick: Instant,
-    /// When the next FIFO grant is due; `None` while no message awaits
-    /// grants (see `grant::fifo_clock`).
-    next_fifo_grant: Option<Instant>,
+    /// The tick, the FIFO grant clock, ARP and the pacer's hold.
+    timers: TimerTable,
     /// A grant candidate or the incoming total changed (set by `refresh`
     /// only): the scheduler runs at the next egress.
     grants_dirty: bool,
@@ -137,8 +133,6 @@ pub struct Endpoint<'a> {
     /// ICMP errors we may still act on in this tick (each is a pass over
     /// the live RPCs).
     icmp_in_budget: u32,
-    /// DATA is waiting and the pacer holds it until this instant.
-    throttled_until: Option<Instant>,
     /// What the device said it can do, at the last poll.
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
@@ -257,20 +251,17 @@ impl<'a> Endpoint<'a> {
             loads: Heap::new(share::LOAD),
             last_peer: 0,
             resolving: List::new(peer::RESOLVE),
-            arp_at: None,
             servers,
             last_server: 0,
             hash,
             next_port: MIN_CLIENT_PORT,
             births: 0,
-            next_tick: Instant::ZERO,
-            next_fifo_grant: None,
+            timers: TimerTable::new(),
             grants_dirty: false,
             max_payload,
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
             icmp_in_budget: ICMP_PER_TICK,
-            throttled_until: None,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
             #[cfg(any(test, fuzzing))]
@@ -302,14 +293,16 @@ impl<'a> Endpoint<'a> {
             self.caps = caps;
             self.adapt_to_device();
         }
-        if now >= self.next_tick {
+        if self.timers.is_due(Timer::Tick, now) {
+            let due = self.timers.due(Timer::Tick);
             self.tick();
             // One tick per poll: a late poll does not count missed ticks as silence.
-            self.next_tick = if now >= self.next_tick + self.config.tick {
+            let next = if now >= due + self.config.tick {
                 now + self.config.tick
             } else {
-                self.next_tick + self.config.tick
+                due + self.config.tick
             };
+            self.timers.set(Timer::Tick, next);
         }
         self.ingress(now, device);
         if !self.waiters.is_empty() {
@@ -361,10 +354,8 @@ impl<'a> Endpoint<'a> {
     /// future it left.
     fn rebase(&mut self, now: Instant) {
         net_debug!("homa: clock went back from {} to {}", self.now, now);
-        self.next_tick = self.next_tick.min(now + self.config.tick);
-        self.next_fifo_grant = self.next_fifo_grant.map(|t| t.min(now));
+        self.timers.rebase(now, self.config.tick);
         self.pacer.rebase(now);
-        self.arp_at = self.arp_at.map(|t| t.min(now));
         for p in self.peers.iter_mut().filter_map(|p| p.peer.as_mut()) {
             p.confirmed = p.confirmed.min(now);
             p.last_used = p.last_used.min(now);
@@ -422,29 +413,26 @@ impl<'a> Endpoint<'a> {
         {
             return Some(Instant::ZERO);
         }
-        let mut at: Option<Instant> = None;
-        let mut earliest = |t: Instant| at = Some(at.map_or(t, |a: Instant| a.min(t)));
-        if let Some(top) = self.send.peek(&self.rpcs[..]) {
+        let top = self.send.peek(&self.rpcs[..]);
+        if let Some(top) = top {
+            // DATA the pacer does not hold, or a retransmission, which it
+            // never holds, goes at once.
             let resend = self.rpcs[usize::from(top)]
                 .rpc
                 .as_ref()
                 .and_then(|r| r.out.as_ref())
                 .is_some_and(|o| !o.resend.is_empty());
-            match self.throttled_until {
-                Some(t) if !resend => earliest(t),
-                _ => return Some(Instant::ZERO),
+            if resend || self.timers.get(Timer::Pacer).is_none() {
+                return Some(Instant::ZERO);
             }
         }
-        if let Some(t) = self.arp_at {
-            earliest(t);
-        }
-        if !self.live.is_empty() {
-            earliest(self.next_tick);
-        }
-        if let Some(t) = self.next_fifo_grant {
-            earliest(t);
-        }
-        at
+        self.timers.next(|timer| match timer {
+            // The tick matters only to live RPCs; the pacer's hold only
+            // while DATA waits.
+            Timer::Tick => !self.live.is_empty(),
+            Timer::Pacer => top.is_some(),
+            Timer::FifoGrant | Timer::Resolve => true,
+        })
     }
 
     /// [`Endpoint::poll_at`] relative to `now`: `Some(Duration::ZERO)` means

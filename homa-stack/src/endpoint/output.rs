@@ -7,16 +7,17 @@ use super::iface::{
     emit_headers, ip_header_len, link_header_len, src_for, Local, Route, HOP_LIMIT,
 };
 use super::pacer::DataPick;
+use super::timers::Timer;
 use super::Endpoint;
 use crate::phy::{Device, PacketMeta, TxToken};
-use crate::stats::Drop;
+use crate::stats::DropReason;
 use crate::time::Instant;
-use crate::wire::homa::{self, DataHeader, Kind, Repr};
+use crate::wire::homa::{self, DataHeader, Kind, PacketType, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol};
 
 impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
-        self.throttled_until = None;
+        self.timers.stop(Timer::Pacer);
         self.egress_arp(now, device);
         // The device says how many frames it takes in a row.
         let mut budget = self
@@ -27,7 +28,7 @@ impl<'a> Endpoint<'a> {
             let Some(c) = self.ctrl.front() else { break };
             let Some(mac) = c.link_addr.or_else(|| self.link_addr_of(c.addr)) else {
                 self.ctrl.pop_front();
-                self.count_drop(Drop::Unresolved);
+                self.count_drop(DropReason::Unresolved);
                 continue;
             };
             let Some(tx) = device.transmit(now) else {
@@ -217,17 +218,23 @@ impl<'a> Endpoint<'a> {
             };
             let resend_due = r.resend_due;
             let need_ack_due = r.need_ack_due;
-            for (due, kind) in [(grant, 0), (resend_due, 1), (need_ack_due, 2)] {
+            let due = [
+                (grant, PacketType::Grant),
+                (resend_due, PacketType::Resend),
+                (need_ack_due, PacketType::NeedAck),
+            ];
+            for (due, kind) in due {
                 if !due {
                     continue;
                 }
                 let sent = *budget > 0
                     && match kind {
-                        0 => device
+                        PacketType::Grant => device
                             .transmit(now)
                             .map(|tx| self.emit_grant(now, tx, mac, slot))
                             .is_some(),
-                        1 => self.emit_resends(now, device, mac, slot, budget),
+                        PacketType::Resend => self.emit_resends(now, device, mac, slot, budget),
+                        // NEED_ACK, the only other kind in the list.
                         _ => device
                             .transmit(now)
                             .map(|tx| self.emit_need_ack(now, tx, mac, slot))

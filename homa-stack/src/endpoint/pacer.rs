@@ -13,6 +13,7 @@
 //! Linux sends them from `sendmsg`.
 
 use super::rpc::State;
+use super::timers::Timer;
 use crate::time::{Duration, Instant};
 
 /// Bytes a frame occupies on the wire beyond the frame itself: preamble and
@@ -183,7 +184,8 @@ impl<'a> super::Endpoint<'a> {
             }
         }
         self.stats.pacer_throttled += 1;
-        self.throttled_until = Some(self.pacer.next_slot(self.config.max_nic_est_backlog));
+        let until = self.pacer.next_slot(self.config.max_nic_est_backlog);
+        self.timers.set(Timer::Pacer, until);
         None
     }
 

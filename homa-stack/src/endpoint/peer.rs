@@ -31,6 +31,7 @@ use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
 use heapless::Vec;
 
+use super::timers::Timer;
 use super::{Ctrl, CtrlKind};
 
 /// Acks one ACK packet holds in all: its five entries and the RPC its
@@ -358,7 +359,7 @@ impl<'a> super::Endpoint<'a> {
                     i
                 }
                 None => {
-                    self.count_drop(crate::stats::Drop::PeerTableFull);
+                    self.count_drop(crate::stats::DropReason::PeerTableFull);
                     return None;
                 }
             },
@@ -424,7 +425,7 @@ impl<'a> super::Endpoint<'a> {
             .is_some_and(|p| p.probe || !p.resolved())
         {
             self.resolving.push_back(&mut self.peers[..], pi);
-            self.arp_at = Some(Instant::ZERO);
+            self.timers.set(Timer::Resolve, Instant::ZERO);
         }
     }
 

@@ -4,7 +4,7 @@
 //! were sent; BUSY when it owes nothing yet), at most the unscheduled
 //! bytes per RESEND.
 
-use super::input::From;
+use super::input::Sender;
 use super::rpc::State;
 use super::{CtrlKind, Endpoint};
 use crate::phy::Device;
@@ -16,7 +16,7 @@ use crate::wire::EthernetAddress;
 impl<'a> Endpoint<'a> {
     pub(super) fn resend_pkt(
         &mut self,
-        from: From,
+        from: Sender,
         offset: u32,
         length: u32,
         priority: u8,

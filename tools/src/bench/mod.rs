@@ -7,6 +7,7 @@
 //! is checked, every RPC completes, and homa's tables and pools must be
 //! empty at the end. docs/benchmarks.md section 3 explains the rows.
 
+pub mod callgrind;
 pub mod cpu;
 pub mod frame;
 pub mod homa;
@@ -135,26 +136,72 @@ pub enum Single {
     HomaMb,
     /// smoltcp TCP bulk, 1,000,000-byte messages.
     TcpBulk,
+    /// smoltcp 100-byte TCP request-responses over one connection, 1
+    /// outstanding.
+    TcpRr,
 }
 
 impl std::str::FromStr for Single {
     type Err = String;
     fn from_str(s: &str) -> Result<Single, String> {
-        Ok(match s {
-            "homa-rpc" => Single::HomaRpc,
-            "homa-rpc-1024" => Single::HomaRpc1024,
-            "homa-rpc-big-table" => Single::HomaRpcBigTable,
-            "udp-echo" => Single::UdpEcho,
-            "homa-mb" => Single::HomaMb,
-            "tcp-bulk" => Single::TcpBulk,
-            _ => {
-                return Err(format!(
-                    "unknown measurement {s:?} (homa-rpc, homa-rpc-1024, \
-                     homa-rpc-big-table, udp-echo, homa-mb, tcp-bulk)"
-                ))
-            }
-        })
+        Single::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Single::ALL.iter().map(|w| w.name()).collect();
+                format!("unknown measurement {s:?} ({})", names.join(", "))
+            })
     }
+}
+
+impl Single {
+    /// Every measurement.
+    pub const ALL: [Single; 7] = [
+        Single::HomaRpc,
+        Single::HomaRpc1024,
+        Single::HomaRpcBigTable,
+        Single::UdpEcho,
+        Single::HomaMb,
+        Single::TcpBulk,
+        Single::TcpRr,
+    ];
+
+    /// Its name for `--only`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Single::HomaRpc => "homa-rpc",
+            Single::HomaRpc1024 => "homa-rpc-1024",
+            Single::HomaRpcBigTable => "homa-rpc-big-table",
+            Single::UdpEcho => "udp-echo",
+            Single::HomaMb => "homa-mb",
+            Single::TcpBulk => "tcp-bulk",
+            Single::TcpRr => "tcp-rr",
+        }
+    }
+}
+
+/// The line `--only` prints for a run of `which`.
+pub fn summary(which: Single, m: &Measure) -> String {
+    format!(
+        "{which:?}: {} ops in {:.4} s CPU: {:.1} k ops/s, {:.2} Gbit/s, {} frames, {} DATA packets",
+        m.ops,
+        m.secs,
+        m.rate() / 1e3,
+        m.gbps(),
+        m.frames,
+        m.data_packets
+    )
+}
+
+/// The operations and DATA packets of a [`summary`] line.
+pub fn parse_summary(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.contains(" ops in "))?;
+    let words: Vec<&str> = line.split_ascii_whitespace().collect();
+    let before = |word: &str| -> Option<u64> {
+        let i = words.iter().position(|w| w.trim_end_matches(',') == word)?;
+        words.get(i.checked_sub(1)?)?.parse().ok()
+    };
+    Some((before("ops")?, before("DATA")?))
 }
 
 /// Runs one measurement once, `count` operations after a short warm-up
@@ -168,6 +215,7 @@ pub fn single(which: Single, count: u64) -> Result<Measure, String> {
         Single::UdpEcho => smol::udp_echo(SMALL, 1, 100, count),
         Single::HomaMb => homa::rpcs(LARGE, 1, 16, 2, count),
         Single::TcpBulk => smol::tcp_bulk(LARGE, 2, count),
+        Single::TcpRr => smol::tcp_rr(SMALL, 1, 100, count),
     }
 }
 
@@ -422,5 +470,32 @@ mod tests {
         assert_eq!(m.frames, 40);
         let m = single(Single::TcpBulk, 1).expect("TCP bulk");
         assert_eq!(m.bytes, LARGE as u64);
+        let m = single(Single::TcpRr, 20).expect("TCP request-responses");
+        assert_eq!((m.ops, m.bytes), (20, 20 * SMALL as u64));
+        // A request and a response segment each, the ACKs riding on them
+        // (a delayed ACK may add one at the end).
+        assert!((40..=41).contains(&m.frames), "{m:?}");
+    }
+
+    #[test]
+    fn measurements_parse_from_the_names_the_help_gives() {
+        assert_eq!("tcp-rr".parse::<Single>(), Ok(Single::TcpRr));
+        assert_eq!("homa-mb".parse::<Single>(), Ok(Single::HomaMb));
+        let e = "tcp".parse::<Single>().expect_err("no such measurement");
+        assert!(e.contains("homa-rpc-big-table, udp-echo"), "{e}");
+    }
+
+    #[test]
+    fn a_summary_gives_back_its_counts() {
+        let m = Measure {
+            ops: 3,
+            bytes: 3_000_000,
+            secs: 0.5,
+            frames: 4_300,
+            data_packets: 2_112,
+        };
+        let line = summary(Single::HomaMb, &m);
+        assert_eq!(parse_summary(&line), Some((3, 2_112)), "{line}");
+        assert_eq!(parse_summary("nothing here"), None);
     }
 }

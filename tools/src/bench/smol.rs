@@ -222,6 +222,154 @@ fn echo(
     Ok(())
 }
 
+/// `len`-byte requests over one TCP connection, each answered by a
+/// `len`-byte response (the request echoed), `outstanding` at a time:
+/// `count` request-responses timed after `warmup` (which also resolves ARP
+/// and opens the connection). Nagle off at both ends, smoltcp's default
+/// delayed ACKs: each ACK rides on the next segment the other way. The
+/// harness does what the UDP echo's does: a set of sequence numbers in
+/// flight, each response copied out and checked, each request copied out
+/// and sent back.
+pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result<Measure, String> {
+    let mut ends = Ends::new(4096);
+    let bytes = (outstanding + 16) * len;
+    let buffer = || tcp::SocketBuffer::new(vec![0u8; bytes]);
+    let mut client = tcp::Socket::new(buffer(), buffer());
+    let mut server = tcp::Socket::new(buffer(), buffer());
+    client.set_nagle_enabled(false);
+    server.set_nagle_enabled(false);
+    server
+        .listen(PORT)
+        .map_err(|e| format!("tcp listen: {e}"))?;
+    let cx = ends.client.context();
+    client
+        .connect(cx, (ip(SERVER_IP), PORT), 5000)
+        .map_err(|e| format!("tcp connect: {e}"))?;
+    let ch = ends.csockets.add(client);
+    let sh = ends.ssockets.add(server);
+    let mut st = Rr {
+        outstanding,
+        len,
+        inflight: HashSet::with_capacity(2 * outstanding),
+        next_seq: 0,
+        request: vec![0u8; len],
+        response: vec![0u8; len],
+        response_at: 0,
+        scratch: vec![0u8; len],
+        scratch_at: 0,
+    };
+    fill_payload(0, &mut st.request);
+    request_response(&mut ends, ch, sh, &mut st, warmup)?;
+    let frames = ends.pair.frames();
+    let (r, secs) = measured(|| request_response(&mut ends, ch, sh, &mut st, count));
+    r?;
+    let frames = ends.pair.frames() - frames;
+    ends.check_clean()?;
+    if !st.inflight.is_empty() {
+        return Err("smoltcp: requests left in flight".into());
+    }
+    Ok(Measure {
+        ops: count,
+        bytes: count * len as u64,
+        secs,
+        frames,
+        data_packets: 0,
+    })
+}
+
+struct Rr {
+    outstanding: usize,
+    len: usize,
+    inflight: HashSet<u64>,
+    next_seq: u64,
+    request: Vec<u8>,
+    /// The response being read, `response_at` bytes of it so far.
+    response: Vec<u8>,
+    response_at: usize,
+    /// The request being read at the server, `scratch_at` bytes so far.
+    scratch: Vec<u8>,
+    scratch_at: usize,
+}
+
+fn request_response(
+    ends: &mut Ends<'_>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    st: &mut Rr,
+    count: u64,
+) -> Result<(), String> {
+    let mut issued = 0u64;
+    let mut done = 0u64;
+    let end = ends.clock.ns + STALL_NS;
+    while done < count {
+        {
+            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
+            // Until the handshake is done there is nowhere to send.
+            while sock.may_send() && st.inflight.len() < st.outstanding && issued < count {
+                let seq = st.next_seq;
+                st.request[..8].copy_from_slice(&seq.to_le_bytes());
+                let n = sock
+                    .send_slice(&st.request)
+                    .map_err(|e| format!("tcp send: {e}"))?;
+                if n != st.len {
+                    return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
+                }
+                st.next_seq += 1;
+                st.inflight.insert(seq);
+                issued += 1;
+            }
+        }
+        let before = ends.pair.bytes();
+        ends.poll_client();
+        {
+            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
+            while sock.can_recv() {
+                let n = sock
+                    .recv_slice(&mut st.response[st.response_at..])
+                    .map_err(|e| format!("tcp recv: {e}"))?;
+                st.response_at += n;
+                if st.response_at < st.len {
+                    break;
+                }
+                st.response_at = 0;
+                let seq = u64::from_le_bytes(st.response[..8].try_into().expect("8 bytes"));
+                if !st.inflight.remove(&seq) || !check_payload(seq, &st.response) {
+                    return Err(format!("tcp: wrong response (seq {seq})"));
+                }
+                done += 1;
+            }
+        }
+        ends.poll_server();
+        {
+            let sock = ends.ssockets.get_mut::<tcp::Socket>(sh);
+            while sock.can_recv() {
+                let n = sock
+                    .recv_slice(&mut st.scratch[st.scratch_at..])
+                    .map_err(|e| format!("tcp recv: {e}"))?;
+                st.scratch_at += n;
+                if st.scratch_at < st.len {
+                    break;
+                }
+                st.scratch_at = 0;
+                let n = sock
+                    .send_slice(&st.scratch)
+                    .map_err(|e| format!("tcp send: {e}"))?;
+                if n != st.len {
+                    return Err(format!("tcp: response did not fit ({n} bytes)"));
+                }
+            }
+        }
+        let moved = ends.pair.bytes() - before;
+        ends.tick(moved, st.inflight.len() < st.outstanding && issued < count);
+        if ends.clock.ns > end {
+            return Err(format!(
+                "smoltcp tcp: stalled after {done} of {count} requests"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// TCP bulk transfer of `count` messages of `len` bytes (each laid out as
 /// a homa request: sequence number, then the pattern), checked in place by
 /// the receiver, after `warmup` messages; nagle off, smoltcp's default

@@ -5,13 +5,16 @@
 //! `--quick` runs a tiny amount of each, only to check that all completes,
 //! and prints only that it did (figures of so little work mean nothing).
 //! `--reps N` sets the repetitions. `--only homa-rpc|homa-rpc-1024|
-//! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk --count N` runs one
-//! measurement of N operations once (for callgrind).
+//! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk|tcp-rr --count N` runs one
+//! measurement of N operations once. `--callgrind` runs each of them again
+//! under `valgrind --tool=callgrind` and prints one `instructions:` line:
+//! instructions per operation (per DATA packet for `data_packet`), in total
+//! and in the stack alone (see `bench::callgrind`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use homa_tools::bench::{self, Options, Single};
+use homa_tools::bench::{self, callgrind, Options, Single};
 
 /// homa-stack against smoltcp 0.13, in one process and one run.
 #[derive(Parser, Debug)]
@@ -20,11 +23,17 @@ struct Cli {
     /// A tiny amount of each measurement: checks that all completes.
     #[arg(long, conflicts_with = "only")]
     quick: bool,
+    /// Instructions per operation of each row under valgrind's callgrind,
+    /// on one `instructions:` line (with --quick: few operations, only to
+    /// check that all completes).
+    #[arg(long, conflicts_with_all = ["only", "reps"])]
+    callgrind: bool,
     /// Repetitions of each measurement (the median is reported).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: Option<u32>,
     /// Run one measurement once: homa-rpc, homa-rpc-1024 (1,024 in flight),
-    /// homa-rpc-big-table (4,096-slot tables), udp-echo, homa-mb or tcp-bulk.
+    /// homa-rpc-big-table (4,096-slot tables), udp-echo, homa-mb, tcp-bulk
+    /// or tcp-rr (100-byte TCP request-responses).
     #[arg(long, value_parser = |s: &str| s.parse::<Single>())]
     only: Option<Single>,
     /// Operations for --only.
@@ -46,15 +55,19 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), String> {
     if let Some(which) = cli.only {
         let m = bench::single(which, cli.count)?;
-        return homa_tools::outln!(
-            "{which:?}: {} ops in {:.4} s CPU: {:.1} k ops/s, {:.2} Gbit/s, {} frames, {} DATA packets",
-            m.ops,
-            m.secs,
-            m.rate() / 1e3,
-            m.gbps(),
-            m.frames,
-            m.data_packets
-        );
+        return homa_tools::outln!("{}", bench::summary(which, &m));
+    }
+    if cli.callgrind {
+        let exe = std::env::current_exe().map_err(|e| format!("no path to myself: {e}"))?;
+        let mut figures = Vec::new();
+        for row in callgrind::ROWS {
+            eprintln!("homa-bench: {} under callgrind", row.name);
+            let count = cli
+                .quick
+                .then_some(if row.per_data_packet { 1 } else { 200 });
+            figures.push(callgrind::measure(&exe, row, count)?);
+        }
+        return homa_tools::outln!("{}", callgrind::line(&figures));
     }
     let mut o = if cli.quick {
         Options::QUICK

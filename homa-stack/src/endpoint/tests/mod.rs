@@ -145,8 +145,8 @@ fn an_endpoint_with_nothing_to_grant_has_no_fifo_deadline() {
     assert!(p.run_until(Duration::from_millis(1), |p| p.b.recv(server).is_some()));
     let fifo = grant::fifo_interval(&p.b.config, p.b.link_mbps).unwrap();
     assert!(fifo < p.b.config.tick, "a FIFO deadline would come first");
-    assert_eq!(p.b.next_fifo_grant, None);
-    assert_eq!(p.b.poll_at(), Some(p.b.next_tick));
+    assert_eq!(p.b.timers.get(Timer::FifoGrant), None);
+    assert_eq!(p.b.poll_at(), p.b.timers.get(Timer::Tick));
 }
 
 /// Runs a 1 MB request, then a 300 kB one, from A to B with one message
