@@ -16,7 +16,7 @@ use clap::{Parser, ValueEnum};
 use homa_tools::cli;
 use homa_tools::fabric::Topology;
 use homa_tools::sim::homa_config::HomaStyle;
-use homa_tools::sim::run::{PcapSpec, DEFAULT_TCP_BUFFER, DEFAULT_TCP_CONNS};
+use homa_tools::sim::run::{PcapSpec, DEFAULT_TCP1_BUFFER, DEFAULT_TCP_BUFFER, DEFAULT_TCP_CONNS};
 use homa_tools::sim::{plot, report, run, Protocol, SimOptions, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,11 +175,17 @@ struct Args {
     /// DATA packet); TCP stays on IPv4.
     #[arg(long, help_heading = "Homa")]
     ipv6: bool,
-    /// TCP socket buffer in bytes, 2048..=16777216: the window in flight of
-    /// each connection (smoltcp sets no congestion window).
+    /// Socket buffer of tcp-mc and pias in bytes, 2048..=16777216: the
+    /// window in flight of each connection (smoltcp sets no congestion
+    /// window).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_TCP_BUFFER, help_heading = "TCP",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
     tcp_buffer: usize,
+    /// Socket buffer of tcp-1 in bytes, 2048..=16777216.
+    #[arg(long = "tcp-1-buffer", value_name = "BYTES", default_value_t = DEFAULT_TCP1_BUFFER,
+          help_heading = "TCP",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
+    tcp1_buffer: usize,
     /// Most connections per host pair of tcp-mc and pias, 1..=64.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TCP_CONNS, help_heading = "TCP",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
@@ -219,6 +225,7 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     o.pool_bytes = a.pool_mb << 20;
     o.response_bytes = a.response_bytes;
     o.tcp_buffer = a.tcp_buffer;
+    o.tcp1_buffer = a.tcp1_buffer;
     o.tcp_conns = a.tcp_conns;
     o.switch_buffer = a.switch_buffer.0;
     o.pcap = a.pcap.as_ref().map(|path| PcapSpec {

@@ -59,10 +59,11 @@ fn cell(b: &Bucket) -> String {
 fn tcp_line(r: &SimResult) -> String {
     let o = &r.options;
     format!(
-        "tcp: smoltcp 0.12, {} KiB socket buffers (the window in flight: smoltcp's congestion \
-         control does not bound it), Nagle off, delayed ACKs 1 ms, minimum RTO 10 ms (fixed by \
+        "tcp: smoltcp 0.12, socket buffers {} KiB for tcp-1 and {} KiB for tcp-mc and pias \
+         (the window in flight: smoltcp's congestion control does not bound it), Nagle off, delayed ACKs 1 ms, minimum RTO 10 ms (fixed by \
          smoltcp); tcp-1 one connection per pair (head-of-line blocking); tcp-mc and pias up \
          to {} connections per pair; pias thresholds {:?} bytes sent",
+        o.tcp1_buffer >> 10,
         o.tcp_buffer >> 10,
         o.tcp_conns,
         r.pias_thresholds
@@ -286,6 +287,7 @@ pub fn json_value(r: &SimResult) -> Value {
         },
         "tcp_config": {
             "buffer_bytes": o.tcp_buffer,
+            "tcp_1_buffer_bytes": o.tcp1_buffer,
             "max_connections_per_pair": o.tcp_conns,
             "min_rto_us": 10_000,
             "pias_thresholds": r.pias_thresholds,
