@@ -73,9 +73,9 @@ pub const DEFAULT_TCP_BUFFER: usize = 2 << 10;
 
 /// Default socket buffer of `tcp-1`, bytes, chosen the same way: one
 /// connection carries all of a pair's bytes, so a small window starves it
-/// (short-message P99 with 50 ms of arrivals: 8 KiB 6,252, 16 KiB 5,799,
-/// 32 KiB 5,710 with 247 drops, 64 KiB 110,088 with messages unfinished).
-pub const DEFAULT_TCP1_BUFFER: usize = 32 << 10;
+/// (short-message P99 in the default run: 2 KiB 10,985, 4 KiB 10,119,
+/// 8 KiB 7,537, 16 KiB 7,124, 32 KiB 17,477 with 2,949 drops).
+pub const DEFAULT_TCP1_BUFFER: usize = 16 << 10;
 
 /// Default most TCP connections of a `tcp-mc` or `pias` pool per host pair.
 pub const DEFAULT_TCP_CONNS: usize = 8;
