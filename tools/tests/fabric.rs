@@ -330,6 +330,53 @@ fn finite_buffer_drops_tail_and_counts() {
     assert!(f.port_stats(NodeId::Switch(0), 2).unwrap().max_queue_bytes > buffer);
 }
 
+#[test]
+fn finite_buffer_in_frames_drops_tail_whatever_the_frame_size() {
+    // 60-byte frames: a byte limit of 4 full frames would hold 100 of them.
+    let mut cfg = Config::new(Topology::Rack { hosts: 3 });
+    cfg.switch_buffer_frames = Some(4);
+    let mut f = Fabric::new(cfg).unwrap();
+    for tag in 0..20 {
+        send(&mut f, 0, 2, 60, tag, None);
+        send(&mut f, 1, 2, 60, 100 + tag, Some(7));
+    }
+    let rx = run(&mut f);
+    let drops = f.stats().drops.buffer_full;
+    let port = f.port_stats(NodeId::Switch(0), 2).unwrap();
+    assert!(drops > 0);
+    assert_eq!(rx.len() as u64 + drops, 40);
+    assert_eq!(port.drops, drops);
+    // Frames held (queued and on the wire) never passed 4.
+    assert!(port.max_queue_bytes <= 4 * 60, "{}", port.max_queue_bytes);
+}
+
+#[test]
+fn capture_sees_both_directions_of_one_host_link() {
+    use std::sync::{Arc, Mutex};
+    let mut f = rack(3);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    f.capture(
+        1,
+        Box::new(move |at, frame| {
+            let tag = u32::from_be_bytes([frame[20], frame[21], frame[22], frame[23]]);
+            sink.lock().unwrap().push((at.total_nanos(), tag));
+        }),
+    );
+    send(&mut f, 0, 1, 1514, 1, None);
+    send(&mut f, 1, 2, 1514, 2, None);
+    send(&mut f, 0, 2, 1514, 3, None);
+    run(&mut f);
+    // Host 1's NIC sends tag 2 after its send delay and one serialisation;
+    // the ToR's port to host 1 sends tag 1 a switch delay and a
+    // serialisation later. Tag 3 never crosses host 1's link.
+    let ser = ser10(1514);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(500 + ser, 2), (500 + ser + 250 + ser, 1)]
+    );
+}
+
 /// Racks 0 and 1 send many frames to rack 2 and within rack 0, with the
 /// uplinks oversubscribed, so spraying choices change the timing.
 fn busy_run(seed: u64) -> Vec<Rx> {

@@ -1,9 +1,11 @@
-//! homa-sim end to end: short deterministic runs of both protocols on the
-//! simulated fabric, the workload sampling rule, and the slowdown of a lone
-//! message.
+//! homa-sim end to end: short deterministic runs of every protocol on the
+//! simulated fabric, loss recovery through drop-tail switch buffers, the
+//! baselines' behaviour (connection pools, PIAS priorities), packet
+//! captures, the workload sampling rule, and the slowdown of a lone message.
 
 use homa_tools::fabric::Topology;
 use homa_tools::sim::report::json;
+use homa_tools::sim::run::PcapSpec;
 use homa_tools::sim::traffic::Message;
 use homa_tools::sim::{run, run_with, Protocol, SimOptions, Workload};
 
@@ -16,12 +18,14 @@ fn short_run(workload: &str, duration_us: u64) -> SimOptions {
 }
 
 #[test]
-fn short_rack_run_delivers_every_message_intact_with_both_protocols() {
+fn short_rack_run_delivers_every_message_intact_with_every_protocol() {
     let mut o = short_run("w3", 300);
     o.load = 0.5;
     let r = run(&o).unwrap();
     assert!(r.messages > 100, "{} messages", r.messages);
-    assert_eq!(r.results.len(), 2);
+    assert_eq!(r.options.switch_buffer, Some(250));
+    let names: Vec<_> = r.results.iter().map(|p| p.protocol.name()).collect();
+    assert_eq!(names, ["homa", "tcp-1", "tcp-mc", "pias"]);
     for p in &r.results {
         let name = p.protocol.name();
         assert_eq!(p.sent, r.messages, "{name}");
@@ -64,7 +68,9 @@ fn same_seed_gives_identical_json_and_another_seed_does_not() {
     let v: serde_json::Value = serde_json::from_str(&a).unwrap();
     assert_eq!(v["messages"], r.messages);
     assert_eq!(v["protocols"]["homa"]["sent"], r.messages);
-    assert_eq!(v["protocols"]["tcp"]["verified"], r.results[1].verified);
+    assert_eq!(v["protocols"]["tcp-1"]["verified"], r.results[1].verified);
+    assert_eq!(v["protocols"]["pias"]["verified"], r.results[3].verified);
+    assert_eq!(v["switch_buffer_frames"], 250);
     o.seed = 2;
     assert_ne!(a, json(&run(&o).unwrap()));
 }
@@ -177,4 +183,184 @@ fn the_plot_is_drawn_as_svg_and_png() {
     } else {
         assert!(plot::png(&svg).is_err());
     }
+}
+
+/// Switch buffers of 8 frames drop packets of every protocol; each
+/// protocol's own loss recovery still delivers every message intact, and
+/// the drops are reported per protocol. (TCP's retransmission timeouts
+/// start at smoltcp's 10 ms and double: the drain allows 2 s.)
+#[test]
+fn every_protocol_recovers_what_small_switch_buffers_drop() {
+    let mut o = short_run("w4", 300);
+    o.switch_buffer = Some(8);
+    o.drain_ns = 2_000_000_000;
+    let r = run(&o).unwrap();
+    assert!(r.messages > 20, "{} messages", r.messages);
+    let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+    for p in &r.results {
+        let name = p.protocol.name();
+        assert!(p.drops > 0, "{name}: no drops");
+        assert_eq!(p.verified, r.messages, "{name}");
+        assert_eq!(p.failed, 0, "{name}");
+        assert_eq!(v["protocols"][name]["switch_drops"], p.drops, "{name}");
+    }
+    let homa = &r.results[0];
+    let counter = |name| homa.counters.iter().find(|c| c.0 == name).unwrap().1;
+    assert!(counter("retransmissions") > 0);
+}
+
+/// The slowdown of a 100-byte message sent 20 us after a 1 MB message
+/// between the same two hosts.
+fn short_behind_long(p: Protocol) -> f64 {
+    let mut o = short_run("w4", 100);
+    o.protocols = vec![p];
+    o.warmup = 0.0;
+    let m = |at, size| Message {
+        at,
+        src: 1,
+        dst: 0,
+        size,
+    };
+    let r = run_with(&o, Some(vec![m(0, 1_000_000), m(20_000, 100)])).unwrap();
+    let p = &r.results[0];
+    assert_eq!(p.verified, 2);
+    // Buckets ascend by size: the first holding a message holds the short one.
+    p.buckets.iter().find(|b| b.count == 1).unwrap().p99
+}
+
+/// tcp-1 puts the short message on the byte stream behind the long one;
+/// tcp-mc and pias give it another connection of the pool, so it waits only
+/// for the long message's frames already in the sender's NIC queue.
+#[test]
+fn connection_pools_avoid_the_head_of_line_blocking_of_one_connection() {
+    let one = short_behind_long(Protocol::Tcp1);
+    let pool = short_behind_long(Protocol::TcpMc);
+    let pias = short_behind_long(Protocol::Pias);
+    assert!(one > 100.0, "tcp-1 {one}");
+    assert!(pool < one / 5.0, "tcp-mc {pool}, tcp-1 {one}");
+    assert!(pias < one / 5.0, "pias {pias}, tcp-1 {one}");
+}
+
+/// The records (time ns, frame) of a pcap file with nanosecond times.
+fn pcap_records(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    assert_eq!(&bytes[..4], &0xa1b2_3c4du32.to_le_bytes());
+    let le = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap());
+    let (mut at, mut out) = (24, Vec::new());
+    while at < bytes.len() {
+        let h = &bytes[at..at + 16];
+        let t = u64::from(le(&h[..4])) * 1_000_000_000 + u64::from(le(&h[4..8]));
+        let len = le(&h[8..12]) as usize;
+        assert_eq!(len, le(&h[12..16]) as usize, "whole frames");
+        out.push((t, bytes[at + 16..at + 16 + len].to_vec()));
+        at += 16 + len;
+    }
+    out
+}
+
+fn temp_path(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("homa-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+/// PIAS tags each data segment, through the IPv4 TOS byte the switches
+/// read, by the bytes its message sent before it, against the thresholds
+/// derived from the workload; segments without data go at the top.
+#[test]
+fn pias_tags_each_segment_by_the_bytes_its_message_already_sent() {
+    let path = temp_path("pias.pcap");
+    let mut o = short_run("w4", 100);
+    o.protocols = vec![Protocol::Pias];
+    o.pcap = Some(PcapSpec {
+        path: path.clone(),
+        host: 1,
+        protocol: Protocol::Pias,
+    });
+    let m = |at, size| Message {
+        at,
+        src: 1,
+        dst: 0,
+        size,
+    };
+    let r = run_with(&o, Some(vec![m(0, 300_000), m(400_000, 300_000)])).unwrap();
+    assert_eq!(r.results[0].verified, 2);
+    let t = r.pias_thresholds;
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
+    let mut first_seq = std::collections::HashMap::new();
+    let mut seen = [0usize; 8];
+    for (_, f) in pcap_records(&std::fs::read(&path).unwrap()) {
+        let ip = &f[14..];
+        assert_eq!(ip[9], 6, "TCP only");
+        let priority = ip[1] >> 5;
+        let ihl = usize::from(ip[0] & 15) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let tcp = &ip[ihl..total];
+        let payload = tcp.len() - usize::from(tcp[12] >> 4) * 4;
+        let from_host_1 = f[6..12] == [2, 0, 0, 0, 0, 1];
+        if payload == 0 || !from_host_1 {
+            assert_eq!(priority, 7, "control segment");
+            continue;
+        }
+        let port = u16::from_be_bytes([tcp[0], tcp[1]]);
+        let seq = u32::from_be_bytes(tcp[4..8].try_into().unwrap());
+        // Both messages go on the pool's first connection, one after the
+        // other: the second starts where the first's 12-byte header and
+        // 300,000 bytes end.
+        let start = *first_seq.entry(port).or_insert(seq);
+        let mut sent = seq.wrapping_sub(start);
+        if sent >= 300_012 {
+            sent -= 300_012;
+        }
+        let expected = 7 - t.iter().filter(|&&x| sent >= x).count() as u8;
+        assert_eq!(priority, expected, "{sent} bytes sent");
+        seen[usize::from(priority)] += 1;
+    }
+    assert!(seen[7] >= 2, "{seen:?}");
+    assert!(
+        seen[..7].iter().filter(|&&n| n > 0).count() >= 2,
+        "{seen:?}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+/// `homa-sim --pcap` writes host 0's link during Homa's run; homa-dump
+/// decodes every frame as Homa with no complaint.
+#[test]
+fn pcap_of_a_homa_run_decodes_cleanly_with_homa_dump() {
+    use std::process::Command;
+    let path = temp_path("homa.pcap");
+    let sim = Command::new(env!("CARGO_BIN_EXE_homa-sim"))
+        .args(["--duration", "0.2", "--protocols", "homa", "--quiet"])
+        .args(["--pcap", &path, "--pcap-host", "3"])
+        .output()
+        .unwrap();
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let dump = Command::new(env!("CARGO_BIN_EXE_homa-dump"))
+        .args(["--json", &path])
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8(dump.stdout).unwrap();
+    let mut frames = 0;
+    let mut data = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v.get("frame").is_none() {
+            continue;
+        }
+        frames += 1;
+        assert!(v.get("error").is_none() && v.get("note").is_none(), "{v}");
+        assert!(v["homa"].is_object(), "{v}");
+        data += usize::from(v["homa"]["type"] == "DATA");
+    }
+    assert!(frames > 50 && data > 0, "{frames} frames, {data} DATA");
+    let _ = std::fs::remove_file(&path);
 }

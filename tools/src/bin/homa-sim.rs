@@ -1,5 +1,6 @@
 //! homa-sim: message latency under load of many unchanged homa-stack
-//! endpoints over a simulated datacenter fabric, next to smoltcp TCP on the
+//! endpoints over a simulated datacenter fabric, next to three smoltcp TCP
+//! baselines (one connection per pair, a connection pool, and PIAS) on the
 //! same fabric with the same arrivals (docs/benchmarks.md section 1).
 //!
 //! Deterministic for a seed; needs no root and no network. Prints a table
@@ -16,6 +17,7 @@ use clap::{Parser, ValueEnum};
 use homa_tools::cli;
 use homa_tools::fabric::Topology;
 use homa_tools::sim::homa_config::HomaStyle;
+use homa_tools::sim::run::{PcapSpec, DEFAULT_TCP1_BUFFER, DEFAULT_TCP_BUFFER, DEFAULT_TCP_CONNS};
 use homa_tools::sim::{plot, report, run, Protocol, SimOptions, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -28,8 +30,41 @@ enum TopologyArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ProtocolArg {
+    /// homa-stack.
     Homa,
-    Tcp,
+    /// TCP, one connection per host pair (head-of-line blocking).
+    #[value(name = "tcp-1")]
+    Tcp1,
+    /// TCP, a pool of connections per host pair.
+    #[value(name = "tcp-mc")]
+    TcpMc,
+    /// tcp-mc with PIAS priorities.
+    Pias,
+}
+
+impl ProtocolArg {
+    fn protocol(self) -> Protocol {
+        match self {
+            ProtocolArg::Homa => Protocol::Homa,
+            ProtocolArg::Tcp1 => Protocol::Tcp1,
+            ProtocolArg::TcpMc => Protocol::TcpMc,
+            ProtocolArg::Pias => Protocol::Pias,
+        }
+    }
+}
+
+/// `--switch-buffer`: frames per switch egress port, `None` for unlimited.
+#[derive(Debug, Clone, Copy)]
+struct SwitchBuffer(Option<usize>);
+
+fn switch_buffer(s: &str) -> Result<SwitchBuffer, String> {
+    if s == "unlimited" {
+        return Ok(SwitchBuffer(None));
+    }
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(SwitchBuffer(Some(n))),
+        _ => Err(format!("{s} is not 1..=1000000 or unlimited")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,10 +75,11 @@ enum StyleArg {
     Linux,
 }
 
-/// Message slowdowns of homa-stack and smoltcp TCP under the same load on a
-/// simulated datacenter fabric. Defaults: rack (16 hosts, 10 Gbit/s), W4,
-/// load 0.8, 200 ms of arrivals, seed 1, homa and tcp (one thread each
-/// unless --sequential). Exits 1 when any message failed.
+/// Message slowdowns of homa-stack and smoltcp TCP baselines under the same
+/// load on a simulated datacenter fabric. Defaults: rack (16 hosts,
+/// 10 Gbit/s), 250-frame drop-tail switch buffers, W4, load 0.8, 200 ms of
+/// arrivals, seed 1, every protocol (one thread each unless --sequential).
+/// Exits 1 when any message failed.
 #[derive(Parser, Debug)]
 #[command(name = "homa-sim", version)]
 struct Args {
@@ -63,8 +99,27 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
     /// Protocols to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "homa,tcp")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "homa,tcp-1,tcp-mc,pias"
+    )]
     protocols: Vec<ProtocolArg>,
+    /// Drop-tail buffer of each switch egress port in frames, 1..=1000000,
+    /// or `unlimited`.
+    #[arg(long, value_name = "FRAMES", default_value = "250", value_parser = switch_buffer)]
+    switch_buffer: SwitchBuffer,
+    /// Write the frames crossing one host's link to this pcap file
+    /// (see --pcap-host and --pcap-protocol).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<String>,
+    /// The host whose link --pcap records.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pcap_host: usize,
+    /// The protocol whose run --pcap records.
+    #[arg(long, value_enum, default_value = "homa")]
+    pcap_protocol: ProtocolArg,
     /// JSON on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -122,10 +177,21 @@ struct Args {
     /// DATA packet); TCP stays on IPv4.
     #[arg(long, help_heading = "Homa")]
     ipv6: bool,
-    /// TCP socket buffer in bytes, 2048..=16777216.
-    #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, help_heading = "TCP",
+    /// Socket buffer of tcp-mc and pias in bytes, 2048..=16777216: the
+    /// window in flight of each connection (smoltcp sets no congestion
+    /// window).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_TCP_BUFFER, help_heading = "TCP",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
     tcp_buffer: usize,
+    /// Socket buffer of tcp-1 in bytes, 2048..=16777216.
+    #[arg(long = "tcp-1-buffer", value_name = "BYTES", default_value_t = DEFAULT_TCP1_BUFFER,
+          help_heading = "TCP",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
+    tcp1_buffer: usize,
+    /// Most connections per host pair of tcp-mc and pias, 1..=64.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TCP_CONNS, help_heading = "TCP",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    tcp_conns: usize,
 }
 
 fn options(a: &Args) -> Result<SimOptions, String> {
@@ -142,10 +208,7 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     o.seed = a.seed;
     o.protocols = Vec::new();
     for p in &a.protocols {
-        let p = match p {
-            ProtocolArg::Homa => Protocol::Homa,
-            ProtocolArg::Tcp => Protocol::Tcp,
-        };
+        let p = p.protocol();
         if !o.protocols.contains(&p) {
             o.protocols.push(p);
         }
@@ -164,13 +227,21 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     o.pool_bytes = a.pool_mb << 20;
     o.response_bytes = a.response_bytes;
     o.tcp_buffer = a.tcp_buffer;
+    o.tcp1_buffer = a.tcp1_buffer;
+    o.tcp_conns = a.tcp_conns;
+    o.switch_buffer = a.switch_buffer.0;
+    o.pcap = a.pcap.as_ref().map(|path| PcapSpec {
+        path: path.clone(),
+        host: a.pcap_host,
+        protocol: a.pcap_protocol.protocol(),
+    });
     o.ipv6 = a.ipv6;
     if let Some(p) = &a.plot {
         plot::Format::of_path(p)?;
     }
     // Files the run will write are created now, so a bad path fails before
     // the run rather than after it.
-    for path in [&a.json_out, &a.plot].into_iter().flatten() {
+    for path in [&a.json_out, &a.plot, &a.pcap].into_iter().flatten() {
         std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(o)

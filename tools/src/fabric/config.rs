@@ -75,6 +75,11 @@ pub struct Config {
     /// the one being sent); a frame that does not fit is dropped (drop-tail)
     /// and counted. `None` (default) = unlimited.
     pub switch_buffer_bytes: Option<usize>,
+    /// Buffer of each switch egress port in frames (frames waiting plus the
+    /// one being sent), shared by its 8 priority queues; a frame arriving at
+    /// a full port is dropped (drop-tail) and counted. `None` (default) =
+    /// unlimited. Applies together with `switch_buffer_bytes`.
+    pub switch_buffer_frames: Option<usize>,
     /// Host NIC egress with 8 strict-priority queues instead of one FIFO.
     /// Default `false`: real NICs have one queue and Homa paces its own.
     pub nic_priority_queues: bool,
@@ -101,6 +106,7 @@ impl Config {
             host_rx_delay: Duration::from_nanos(500),
             mtu: 1514,
             switch_buffer_bytes: None,
+            switch_buffer_frames: None,
             nic_priority_queues: false,
             nic_queue_frames: None,
             checksum: ChecksumCapabilities::default(),

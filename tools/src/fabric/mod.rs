@@ -98,7 +98,13 @@ pub struct Fabric {
     rx_hosts: Vec<usize>,
     rng: Rng,
     stats: Stats,
+    /// The host whose link [`Fabric::capture`] records, and where to.
+    capture: Option<(usize, CaptureSink)>,
 }
+
+/// Takes each frame [`Fabric::capture`] records, with the instant its last
+/// bit left the sender.
+pub type CaptureSink = Box<dyn FnMut(Instant, &[u8]) + Send>;
 
 impl Fabric {
     /// Builds the fabric of `cfg`, idle, at time zero.
@@ -124,9 +130,12 @@ impl Fabric {
                     layout.rate(&cfg, node, index),
                     !is_host || cfg.nic_priority_queues,
                     if is_host {
-                        None
+                        port::Limit::default()
                     } else {
-                        cfg.switch_buffer_bytes
+                        port::Limit {
+                            bytes: cfg.switch_buffer_bytes,
+                            frames: cfg.switch_buffer_frames,
+                        }
                     },
                 )
             })
@@ -141,6 +150,7 @@ impl Fabric {
             rx_hosts: Vec::new(),
             rng: Rng::new(cfg.seed),
             stats: Stats::default(),
+            capture: None,
         })
     }
 
@@ -265,6 +275,18 @@ impl Fabric {
     /// If `host >= self.hosts()`.
     pub fn nic_backlog(&self, host: usize) -> usize {
         self.hosts[host].nic_backlog
+    }
+
+    /// Hands every frame that crosses `host`'s link from now on, either way,
+    /// to `sink`, in the order their last bits leave the sender (a capture at
+    /// the link, as a tap on the cable would make). Replaces an earlier
+    /// capture.
+    ///
+    /// # Panics
+    /// If `host >= self.hosts()`.
+    pub fn capture(&mut self, host: usize, sink: CaptureSink) {
+        assert!(host < self.hosts(), "host {host} out of range");
+        self.capture = Some((host, sink));
     }
 
     /// Fabric-wide counters.
@@ -411,6 +433,11 @@ impl Fabric {
             self.hosts[port].nic_backlog -= 1;
         }
         let node = self.ports[port].peer();
+        if let Some((host, sink)) = &mut self.capture {
+            if port == *host || node == NodeId::Host(*host) {
+                sink(Instant::from_nanos(self.now), &frame.data);
+            }
+        }
         let prop = self.cfg.propagation_delay.total_nanos();
         if prop == 0 {
             self.arrive(node, frame);

@@ -8,6 +8,14 @@ use super::timing::serialisation_time;
 use super::topology::NodeId;
 use homa_phy::time::Duration;
 
+/// A port's drop-tail buffer: frame bytes and frames it may hold (`None`:
+/// no limit of that kind).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Limit {
+    pub(crate) bytes: Option<usize>,
+    pub(crate) frames: Option<usize>,
+}
+
 /// One egress port and the link leaving it.
 #[derive(Debug)]
 pub(crate) struct Port {
@@ -17,11 +25,13 @@ pub(crate) struct Port {
     rate_mbps: u32,
     /// One FIFO, or 8 strict-priority FIFOs indexed by priority.
     levels: Vec<VecDeque<Frame>>,
-    /// Drop-tail limit on `occupancy`, if any.
-    buffer_limit: Option<usize>,
+    /// Drop-tail limits on `occupancy` and on `held`, if any.
+    buffer_limit: Limit,
     /// Frame bytes buffered: the queues plus the frame being serialised
     /// (store-and-forward keeps it until its last bit leaves).
     occupancy: usize,
+    /// Frames buffered: queued plus the one being serialised.
+    held: usize,
     in_service: Option<Frame>,
     frames: u64,
     bytes: u64,
@@ -37,7 +47,7 @@ impl Port {
         peer: NodeId,
         rate_mbps: u32,
         priority_queues: bool,
-        buffer_limit: Option<usize>,
+        buffer_limit: Limit,
     ) -> Port {
         let n = if priority_queues { 8 } else { 1 };
         Port {
@@ -48,6 +58,7 @@ impl Port {
             levels: (0..n).map(|_| VecDeque::new()).collect(),
             buffer_limit,
             occupancy: 0,
+            held: 0,
             in_service: None,
             frames: 0,
             bytes: 0,
@@ -65,9 +76,9 @@ impl Port {
     /// frame is counted and discarded and `false` returned.
     pub(crate) fn offer(&mut self, frame: Frame) -> bool {
         let len = frame.data.len();
-        if self
-            .buffer_limit
-            .is_some_and(|limit| self.occupancy + len > limit)
+        let Limit { bytes, frames } = self.buffer_limit;
+        if bytes.is_some_and(|limit| self.occupancy + len > limit)
+            || frames.is_some_and(|limit| self.held >= limit)
         {
             self.drops += 1;
             return false;
@@ -79,6 +90,7 @@ impl Port {
         };
         self.levels[level].push_back(frame);
         self.occupancy += len;
+        self.held += 1;
         self.max_occupancy = self.max_occupancy.max(self.occupancy);
         true
     }
@@ -104,6 +116,7 @@ impl Port {
     pub(crate) fn finish(&mut self) -> Option<Frame> {
         let frame = self.in_service.take()?;
         self.occupancy -= frame.data.len();
+        self.held -= 1;
         self.frames += 1;
         self.bytes += frame.data.len() as u64;
         Some(frame)
@@ -147,7 +160,14 @@ mod tests {
 
     #[test]
     fn strict_priority_then_fifo() {
-        let mut p = Port::new(NodeId::Switch(0), 0, NodeId::Host(0), 10_000, true, None);
+        let mut p = Port::new(
+            NodeId::Switch(0),
+            0,
+            NodeId::Host(0),
+            10_000,
+            true,
+            Limit::default(),
+        );
         for (tag, prio) in [(1, 0), (2, 3), (3, 0), (4, 7), (5, 3)] {
             assert!(p.offer(frame(tag, 100, prio)));
         }
@@ -156,7 +176,14 @@ mod tests {
 
     #[test]
     fn single_queue_ignores_priority() {
-        let mut p = Port::new(NodeId::Host(0), 0, NodeId::Switch(0), 10_000, false, None);
+        let mut p = Port::new(
+            NodeId::Host(0),
+            0,
+            NodeId::Switch(0),
+            10_000,
+            false,
+            Limit::default(),
+        );
         for (tag, prio) in [(1, 0), (2, 7), (3, 3)] {
             assert!(p.offer(frame(tag, 100, prio)));
         }
@@ -171,7 +198,10 @@ mod tests {
             NodeId::Host(0),
             10_000,
             true,
-            Some(250),
+            Limit {
+                bytes: Some(250),
+                frames: None,
+            },
         );
         assert!(p.offer(frame(1, 100, 0)));
         assert!(p.start().is_some());
@@ -180,5 +210,23 @@ mod tests {
         assert!(p.offer(frame(4, 50, 0)));
         let s = p.stats();
         assert_eq!((s.drops, s.queue_bytes, s.max_queue_bytes), (1, 250, 250));
+    }
+
+    #[test]
+    fn drop_tail_counts_frames_including_the_frame_on_the_wire() {
+        let limit = Limit {
+            bytes: None,
+            frames: Some(2),
+        };
+        let mut p = Port::new(NodeId::Switch(0), 0, NodeId::Host(0), 10_000, true, limit);
+        assert!(p.offer(frame(1, 1500, 0)));
+        assert!(p.start().is_some());
+        assert!(p.offer(frame(2, 60, 0)));
+        // Full: a third frame is dropped whatever its priority.
+        assert!(!p.offer(frame(3, 60, 7)));
+        assert_eq!(p.finish().unwrap().data[0], 1);
+        assert!(p.offer(frame(4, 60, 7)));
+        assert_eq!(drain(&mut p), [4, 2]);
+        assert_eq!(p.stats().drops, 1);
     }
 }

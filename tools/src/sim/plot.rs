@@ -31,7 +31,9 @@ const FONTS: &str = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif"
 fn colour(name: &str) -> &'static str {
     match name {
         "homa" => "#1f77b4",
-        "tcp" => "#d62728",
+        "tcp-1" => "#d62728",
+        "tcp-mc" => "#ff7f0e",
+        "pias" => "#2ca02c",
         _ => "#555555",
     }
 }
@@ -39,7 +41,9 @@ fn colour(name: &str) -> &'static str {
 fn display_name(name: &str) -> &str {
     match name {
         "homa" => "Homa",
-        "tcp" => "TCP",
+        "tcp-1" => "TCP, 1 connection",
+        "tcp-mc" => "TCP, connection pool",
+        "pias" => "PIAS",
         n => n,
     }
 }

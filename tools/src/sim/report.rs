@@ -56,18 +56,74 @@ fn cell(b: &Bucket) -> String {
     }
 }
 
-/// The ratio of TCP's short-message P99 to Homa's, when both ran.
+fn tcp_line(r: &SimResult) -> String {
+    let o = &r.options;
+    format!(
+        "tcp: smoltcp 0.12, socket buffers {} KiB for tcp-1 and {} KiB for tcp-mc and pias \
+         (the window in flight: smoltcp's congestion control does not bound it), Nagle off, delayed ACKs 1 ms, minimum RTO 10 ms (fixed by \
+         smoltcp); tcp-1 one connection per pair (head-of-line blocking); tcp-mc and pias up \
+         to {} connections per pair; pias thresholds {:?} bytes sent",
+        o.tcp1_buffer >> 10,
+        o.tcp_buffer >> 10,
+        o.tcp_conns,
+        r.pias_thresholds
+    )
+}
+
+/// The baseline with the lowest short-message P99 slowdown, if one ran.
+pub fn best_baseline(r: &SimResult) -> Option<&ProtoResult> {
+    r.results
+        .iter()
+        .filter(|p| p.protocol.is_baseline() && p.short.count > 0)
+        .min_by(|a, b| a.short.p99.total_cmp(&b.short.p99))
+}
+
+/// The best baseline's short-message P99 over Homa's, when both ran.
 pub fn p99_ratio(r: &SimResult) -> Option<f64> {
-    let get = |name: &str| {
-        r.results
-            .iter()
-            .find(|p| p.protocol.name() == name)
-            .map(|p| p.short.p99)
-    };
-    match (get("homa"), get("tcp")) {
-        (Some(h), Some(t)) if h > 0.0 => Some(t / h),
-        _ => None,
+    let homa = r
+        .results
+        .iter()
+        .find(|p| p.protocol.name() == "homa" && p.short.count > 0)?;
+    let best = best_baseline(r)?;
+    (homa.short.p99 > 0.0).then(|| best.short.p99 / homa.short.p99)
+}
+
+/// The headline: each protocol's short-message P99 slowdown, its ratio to
+/// Homa's, and its switch drops; then Homa against the best baseline.
+pub fn headline_table(r: &SimResult) -> String {
+    let mut s = String::new();
+    let homa = r
+        .results
+        .iter()
+        .find(|p| p.protocol.name() == "homa")
+        .map(|p| p.short.p99);
+    let _ = writeln!(
+        s,
+        "short messages (<= {} bytes), P99 slowdown:\n{:>8} {:>10} {:>8} {:>12}",
+        r.short_max_bytes, "protocol", "P99", "/ homa", "switch drops"
+    );
+    for p in &r.results {
+        let ratio = match homa {
+            Some(h) if h > 0.0 => format!("{:.1}", p.short.p99 / h),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{:>8} {:>10.2} {:>8} {:>12}",
+            p.protocol.name(),
+            p.short.p99,
+            ratio,
+            p.drops
+        );
     }
+    if let (Some(best), Some(x)) = (best_baseline(r), p99_ratio(r)) {
+        let _ = writeln!(
+            s,
+            "best baseline: {}; its short-message P99 slowdown / Homa's = {x:.1}x",
+            best.protocol.name()
+        );
+    }
+    s
 }
 
 /// The terminal table, with run speed.
@@ -77,6 +133,17 @@ pub fn table(r: &SimResult) -> String {
     if r.results.iter().any(|p| p.protocol.name() == "homa") {
         let _ = writeln!(s, "{}", homa_line(r));
     }
+    if r.results.iter().any(|p| p.protocol.is_baseline()) {
+        let _ = writeln!(s, "{}", tcp_line(r));
+    }
+    let _ = writeln!(
+        s,
+        "switch buffers: {}",
+        match r.options.switch_buffer {
+            Some(n) => format!("{n} frames per egress port, drop-tail"),
+            None => "unlimited".into(),
+        }
+    );
     let _ = writeln!(
         s,
         "{} messages, offered load {:.3} (wire bytes); slowdown = one-way time / ideal time, \
@@ -110,8 +177,8 @@ pub fn table(r: &SimResult) -> String {
     for p in &r.results {
         let _ = writeln!(
             s,
-            "{:>4}: sent {} completed {} verified {} failed {} (unfinished {}); link load {:.3} \
-             while messages arrived, {:.3} carried in all",
+            "{:>6}: sent {} completed {} verified {} failed {} (unfinished {}); link load {:.3} \
+             while messages arrived, {:.3} carried in all; {} switch drops",
             p.protocol.name(),
             p.sent,
             p.completed,
@@ -119,7 +186,8 @@ pub fn table(r: &SimResult) -> String {
             p.failed,
             p.unfinished,
             p.achieved_load,
-            p.carried_load
+            p.carried_load,
+            p.drops
         );
         let counters: Vec<String> = p
             .counters
@@ -132,9 +200,8 @@ pub fn table(r: &SimResult) -> String {
         }
         let _ = writeln!(s, "      {}", speed(p));
     }
-    if let Some(x) = p99_ratio(r) {
-        let _ = writeln!(s, "\nshort-message P99 slowdown: TCP / Homa = {x:.1}x");
-    }
+    s.push('\n');
+    s.push_str(&headline_table(r));
     s
 }
 
@@ -190,6 +257,7 @@ pub fn json_value(r: &SimResult) -> Value {
                 "short_p99": r4(p.short.p99),
                 "buckets": p.buckets.iter().map(json_bucket).collect::<Vec<_>>(),
                 "counters": counters,
+                "switch_drops": p.drops,
                 "simulated_us": p.sim_ns / 1000,
             }),
         );
@@ -217,10 +285,19 @@ pub fn json_value(r: &SimResult) -> Value {
             "style": h.style.name(),
             "ipv6": h.ipv6,
         },
+        "tcp_config": {
+            "buffer_bytes": o.tcp_buffer,
+            "tcp_1_buffer_bytes": o.tcp1_buffer,
+            "max_connections_per_pair": o.tcp_conns,
+            "min_rto_us": 10_000,
+            "pias_thresholds": r.pias_thresholds,
+        },
+        "switch_buffer_frames": o.switch_buffer,
         "protocols": protocols,
     });
-    if let Some(x) = p99_ratio(r) {
-        v["tcp_over_homa_short_p99"] = json!(r4(x));
+    if let (Some(best), Some(x)) = (best_baseline(r), p99_ratio(r)) {
+        v["best_baseline"] = json!(best.protocol.name());
+        v["best_baseline_over_homa_short_p99"] = json!(r4(x));
     }
     v
 }

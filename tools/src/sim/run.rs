@@ -1,17 +1,21 @@
 //! One homa-sim experiment: build the traffic once, run each protocol on its
 //! own fresh fabric with the same messages, and collect the statistics.
 
+use std::fs::File;
+use std::io::BufWriter;
+use std::sync::{Arc, Mutex};
 use std::time::Instant as WallClock;
 
 use crate::fabric::{Config as FabricConfig, Fabric, Topology};
-use homa_phy::ChecksumCapabilities;
+use homa_phy::pcap::PcapSink as _;
+use homa_phy::{ChecksumCapabilities, PcapLinkType};
 
 use super::event_loop::{drive, host_busy, Driver, LoopStats, Plan, Progress};
 use super::homa_config::{self, HomaParams, HomaStyle};
 use super::homa_driver::{HomaDriver, HomaHostSpec};
 use super::metrics::{buckets, Bucket, Ideal, Outcomes};
 use super::packets::Packetiser;
-use super::tcp_driver::{TcpDriver, TcpSpec};
+use super::tcp_driver::{pias_thresholds, TcpDriver, TcpMode, TcpSpec};
 use super::traffic::{self, Message, TrafficSpec};
 use super::workload::{Workload, MAX_MESSAGE};
 use homa_testkit::Storage;
@@ -21,18 +25,70 @@ use homa_testkit::Storage;
 pub enum Protocol {
     /// homa-stack endpoints.
     Homa,
-    /// smoltcp TCP.
-    Tcp,
+    /// smoltcp TCP, one connection per host pair (head-of-line blocking).
+    Tcp1,
+    /// smoltcp TCP, a pool of connections per host pair.
+    TcpMc,
+    /// `TcpMc` with PIAS priorities.
+    Pias,
 }
 
 impl Protocol {
+    /// Every protocol, in the order `homa-sim` runs them by default.
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Homa,
+        Protocol::Tcp1,
+        Protocol::TcpMc,
+        Protocol::Pias,
+    ];
+
     /// Lower-case name, as in `--protocols`.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Homa => "homa",
-            Protocol::Tcp => "tcp",
+            Protocol::Tcp1 => "tcp-1",
+            Protocol::TcpMc => "tcp-mc",
+            Protocol::Pias => "pias",
         }
     }
+
+    /// Whether it is one of the TCP baselines.
+    pub fn is_baseline(self) -> bool {
+        self != Protocol::Homa
+    }
+}
+
+/// Default drop-tail buffer of each switch egress port, in frames (the
+/// Homa paper's simulated baselines used 250-packet port queues).
+pub const DEFAULT_SWITCH_BUFFER: usize = 250;
+
+/// Default TCP socket buffer, bytes: the most a connection has in flight,
+/// as smoltcp sets no congestion window. Chosen for the baselines: in the
+/// default run with 50 ms of arrivals, tcp-mc and pias had their lowest
+/// short-message P99 at the smallest buffer allowed (2, 3, 4, 6, 8 KiB:
+/// pias 17, 19, 25, 41, 63) and no drops; from 16 KiB on they flood the
+/// 250-frame switch buffers, and at 64 KiB messages stay unfinished behind
+/// 10 ms RTOs.
+pub const DEFAULT_TCP_BUFFER: usize = 2 << 10;
+
+/// Default socket buffer of `tcp-1`, bytes, chosen the same way: one
+/// connection carries all of a pair's bytes, so a small window starves it
+/// (short-message P99 in the default run: 2 KiB 10,985, 4 KiB 10,119,
+/// 8 KiB 7,537, 16 KiB 7,124, 32 KiB 17,477 with 2,949 drops).
+pub const DEFAULT_TCP1_BUFFER: usize = 16 << 10;
+
+/// Default most TCP connections of a `tcp-mc` or `pias` pool per host pair.
+pub const DEFAULT_TCP_CONNS: usize = 8;
+
+/// Where `--pcap` records: one host's link during one protocol's run.
+#[derive(Debug, Clone)]
+pub struct PcapSpec {
+    /// The capture file.
+    pub path: String,
+    /// The host whose link is recorded.
+    pub host: usize,
+    /// The protocol whose run is recorded.
+    pub protocol: Protocol,
 }
 
 /// Everything an experiment needs.
@@ -72,8 +128,17 @@ pub struct SimOptions {
     pub pool_bytes: usize,
     /// 0: one-way Homa messages; otherwise the response length.
     pub response_bytes: usize,
-    /// TCP socket buffer size, bytes.
+    /// TCP socket buffer size of `tcp-mc` and `pias`, bytes.
     pub tcp_buffer: usize,
+    /// TCP socket buffer size of `tcp-1`, bytes.
+    pub tcp1_buffer: usize,
+    /// Most connections per host pair of `tcp-mc` and `pias`.
+    pub tcp_conns: usize,
+    /// Drop-tail buffer of each switch egress port, frames; `None`:
+    /// unlimited.
+    pub switch_buffer: Option<usize>,
+    /// Record one host's link as a pcap file.
+    pub pcap: Option<PcapSpec>,
     /// Homa over IPv6 instead of IPv4 (TCP stays on IPv4).
     pub ipv6: bool,
     /// Number of size buckets.
@@ -85,7 +150,8 @@ pub struct SimOptions {
 }
 
 impl SimOptions {
-    /// The defaults of `homa-sim`: `rack`, W4, 80%, both protocols.
+    /// The defaults of `homa-sim`: `rack`, W4, 80%, every protocol,
+    /// 250-frame switch buffers.
     pub fn new(workload: Workload) -> SimOptions {
         SimOptions {
             topology_name: "rack".into(),
@@ -96,7 +162,7 @@ impl SimOptions {
             warmup: 0.1,
             drain_ns: 200_000_000,
             seed: 1,
-            protocols: vec![Protocol::Homa, Protocol::Tcp],
+            protocols: Protocol::ALL.to_vec(),
             unsched_bytes: None,
             sched_levels: None,
             style: HomaStyle::Paper,
@@ -104,7 +170,11 @@ impl SimOptions {
             rpc_slots: 128,
             pool_bytes: 128 << 20,
             response_bytes: 0,
-            tcp_buffer: 64 << 10,
+            tcp_buffer: DEFAULT_TCP_BUFFER,
+            tcp1_buffer: DEFAULT_TCP1_BUFFER,
+            tcp_conns: DEFAULT_TCP_CONNS,
+            switch_buffer: Some(DEFAULT_SWITCH_BUFFER),
+            pcap: None,
             ipv6: false,
             buckets: 10,
             quiet: false,
@@ -146,6 +216,8 @@ pub struct ProtoResult {
     pub hops: u64,
     /// Frames the hosts sent.
     pub frames: u64,
+    /// Frames dropped by full switch buffers.
+    pub drops: u64,
     /// Protocol-specific counters, by name.
     pub counters: Vec<(&'static str, u64)>,
 }
@@ -170,6 +242,8 @@ pub struct SimResult {
     pub homa: HomaParams,
     /// Upper size of the short messages.
     pub short_max_bytes: u32,
+    /// PIAS's demotion thresholds for the workload.
+    pub pias_thresholds: [u32; 7],
     /// The protocols' results, in the order run.
     pub results: Vec<ProtoResult>,
 }
@@ -189,6 +263,7 @@ fn fabric_config(o: &SimOptions) -> FabricConfig {
     c.seed = o.seed;
     // No frame is ever corrupted, so neither stack computes checksums.
     c.checksum = ChecksumCapabilities::ignored();
+    c.switch_buffer_frames = o.switch_buffer;
     c
 }
 
@@ -266,6 +341,18 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
     let capacity = hosts as f64 * f64::from(link_mbps) / 8000.0 * o.duration_ns as f64;
     let bounds = workload.bucket_bounds(o.buckets.max(1));
     let short_max = workload.sample(0.1);
+    let pias = pias_thresholds(&workload);
+    if let Some(pc) = &o.pcap {
+        if pc.host >= hosts {
+            return Err(format!(
+                "--pcap-host {} is not below {hosts} hosts",
+                pc.host
+            ));
+        }
+        if !o.protocols.contains(&pc.protocol) {
+            return Err(format!("--pcap-protocol {} is not run", pc.protocol.name()));
+        }
+    }
     let shared = Shared {
         o,
         homa: &homa,
@@ -274,6 +361,7 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
         bounds: &bounds,
         short_max,
         hosts,
+        pias,
     };
     let results: Vec<Result<ProtoResult, String>> = if o.parallel && o.protocols.len() > 1 {
         // The protocols share nothing but the read-only traffic: one
@@ -305,6 +393,7 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
         offered_load: wire / capacity,
         homa,
         short_max_bytes: short_max,
+        pias_thresholds: pias,
         results,
     })
 }
@@ -319,19 +408,34 @@ struct Shared<'a> {
     bounds: &'a [u32],
     short_max: u32,
     hosts: usize,
+    pias: [u32; 7],
 }
 
 /// One protocol on its own fabric.
 fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
     let o = s.o;
     let mut fabric = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
+    let capture = match &o.pcap {
+        Some(pc) if pc.protocol == p => Some(Capture::start(&mut fabric, pc)?),
+        _ => None,
+    };
     let wall = WallClock::now();
     let mut progress = Progress::new(p.name(), o.quiet);
     let mut out = Outcomes::new(s.messages.len());
     let (start, ls, counters) = match p {
         Protocol::Homa => run_homa(o, &mut fabric, s.homa, s.messages, &mut out, &mut progress)?,
-        Protocol::Tcp => run_tcp(o, &mut fabric, s.messages, &mut out, &mut progress)?,
+        Protocol::Tcp1 | Protocol::TcpMc | Protocol::Pias => {
+            let mode = match p {
+                Protocol::Tcp1 => TcpMode::Single,
+                Protocol::TcpMc => TcpMode::Pool,
+                _ => TcpMode::Pias(s.pias),
+            };
+            run_tcp(o, mode, &mut fabric, s.messages, &mut out, &mut progress)?
+        }
     };
+    if let Some(c) = capture {
+        c.finish()?;
+    }
     let unfinished = out.close();
     let wall_s = wall.elapsed().as_secs_f64();
     let mut ideal = Ideal::new(&fabric, s.packets);
@@ -357,8 +461,56 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
         wall_s,
         hops: fabric.stats().hops,
         frames: fabric.stats().frames_sent,
+        drops: fabric.stats().drops.buffer_full,
         counters,
     })
+}
+
+/// A pcap file the fabric writes one host's link into.
+struct Capture {
+    path: String,
+    file: Arc<Mutex<CaptureFile>>,
+}
+
+/// The open capture and whether a write failed.
+struct CaptureFile {
+    out: BufWriter<File>,
+    failed: bool,
+}
+
+impl Capture {
+    /// Creates the file, writes its header, and hands the fabric a sink.
+    fn start(fabric: &mut Fabric, pc: &PcapSpec) -> Result<Capture, String> {
+        let file = File::create(&pc.path).map_err(|e| format!("{}: {e}", pc.path))?;
+        let mut out = BufWriter::new(file);
+        out.global_header(PcapLinkType::Ethernet)
+            .map_err(|e| format!("{}: {e}", pc.path))?;
+        let file = Arc::new(Mutex::new(CaptureFile { out, failed: false }));
+        let sink = Arc::clone(&file);
+        fabric.capture(
+            pc.host,
+            Box::new(move |at, frame| {
+                let mut f = sink.lock().unwrap_or_else(|e| e.into_inner());
+                if !f.failed && f.out.packet(at, frame).is_err() {
+                    f.failed = true;
+                }
+            }),
+        );
+        Ok(Capture {
+            path: pc.path.clone(),
+            file,
+        })
+    }
+
+    /// Flushes the file; any failed write is an error.
+    fn finish(self) -> Result<(), String> {
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let flushed = std::io::Write::flush(&mut f.out);
+        if f.failed || flushed.is_err() {
+            return Err(format!("{}: writing the capture failed", self.path));
+        }
+        Ok(())
+    }
 }
 
 /// Start time, loop figures (with the busy time at the start filled in) and
@@ -451,13 +603,19 @@ fn measure<D: Driver>(
 
 fn run_tcp(
     o: &SimOptions,
+    mode: TcpMode,
     fabric: &mut Fabric,
     messages: &[Message],
     out: &mut Outcomes,
     progress: &mut Progress,
 ) -> Result<RunOut, String> {
     let spec = TcpSpec {
-        buffer_bytes: o.tcp_buffer,
+        buffer_bytes: match mode {
+            TcpMode::Single => o.tcp1_buffer,
+            _ => o.tcp_buffer,
+        },
+        mode,
+        max_conns: o.tcp_conns,
     };
     let mut d = TcpDriver::new(fabric, spec, messages, o.seed)?;
     // Open every connection before traffic starts.
@@ -485,6 +643,10 @@ fn run_tcp(
         ("bad_frames", s.bad_frames),
         ("bad_headers", s.bad_headers),
         ("stalls", s.stalls),
+        ("connections_opened", s.opened),
+        ("messages_waited", s.waited),
+        ("max_connections_per_pair", s.max_conns as u64),
+        ("open_errors", s.open_errors),
     ];
     Ok((start, ls, counters))
 }

@@ -3,8 +3,9 @@
 //! smoltcp runs with the IP medium; this adapter adds and strips the
 //! Ethernet header, taking the destination MAC from the fabric's address
 //! plan (static neighbours, as the Homa hosts have, so no ARP). Frames keep
-//! TOS 0 and are sent without a priority, so the fabric puts every TCP
-//! frame in queue 0. Checksums are neither computed nor checked, as for the
+//! TOS 0, so the fabric puts every TCP frame in queue 0, unless a [`Pias`]
+//! tagger marks the IPv4 TOS byte with a PIAS priority (its top 3 bits are
+//! the priority the fabric reads, as a DSCP mark is for a switch). Checksums are neither computed nor checked, as for the
 //! Homa hosts: the fabric never corrupts a frame.
 //!
 //! Time: smoltcp counts microseconds, the fabric nanoseconds. smoltcp is
@@ -38,6 +39,67 @@ pub fn ipv4_source(frame: &[u8]) -> Option<[u8; 4]> {
     frame[ETH_HEADER + 12..ETH_HEADER + 16].try_into().ok()
 }
 
+/// PIAS's priorities for the segments of one host's connections to one peer:
+/// a data segment is tagged by the bytes its message had already sent before
+/// it (its sequence number less the message's first), against the
+/// workload's thresholds; a segment without payload (SYN, ACK, FIN) goes at
+/// the top priority. Each connection carries one message at a time and gets
+/// the next only when every byte of the last is acknowledged, so the first
+/// data segment after [`Pias::start_message`] is the message's first.
+#[derive(Debug, Clone)]
+pub struct Pias {
+    /// Ascending demotion thresholds in bytes already sent: below the first
+    /// is priority 7, at or above the last priority 0.
+    pub thresholds: [u32; 7],
+    /// The local port of connection 0; connection `i` uses `base + i`.
+    pub base: u16,
+    /// Sequence number of each connection's current message's first byte,
+    /// once seen.
+    pub starts: Vec<Option<u32>>,
+}
+
+impl Pias {
+    /// The priority of the IPv4 packet `ip` (TCP inside), remembering a
+    /// message's first sequence number.
+    pub fn priority(&mut self, ip: &[u8]) -> u8 {
+        let Some((src_port, seq, payload)) = tcp_segment(ip) else {
+            return 7;
+        };
+        let conn = usize::from(src_port.wrapping_sub(self.base));
+        match self.starts.get_mut(conn) {
+            Some(start) if payload > 0 => {
+                let sent = seq.wrapping_sub(*start.get_or_insert(seq));
+                let demotions = self.thresholds.iter().filter(|&&t| sent >= t).count();
+                7 - demotions as u8
+            }
+            _ => 7,
+        }
+    }
+
+    /// Connection `conn` starts a new message: its next data segment is the
+    /// message's first.
+    pub fn start_message(&mut self, conn: usize) {
+        if let Some(start) = self.starts.get_mut(conn) {
+            *start = None;
+        }
+    }
+}
+
+/// Source port, sequence number and payload length of a TCP segment in the
+/// IPv4 packet `ip`, if it is one.
+fn tcp_segment(ip: &[u8]) -> Option<(u16, u32, usize)> {
+    let ihl = usize::from(ip.first()? & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+    if ip.get(9) != Some(&6) {
+        return None;
+    }
+    let tcp = ip.get(ihl..total)?;
+    let port = u16::from_be_bytes([*tcp.first()?, *tcp.get(1)?]);
+    let seq = u32::from_be_bytes(tcp.get(4..8)?.try_into().ok()?);
+    let offset = usize::from(tcp.get(12)? >> 4) * 4;
+    Some((port, seq, tcp.len().checked_sub(offset)?))
+}
+
 /// One host's port, lent to smoltcp for one poll. `staged` is the frame
 /// (Ethernet header included) that the next `receive` hands over.
 pub struct SmolPort<'a> {
@@ -49,6 +111,8 @@ pub struct SmolPort<'a> {
     pub macs: &'a HashMap<[u8; 4], [u8; 6]>,
     /// The frame to deliver, taken by `receive`.
     pub staged: Option<&'a [u8]>,
+    /// PIAS tagging of sent segments, if the protocol is PIAS.
+    pub pias: Option<&'a mut Pias>,
 }
 
 impl phy::Device for SmolPort<'_> {
@@ -70,6 +134,7 @@ impl phy::Device for SmolPort<'_> {
             fabric: self.fabric,
             host: self.host,
             macs: self.macs,
+            pias: self.pias.as_deref_mut(),
         };
         Some((SmolRx(&frame[ETH_HEADER..]), tx))
     }
@@ -79,6 +144,7 @@ impl phy::Device for SmolPort<'_> {
             fabric: self.fabric,
             host: self.host,
             macs: self.macs,
+            pias: self.pias.as_deref_mut(),
         })
     }
 
@@ -105,6 +171,7 @@ pub struct SmolTx<'b> {
     fabric: &'b mut Fabric,
     host: usize,
     macs: &'b HashMap<[u8; 4], [u8; 6]>,
+    pias: Option<&'b mut Pias>,
 }
 
 impl phy::TxToken for SmolTx<'_> {
@@ -112,6 +179,7 @@ impl phy::TxToken for SmolTx<'_> {
         let now = self.fabric.now();
         let src_mac = self.fabric.host_mac(self.host);
         let macs = self.macs;
+        let mut pias = self.pias;
         let mut port = self.fabric.device(self.host);
         let Some(tx) = port.transmit(now) else {
             // A NIC queue limit (homa-sim sets none): the frame is lost.
@@ -128,6 +196,10 @@ impl phy::TxToken for SmolTx<'_> {
             frame[0..6].copy_from_slice(&dst_mac);
             frame[6..12].copy_from_slice(&src_mac);
             frame[12..14].copy_from_slice(&[0x08, 0x00]);
+            if let Some(pias) = pias.as_mut() {
+                let priority = pias.priority(&frame[ETH_HEADER..]);
+                frame[ETH_HEADER + 1] = priority << 5;
+            }
             r
         })
     }
@@ -141,6 +213,55 @@ mod tests {
     fn time_conversion_truncates_to_microseconds() {
         assert_eq!(smol_time(1_999).total_micros(), 1);
         assert_eq!(fabric_time(smol_time(5_000)), 5_000);
+    }
+
+    /// An IPv4 packet holding a TCP segment from `port` with `seq` and
+    /// `payload` bytes.
+    fn segment(port: u16, seq: u32, payload: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + payload];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+        p[9] = 6;
+        p[20..22].copy_from_slice(&port.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[32] = 5 << 4;
+        p
+    }
+
+    #[test]
+    fn pias_demotes_by_bytes_the_message_already_sent() {
+        let thresholds = [1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 7_000];
+        let mut pias = Pias {
+            thresholds,
+            base: 100,
+            starts: vec![None, None],
+        };
+        // Connection 1's message starts near the top of sequence space.
+        let isn = u32::MAX - 500;
+        assert_eq!(pias.priority(&segment(101, isn, 1_000)), 7);
+        assert_eq!(
+            pias.priority(&segment(101, isn.wrapping_add(1_000), 1_000)),
+            6
+        );
+        assert_eq!(
+            pias.priority(&segment(101, isn.wrapping_add(2_500), 100)),
+            5
+        );
+        // A retransmission of the first segment is still priority 7.
+        assert_eq!(pias.priority(&segment(101, isn, 1_000)), 7);
+        assert_eq!(
+            pias.priority(&segment(101, isn.wrapping_add(9_000), 100)),
+            0
+        );
+        // Segments without payload, and of other ports, go at the top.
+        assert_eq!(pias.priority(&segment(101, isn.wrapping_add(9_000), 0)), 7);
+        assert_eq!(pias.priority(&segment(5000, 77, 500)), 7);
+        // The next message on connection 1 starts over at priority 7.
+        pias.start_message(1);
+        assert_eq!(pias.priority(&segment(101, 123, 1_400)), 7);
+        assert_eq!(pias.priority(&segment(101, 123 + 1_400, 1_400)), 6);
+        // A truncated packet is not parsed.
+        assert_eq!(pias.priority(&segment(101, 123 + 9_000, 100)[..30]), 7);
     }
 
     #[test]

@@ -1,23 +1,38 @@
-//! The TCP baseline: smoltcp on every host, over the same fabric.
+//! The TCP baselines: smoltcp on every host, over the same fabric.
 //!
-//! Each host is one smoltcp `Interface`. Every ordered (client, server) pair
-//! of hosts has one persistent connection, opened before traffic starts; a
-//! message is a 12-byte header (length, message id, big-endian) and the
-//! payload, written into the client's socket in order. It is complete when
-//! the server has read its last byte.
+//! Each host is one smoltcp `Interface`. A message is a 12-byte header
+//! (length, message id, big-endian) and the payload, written into a client
+//! socket in order; it is complete when the server has read its last byte.
+//! How a host pair's messages use connections is the [`TcpMode`]:
+//! - `tcp-1` ([`TcpMode::Single`]): one persistent connection per ordered
+//!   pair, opened before traffic starts; messages follow each other on its
+//!   byte stream, so a short message waits behind every byte queued before
+//!   it (head-of-line blocking);
+//! - `tcp-mc` ([`TcpMode::Pool`]): a pool of connections per pair, as
+//!   RAMCloud's TCP-MC and memcached-style clients keep: a message takes an
+//!   idle connection (every byte of its last message acknowledged); with
+//!   none idle, the pair opens another, up to the cap, and the message waits
+//!   for the first connection free. One connection per pair is opened before
+//!   traffic starts; the others stay open once opened;
+//! - `pias` ([`TcpMode::Pias`]): `tcp-mc` whose segments carry PIAS
+//!   priorities ([`Pias`]) over the switches' 8 strict-priority queues.
 //!
 //! Scaling: a host's sockets are grouped per peer, one `SocketSet` holding
-//! the connection to the peer and the one from it, so a poll touches two
-//! sockets, not 2 x (hosts - 1). Each received frame goes to the set of the
-//! peer that sent it (`poll_ingress_single`); a set is polled for egress
-//! when its application wrote, when it received, or when its deadline is
-//! due. Deadlines are kept per (host, peer).
+//! the connections to the peer and the ones from it. Each received frame
+//! goes to the set of the peer that sent it (`poll_ingress_single`); a set
+//! is polled for egress when its application wrote, when it received, or
+//! when its deadline is due. Deadlines are kept per (host, peer).
 //!
-//! Settings: Nagle off (as RPC systems set TCP_NODELAY); no congestion
-//! control (smoltcp's default; no frame is ever lost, so it would only slow
-//! the start); delayed ACKs of 1 ms (smoltcp's default 10 ms equals its
-//! minimum RTO, which invites spurious retransmissions; an ACK still goes
-//! out at once for every full segment received).
+//! Settings ([`TcpSpec`]): Nagle off (as RPC systems set TCP_NODELAY);
+//! delayed ACKs of 1 ms (smoltcp's default 10 ms equals its minimum RTO,
+//! which invites spurious retransmissions; an ACK still goes out at once for
+//! every full segment received); the socket buffers of the spec, which bound
+//! the bytes in flight per connection. Fixed by smoltcp 0.12: a minimum RTO
+//! of 10 ms (the paper's baselines used 200 us); fast retransmit after 3
+//! duplicate ACKs; no ECN (so no DCTCP); and no congestion window on the
+//! bytes in flight: its Reno and Cubic controllers only decide whether a
+//! segment may go at all (`seq_to_transmit`), and the default run with
+//! either gave the same drops and slowdowns as without one, so none is set.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -29,8 +44,9 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 use super::event_loop::{Deadlines, Driver, NEVER};
 use super::metrics::Outcomes;
-use super::tcp_device::{fabric_time, ipv4_source, smol_time, SmolPort};
+use super::tcp_device::{fabric_time, ipv4_source, smol_time, Pias, SmolPort};
 use super::traffic::{pattern_matches, payload_seed, Message};
+use super::workload::Workload;
 use crate::pattern_byte;
 
 /// The port every host listens on.
@@ -39,18 +55,61 @@ pub const TCP_PORT: u16 = 5000;
 /// Bytes in front of every message in the stream: length (4) and id (8).
 pub const HEADER: usize = 12;
 
-/// Client ports are `CLIENT_PORT_BASE + server host`.
+/// Client ports are `CLIENT_PORT_BASE + server host * max_conns + i` for
+/// connection `i` of the pair.
 const CLIENT_PORT_BASE: u16 = 10_000;
 
 /// Most polls of one pair at one instant (a guard against a socket that
 /// keeps asking for a poll without progress).
 const MAX_ROUNDS: u32 = 10_000;
 
+/// How a host pair's messages use TCP connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpMode {
+    /// One connection per pair; messages share its byte stream.
+    Single,
+    /// A pool of connections per pair, one message on each at a time.
+    Pool,
+    /// [`TcpMode::Pool`] with PIAS priorities: the demotion thresholds, in
+    /// bytes a message has already sent (see [`pias_thresholds`]).
+    Pias([u32; 7]),
+}
+
 /// How each host's sockets are set up.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpSpec {
     /// Receive and transmit buffer of every socket, bytes.
     pub buffer_bytes: usize,
+    /// One connection, or a pool.
+    pub mode: TcpMode,
+    /// Most connections of a pool per ordered pair (1 for `Single`).
+    pub max_conns: usize,
+}
+
+/// PIAS's demotion thresholds for workload `w`: the bytes-sent boundaries
+/// that give each of the 8 priorities an equal share of the bytes sent, so
+/// every priority carries traffic and a message of the workload's smallest
+/// sizes stays in the top one. (PIAS derives its thresholds from the
+/// workload's size distribution; this equal-bytes split is the simple
+/// derivation, stated in the output.)
+pub fn pias_thresholds(w: &Workload) -> [u32; 7] {
+    let total = w.expect(f64::from);
+    let mut t = [0u32; 7];
+    for (k, slot) in t.iter_mut().enumerate() {
+        let target = total * (k + 1) as f64 / 8.0;
+        // E[min(S, a)] grows with a: bisect on it.
+        let (mut lo, mut hi) = (1u32, w.sizes.last().copied().unwrap_or(1).max(1));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if w.expect(|s| f64::from(s.min(mid))) >= target {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        *slot = lo;
+    }
+    t
 }
 
 /// A message being written into a client socket.
@@ -96,14 +155,53 @@ struct Incoming {
     intact: bool,
 }
 
+/// A connection this host opened to the peer, and the messages it is to
+/// carry.
+struct Client {
+    handle: SocketHandle,
+    sendq: VecDeque<Outgoing>,
+}
+
+/// A connection the peer opened to this host, and where its stream is.
+struct Server {
+    handle: SocketHandle,
+    rx: Incoming,
+}
+
 /// One host's half of its traffic with one peer.
 struct Pair {
     set: SocketSet<'static>,
-    client: SocketHandle,
-    server: SocketHandle,
-    sendq: VecDeque<Outgoing>,
-    rx: Incoming,
+    clients: Vec<Client>,
+    servers: Vec<Server>,
+    /// Pool modes: messages waiting for an idle connection.
+    waiting: VecDeque<Outgoing>,
+    /// PIAS tagging of this host's segments to the peer.
+    pias: Option<Pias>,
+    /// The first connection each way is established.
     established: bool,
+}
+
+impl Pair {
+    /// Whether client connection `i` can take a new message: established,
+    /// nothing queued, every byte sent acknowledged.
+    fn idle(&self, i: usize) -> bool {
+        let c = &self.clients[i];
+        let s = self.set.get::<tcp::Socket>(c.handle);
+        c.sendq.is_empty() && s.state() == tcp::State::Established && s.send_queue() == 0
+    }
+
+    /// Client connections still opening.
+    fn opening(&self) -> usize {
+        self.clients
+            .iter()
+            .filter(|c| {
+                matches!(
+                    self.set.get::<tcp::Socket>(c.handle).state(),
+                    tcp::State::SynSent | tcp::State::SynReceived
+                )
+            })
+            .count()
+    }
 }
 
 /// Counters of the TCP driver.
@@ -115,11 +213,21 @@ pub struct TcpDriverStats {
     pub bad_headers: u64,
     /// Times a pair still wanted a poll after `MAX_ROUNDS` polls at once.
     pub stalls: u64,
+    /// Pool modes: connections opened after traffic started.
+    pub opened: u64,
+    /// Pool modes: messages that found no idle connection and waited.
+    pub waited: u64,
+    /// Most connections any pair had open.
+    pub max_conns: usize,
+    /// Connections smoltcp refused to start (should stay 0).
+    pub open_errors: u64,
 }
 
 /// Every host's interface and connections.
 pub struct TcpDriver<'m> {
     n: usize,
+    spec: TcpSpec,
+    ips: Vec<[u8; 4]>,
     ifaces: Vec<Interface>,
     /// Index `host * n + peer`; `None` on the diagonal.
     pairs: Vec<Option<Pair>>,
@@ -137,14 +245,19 @@ pub struct TcpDriver<'m> {
     stats: TcpDriverStats,
 }
 
-fn socket(bytes: usize) -> tcp::Socket<'static> {
+fn socket(spec: &TcpSpec) -> tcp::Socket<'static> {
     let mut s = tcp::Socket::new(
-        tcp::SocketBuffer::new(vec![0u8; bytes]),
-        tcp::SocketBuffer::new(vec![0u8; bytes]),
+        tcp::SocketBuffer::new(vec![0u8; spec.buffer_bytes]),
+        tcp::SocketBuffer::new(vec![0u8; spec.buffer_bytes]),
     );
     s.set_nagle_enabled(false);
     s.set_ack_delay(Some(smoltcp::time::Duration::from_millis(1)));
     s
+}
+
+/// The local port of client connection `i` to `server`.
+fn client_port(spec: &TcpSpec, server: usize, i: usize) -> u16 {
+    CLIENT_PORT_BASE + (server * spec.max_conns + i) as u16
 }
 
 impl<'m> TcpDriver<'m> {
@@ -158,6 +271,17 @@ impl<'m> TcpDriver<'m> {
         seed: u64,
     ) -> Result<TcpDriver<'m>, String> {
         let n = fabric.hosts();
+        let max_conns = match spec.mode {
+            TcpMode::Single => 1,
+            _ => spec.max_conns,
+        };
+        let spec = TcpSpec { max_conns, ..spec };
+        if max_conns == 0 || n * max_conns > usize::from(u16::MAX - CLIENT_PORT_BASE) {
+            return Err(format!(
+                "{max_conns} TCP connections per pair of {n} hosts: \
+                 the client ports would not fit"
+            ));
+        }
         let ips: Vec<[u8; 4]> = (0..n).map(|h| fabric.host_ip(h)).collect();
         let macs: HashMap<_, _> = (0..n).map(|h| (ips[h], fabric.host_mac(h))).collect();
         let hosts_by_ip: HashMap<_, _> = (0..n).map(|h| (ips[h], h)).collect();
@@ -173,6 +297,7 @@ impl<'m> TcpDriver<'m> {
                 host: h,
                 macs: &macs,
                 staged: None,
+                pias: None,
             };
             let mut iface = Interface::new(cfg, &mut port, smol_time(now));
             let [a, b, c, d] = ips[h];
@@ -184,24 +309,38 @@ impl<'m> TcpDriver<'m> {
                     pairs.push(None);
                     continue;
                 }
-                let mut client = socket(spec.buffer_bytes);
+                let mut client = socket(&spec);
                 let remote = (IpAddress::Ipv4(Ipv4Address::new(a, b, c, d)), TCP_PORT);
                 client
-                    .connect(iface.context(), remote, CLIENT_PORT_BASE + p as u16)
+                    .connect(iface.context(), remote, client_port(&spec, p, 0))
                     .map_err(|e| format!("connect {h} -> {p}: {e}"))?;
-                let mut server = socket(spec.buffer_bytes);
+                let mut server = socket(&spec);
                 server
                     .listen(TCP_PORT)
                     .map_err(|e| format!("listen: {e}"))?;
                 let mut set = SocketSet::new(Vec::with_capacity(2));
                 let client = set.add(client);
                 let server = set.add(server);
+                let pias = match spec.mode {
+                    TcpMode::Pias(thresholds) => Some(Pias {
+                        thresholds,
+                        base: client_port(&spec, p, 0),
+                        starts: vec![None],
+                    }),
+                    _ => None,
+                };
                 pairs.push(Some(Pair {
                     set,
-                    client,
-                    server,
-                    sendq: VecDeque::new(),
-                    rx: Incoming::default(),
+                    clients: vec![Client {
+                        handle: client,
+                        sendq: VecDeque::new(),
+                    }],
+                    servers: vec![Server {
+                        handle: server,
+                        rx: Incoming::default(),
+                    }],
+                    waiting: VecDeque::new(),
+                    pias,
                     established: false,
                 }));
                 deadlines.set(h * n + p, now);
@@ -210,6 +349,8 @@ impl<'m> TcpDriver<'m> {
         }
         Ok(TcpDriver {
             n,
+            spec,
+            ips,
             ifaces,
             pairs,
             macs,
@@ -222,7 +363,10 @@ impl<'m> TcpDriver<'m> {
             touched: Vec::new(),
             is_touched: vec![false; n * n],
             unestablished: n * (n - 1),
-            stats: TcpDriverStats::default(),
+            stats: TcpDriverStats {
+                max_conns: 1,
+                ..TcpDriverStats::default()
+            },
         })
     }
 
@@ -231,8 +375,9 @@ impl<'m> TcpDriver<'m> {
         self.stats
     }
 
-    /// Reads what the server socket of pair `key` holds and writes what
-    /// the client socket can take.
+    /// Reads what the server sockets of pair `key` hold, hands waiting
+    /// messages to idle connections (opening more if the pool allows), and
+    /// writes what the client sockets can take.
     fn app(&mut self, key: usize, now: u64, out: &mut Outcomes) {
         let (h, p) = (key / self.n, key % self.n);
         let messages = self.messages;
@@ -242,42 +387,109 @@ impl<'m> TcpDriver<'m> {
         let Some(pair) = self.pairs[key].as_mut() else {
             return;
         };
-        let server = pair.set.get_mut::<tcp::Socket>(pair.server);
-        while server.can_recv() {
-            let rx = &mut pair.rx;
-            let r = server.recv(|buf| {
-                read_stream(rx, buf, messages, seed, (p, h), now, out, stats, scratch);
-                (buf.len(), ())
-            });
-            if r.is_err() {
-                break;
+        for srv in &mut pair.servers {
+            let server = pair.set.get_mut::<tcp::Socket>(srv.handle);
+            while server.can_recv() {
+                let rx = &mut srv.rx;
+                let r = server.recv(|buf| {
+                    read_stream(rx, buf, messages, seed, (p, h), now, out, stats, scratch);
+                    (buf.len(), ())
+                });
+                if r.is_err() {
+                    break;
+                }
             }
         }
-        let client = pair.set.get_mut::<tcp::Socket>(pair.client);
-        while let Some(front) = pair.sendq.front_mut() {
-            if !client.can_send() {
+        for i in 0..pair.clients.len() {
+            if pair.waiting.is_empty() {
                 break;
             }
-            let n = client.send(|buf| {
-                let n = front.fill(buf);
-                (n, n)
-            });
-            if front.written == front.total {
-                pair.sendq.pop_front();
+            if pair.idle(i) {
+                let m = pair.waiting.pop_front().expect("checked non-empty");
+                pair.clients[i].sendq.push_back(m);
+                if let Some(pias) = pair.pias.as_mut() {
+                    pias.start_message(i);
+                }
             }
-            if !matches!(n, Ok(k) if k > 0) {
-                break;
+        }
+        for c in &mut pair.clients {
+            let client = pair.set.get_mut::<tcp::Socket>(c.handle);
+            while let Some(front) = c.sendq.front_mut() {
+                if !client.can_send() {
+                    break;
+                }
+                let n = client.send(|buf| {
+                    let n = front.fill(buf);
+                    (n, n)
+                });
+                if front.written == front.total {
+                    c.sendq.pop_front();
+                }
+                if !matches!(n, Ok(k) if k > 0) {
+                    break;
+                }
             }
         }
         if !pair.established {
-            let up = |s: &tcp::Socket| s.state() == tcp::State::Established;
-            if up(pair.set.get::<tcp::Socket>(pair.client))
-                && up(pair.set.get::<tcp::Socket>(pair.server))
-            {
+            let up =
+                |h: SocketHandle| pair.set.get::<tcp::Socket>(h).state() == tcp::State::Established;
+            if up(pair.clients[0].handle) && up(pair.servers[0].handle) {
                 pair.established = true;
                 self.unestablished -= 1;
             }
         }
+        let more = pair
+            .waiting
+            .len()
+            .saturating_sub(pair.opening())
+            .min(self.spec.max_conns - pair.clients.len());
+        for _ in 0..more {
+            self.open(h, p);
+        }
+    }
+
+    /// Opens another connection from `h` to `p`, with a listening socket at
+    /// `p` to take it.
+    fn open(&mut self, h: usize, p: usize) {
+        let n = self.n;
+        let [a, b, c, d] = self.ips[p];
+        let Some(pair) = self.pairs[h * n + p].as_mut() else {
+            return;
+        };
+        let i = pair.clients.len();
+        let mut client = socket(&self.spec);
+        let remote = (IpAddress::Ipv4(Ipv4Address::new(a, b, c, d)), TCP_PORT);
+        let port = client_port(&self.spec, p, i);
+        if client
+            .connect(self.ifaces[h].context(), remote, port)
+            .is_err()
+        {
+            self.stats.open_errors += 1;
+            return;
+        }
+        let handle = pair.set.add(client);
+        pair.clients.push(Client {
+            handle,
+            sendq: VecDeque::new(),
+        });
+        if let Some(pias) = pair.pias.as_mut() {
+            pias.starts.push(None);
+        }
+        self.stats.opened += 1;
+        self.stats.max_conns = self.stats.max_conns.max(pair.clients.len());
+        let Some(peer) = self.pairs[p * n + h].as_mut() else {
+            return;
+        };
+        let mut server = socket(&self.spec);
+        if server.listen(TCP_PORT).is_err() {
+            self.stats.open_errors += 1;
+            return;
+        }
+        let handle = peer.set.add(server);
+        peer.servers.push(Server {
+            handle,
+            rx: Incoming::default(),
+        });
     }
 
     /// Polls pair `key` until it has nothing more to send at `now`, and
@@ -295,6 +507,7 @@ impl<'m> TcpDriver<'m> {
                 host: h,
                 macs: &self.macs,
                 staged: None,
+                pias: pair.pias.as_mut(),
             };
             self.ifaces[h].poll_egress(ts, &mut port, &mut pair.set);
             let at = self.ifaces[h]
@@ -371,13 +584,21 @@ impl Driver for TcpDriver<'_> {
         let mut header = [0u8; HEADER];
         header[..4].copy_from_slice(&m.size.to_be_bytes());
         header[4..].copy_from_slice(&(id as u64).to_be_bytes());
+        let msg = Outgoing {
+            seed: payload_seed(self.seed, id),
+            header,
+            total: HEADER + m.size as usize,
+            written: 0,
+        };
         if let Some(pair) = self.pairs[key].as_mut() {
-            pair.sendq.push_back(Outgoing {
-                seed: payload_seed(self.seed, id),
-                header,
-                total: HEADER + m.size as usize,
-                written: 0,
-            });
+            if self.spec.mode == TcpMode::Single {
+                pair.clients[0].sendq.push_back(msg);
+            } else {
+                if !(0..pair.clients.len()).any(|i| pair.idle(i)) {
+                    self.stats.waited += 1;
+                }
+                pair.waiting.push_back(msg);
+            }
         }
         out.sent += 1;
         self.deadlines.at_most(key, now);
@@ -420,6 +641,7 @@ impl Driver for TcpDriver<'_> {
                 host,
                 macs: &self.macs,
                 staged: Some(&self.staged),
+                pias: pair.pias.as_mut(),
             };
             self.ifaces[host].poll_ingress_single(ts, &mut port, &mut pair.set);
             if !self.is_touched[key] {
