@@ -32,6 +32,7 @@ mod rpc;
 mod share;
 mod timer;
 mod timers;
+mod types;
 
 use heapless::Deque;
 use managed::ManagedSlice;

@@ -167,7 +167,7 @@ pub(crate) struct Rpc {
     /// Its heap keys at the last refresh (see `queues`).
     pub keys: super::queues::HeapKeys,
     /// Our address its packets leave from (a server RPC: the one asked).
-    pub local: super::iface::Local,
+    pub local: super::types::Local,
 }
 
 impl Rpc {
@@ -214,7 +214,7 @@ impl Rpc {
             counted: 0,
             parked: false,
             keys: super::queues::HeapKeys::default(),
-            local: super::iface::Local::CHOSEN,
+            local: super::types::Local::CHOSEN,
         }
     }
 }
