@@ -2,9 +2,8 @@
 //! RPC_UNKNOWN, CUTOFFS, ACK) waiting for the next egress, at most
 //! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
 
-use super::iface::Local;
-use super::input::Sender;
 use super::timers::Timer;
+use super::types::{Local, Sender};
 use super::{peer, Endpoint};
 use crate::phy::TxToken;
 use crate::time::Instant;
@@ -45,6 +44,21 @@ pub(super) enum CtrlKind {
     /// An ACK packet of whatever acks wait for the peer when it is sent
     /// (answering NEED_ACK promptly without one packet per NEED_ACK).
     AcksWaiting,
+}
+
+impl Sender {
+    /// A control packet answering this one: ports swapped, our id.
+    pub(super) fn answer(&self, kind: CtrlKind) -> Ctrl {
+        Ctrl {
+            addr: self.addr,
+            link_addr: Some(self.mac),
+            sport: self.dport,
+            dport: self.sport,
+            sender_id: self.local_id,
+            kind,
+            local: self.local,
+        }
+    }
 }
 
 impl<'a> Endpoint<'a> {

@@ -6,9 +6,9 @@
 //! closed ports) are answered through the transmit token the device hands out
 //! with the received frame, so no frame is ever copied into a queue.
 
-use super::input::{IpHeader, Unreachable};
 use super::peer::Claim;
 use super::timers::Timer;
+use super::types::{IpHeader, Local, Reply, Unreachable};
 use super::Endpoint;
 use crate::config::{Config, PriorityEncoding};
 use crate::phy::{Device, DeviceCapabilities, PacketMeta, RxToken, TxToken};
@@ -30,55 +30,6 @@ const ARP_RETRY: Duration = Duration::from_millis(10);
 pub(super) const IPV4_HEADER_LEN: usize = crate::wire::ipv4::HEADER_LEN;
 /// IPv6 header length of every packet we send (no extension headers).
 pub(super) const IPV6_HEADER_LEN: usize = crate::wire::ipv6::HEADER_LEN;
-
-/// An answer to a received frame, built while the frame is still borrowed.
-pub(super) enum Reply<'f> {
-    Arp {
-        dst_mac: EthernetAddress,
-        dst_ip: Ipv4Addr,
-    },
-    Echo {
-        dst_mac: EthernetAddress,
-        dst_ip: Ipv4Addr,
-        ident: u16,
-        seq_no: u16,
-        data: &'f [u8],
-    },
-    PortUnreachable {
-        dst_mac: EthernetAddress,
-        dst_ip: Ipv4Addr,
-        header: Ipv4Repr,
-        data: &'f [u8],
-    },
-    #[cfg(feature = "ipv6")]
-    Echo6 {
-        dst_mac: EthernetAddress,
-        /// The address the request was sent to: the reply comes from it.
-        src_ip: Ipv6Addr,
-        dst_ip: Ipv6Addr,
-        ident: u16,
-        seq_no: u16,
-        data: &'f [u8],
-    },
-    #[cfg(feature = "ipv6")]
-    PortUnreachable6 {
-        dst_mac: EthernetAddress,
-        src_ip: Ipv6Addr,
-        dst_ip: Ipv6Addr,
-        header: Ipv6Repr,
-        data: &'f [u8],
-    },
-    #[cfg(feature = "ipv6")]
-    /// A neighbour advertisement for our `target` (solicited: to the
-    /// soliciting node; else to all nodes, answering duplicate address
-    /// detection).
-    Advert {
-        dst_mac: EthernetAddress,
-        dst_ip: Ipv6Addr,
-        target: Ipv6Addr,
-        solicited: bool,
-    },
-}
 
 impl<'a> Endpoint<'a> {
     /// Takes up to `max_rx_per_poll` frames from the device.
@@ -392,47 +343,6 @@ fn src_v6(config: &Config, dst: Ipv6Addr, given: Option<Ipv6Addr>) -> Ipv6Addr {
         given
     };
     chosen.unwrap_or(Ipv6Addr::UNSPECIFIED)
-}
-
-/// Which of our addresses packets for an RPC leave from: the one its peer
-/// sent to, so that a host with several IPv6 addresses answers from the
-/// address it was asked at (the peer matches answers by address).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Local(u8);
-
-impl Local {
-    /// The destination chooses ([`Config::ipv6_src_for`]): what a client,
-    /// IPv4, and a packet to link-local or our first global address use.
-    pub(super) const CHOSEN: Local = Local(0);
-
-    /// The address `addr` (a packet's destination, one of ours) as a source.
-    pub(super) fn of(config: &Config, addr: IpAddr) -> Local {
-        match addr {
-            IpAddr::V4(_) => Local::CHOSEN,
-            // Without the feature, no packet to an IPv6 address is taken.
-            #[cfg(not(feature = "ipv6"))]
-            IpAddr::V6(_) => {
-                let _ = config;
-                Local::CHOSEN
-            }
-            #[cfg(feature = "ipv6")]
-            IpAddr::V6(a) => config
-                .ipv6_addrs
-                .iter()
-                .position(|&k| k == Some(a))
-                .map_or(Local::CHOSEN, |k| Local(k as u8 + 1)),
-        }
-    }
-
-    /// The IPv6 address it names; `None` when the destination chooses.
-    pub(super) fn v6(self, config: &Config) -> Option<Ipv6Addr> {
-        // Without the feature every RPC's `Local` is `CHOSEN`.
-        if !cfg!(feature = "ipv6") {
-            return None;
-        }
-        let k = usize::from(self.0).checked_sub(1)?;
-        config.ipv6_addrs.get(k).copied().flatten()
-    }
 }
 
 /// Writes the Ethernet and IP headers of a frame along `to`, with the

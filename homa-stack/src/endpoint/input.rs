@@ -6,77 +6,15 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
-use super::iface::{Local, Reply};
 use super::rpc::{MsgIn, Restart, Rpc, State};
-use super::{Ctrl, CtrlKind, Endpoint, RpcError};
+use super::types::{IpHeader, Local, Reply, Sender, Unreachable};
+use super::{CtrlKind, Endpoint, RpcError};
 use crate::stats::DropReason;
 use crate::storage::holes::AddOutcome;
 use crate::storage::PoolStore;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
-use crate::wire::ipv4::Ipv4Repr;
-#[cfg(feature = "ipv6")]
-use crate::wire::ipv6::Ipv6Repr;
 use crate::wire::{EthernetAddress, IpAddr};
-
-/// Who sent a packet and to which of our ports.
-#[derive(Clone, Copy)]
-pub(super) struct Sender {
-    pub(super) addr: IpAddr,
-    pub(super) mac: EthernetAddress,
-    /// The sender's port.
-    pub(super) sport: u16,
-    /// Our port.
-    pub(super) dport: u16,
-    /// Our id for the RPC (`sender_id XOR 1`).
-    pub(super) local_id: u64,
-    /// Our address it came to.
-    pub(super) local: Local,
-}
-
-impl Sender {
-    /// A control packet answering this one: ports swapped, our id.
-    pub(super) fn answer(&self, kind: CtrlKind) -> Ctrl {
-        Ctrl {
-            addr: self.addr,
-            link_addr: Some(self.mac),
-            sport: self.dport,
-            dport: self.sport,
-            sender_id: self.local_id,
-            kind,
-            local: self.local,
-        }
-    }
-}
-
-/// The IP header a Homa packet came in.
-#[derive(Clone, Copy)]
-pub(super) enum IpHeader<'f> {
-    /// The IPv4 header (its 8 bytes of payload are quoted from the body).
-    V4(Ipv4Repr),
-    /// Keeps `'f` in use without IPv6.
-    #[cfg(not(feature = "ipv6"))]
-    #[allow(dead_code)]
-    Never(core::marker::PhantomData<&'f ()>, core::convert::Infallible),
-    /// The fixed header and everything after it (extension headers too).
-    #[cfg(feature = "ipv6")]
-    V6 { header: Ipv6Repr, payload: &'f [u8] },
-}
-
-impl IpHeader<'_> {
-    /// (source, destination).
-    fn addrs(&self) -> (IpAddr, IpAddr) {
-        match self {
-            IpHeader::V4(h) => (IpAddr::V4(h.src_addr), IpAddr::V4(h.dst_addr)),
-            #[cfg(not(feature = "ipv6"))]
-            IpHeader::Never(_, never) => match *never {},
-            #[cfg(feature = "ipv6")]
-            IpHeader::V6 { header, .. } => {
-                (IpAddr::V6(header.src_addr), IpAddr::V6(header.dst_addr))
-            }
-        }
-    }
-}
 
 impl<'a> Endpoint<'a> {
     /// A Homa packet `body` that came in `ip` (the IP header as received,
@@ -747,16 +685,6 @@ impl<'a> Endpoint<'a> {
 /// such a packet can never be accepted, so it must not begin anything.
 fn leaves_tiny_hole(offset: u32) -> bool {
     offset != 0 && offset < crate::storage::holes::DESCRIPTOR_LEN
-}
-
-/// What an ICMP destination-unreachable said of our packets, as the host
-/// layer hands it to the endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Unreachable {
-    /// No socket on the peer's port: RPCs to that port fail.
-    Port,
-    /// The host or the Homa protocol is unreachable: RPCs to the host fail.
-    Host,
 }
 
 impl<'a> Endpoint<'a> {

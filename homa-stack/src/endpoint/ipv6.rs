@@ -13,8 +13,8 @@
 //! non-goal): we answer other nodes' detection for our addresses, so a
 //! duplicate elsewhere finds us.
 
-use super::iface::{Reply, Route, HOP_LIMIT, IPV6_HEADER_LEN};
-use super::input::{IpHeader, Unreachable};
+use super::iface::{Route, HOP_LIMIT, IPV6_HEADER_LEN};
+use super::types::{IpHeader, Reply, Unreachable};
 use super::Endpoint;
 use crate::phy::TxToken;
 use crate::stats::DropReason;

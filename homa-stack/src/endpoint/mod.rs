@@ -22,6 +22,7 @@ mod iface;
 mod input;
 #[cfg(feature = "ipv6")]
 mod ipv6;
+mod links;
 mod output;
 pub mod pacer;
 mod peer;
@@ -32,6 +33,7 @@ mod rpc;
 mod share;
 mod timer;
 mod timers;
+mod types;
 
 use heapless::Deque;
 use managed::ManagedSlice;
@@ -235,12 +237,12 @@ impl<'a> Endpoint<'a> {
             ctrl_due: List::new(rpc::CTRL),
             waiters: List::new(rpc::WAIT),
             ctrl_blocked: 0,
-            send: Heap::new(queues::SEND),
-            send_fifo: Heap::new(queues::SEND_FIFO),
+            send: Heap::new(links::SEND),
+            send_fifo: Heap::new(links::SEND_FIFO),
             send_short: List::new(rpc::SHORT),
-            grant: Heap::new(queues::GRANT),
-            grant_fifo: Heap::new(queues::GRANT_FIFO),
-            grant_best: Heap::new(queues::GRANT_BEST),
+            grant: Heap::new(links::GRANT),
+            grant_fifo: Heap::new(links::GRANT_FIFO),
+            grant_best: Heap::new(links::GRANT_BEST),
             incoming: 0,
             socket_free,
             client_ports,

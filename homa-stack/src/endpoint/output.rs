@@ -3,11 +3,10 @@
 //! and the NIC-queue estimate allows. Each frame is built in place in the
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
-use super::iface::{
-    emit_headers, ip_header_len, link_header_len, src_for, Local, Route, HOP_LIMIT,
-};
+use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
 use super::pacer::DataPick;
 use super::timers::Timer;
+use super::types::Local;
 use super::Endpoint;
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::DropReason;

@@ -478,7 +478,7 @@ impl<'a> super::Endpoint<'a> {
             sender_id: 0,
             kind,
             // Acks are a client's: its chosen address, as its requests.
-            local: super::iface::Local::CHOSEN,
+            local: super::types::Local::CHOSEN,
         });
         if !queued {
             self.stats.acks_dropped += lost;

@@ -33,35 +33,11 @@
 //! tests check after every poll that the queues match a recomputation from
 //! the RPCs ([`Endpoint::check_queues`]).
 
+use super::links::{HeapKeys, GRANT, GRANT_BEST, SEND};
 use super::pacer::sending;
 use super::rpc::{RpcSlot, State};
 use super::Endpoint;
 use crate::storage::{HeapLink, HeapNode, MeldLink, MeldNode, NONE};
-
-/// The sender's SRPT heap (see the module docs for the four).
-pub(crate) const SEND: u8 = 0;
-/// The sender's by-age heap.
-pub(crate) const SEND_FIFO: u8 = 1;
-/// The receiver's grant-candidate heap.
-pub(crate) const GRANT: u8 = 2;
-/// The receiver's by-age candidate heap.
-pub(crate) const GRANT_FIFO: u8 = 3;
-/// Each peer's best grant candidate (the root of its `grants`), by the
-/// `GRANT` key.
-pub(crate) const GRANT_BEST: u8 = 4;
-
-/// The per-slot links of the five heaps, by heap number.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct QueueLinks([HeapLink; 5]);
-
-impl QueueLinks {
-    pub(crate) const EMPTY: QueueLinks = QueueLinks([HeapLink::EMPTY; 5]);
-}
-
-/// The links of heap `heap` (a heap number above is taken as the last).
-fn link_index(heap: u8) -> usize {
-    usize::from(heap).min(usize::from(GRANT_BEST))
-}
 
 /// One key type for the five heaps, so one copy of the heap code serves
 /// them: a `u128` whose order is the tuple's.
@@ -73,11 +49,11 @@ impl HeapNode for RpcSlot {
     type Key = u128;
     #[inline(always)]
     fn heap_link(&self, heap: u8) -> &HeapLink {
-        &self.queues.0[link_index(heap)]
+        self.queues.link(heap)
     }
     #[inline(always)]
     fn heap_link_mut(&mut self, heap: u8) -> &mut HeapLink {
-        &mut self.queues.0[link_index(heap)]
+        self.queues.link_mut(heap)
     }
     #[inline(always)]
     fn heap_key(&self, heap: u8) -> u128 {
@@ -140,15 +116,6 @@ struct Placement {
     counted: u32,
     /// Its keys in the SRPT heaps (see the `HeapNode` impl).
     keys: HeapKeys,
-}
-
-/// The changing parts of an RPC's keys in the send and grant heaps, as its
-/// last `refresh` computed them: the heaps read them from here, and an
-/// unchanged key needs no sift.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct HeapKeys {
-    send: (bool, u32),
-    grant: u32,
 }
 
 impl<'a> Endpoint<'a> {

@@ -4,8 +4,8 @@
 //! were sent; BUSY when it owes nothing yet), at most the unscheduled
 //! bytes per RESEND.
 
-use super::input::Sender;
 use super::rpc::State;
+use super::types::Sender;
 use super::{CtrlKind, Endpoint};
 use crate::phy::Device;
 use crate::storage::PoolStore;

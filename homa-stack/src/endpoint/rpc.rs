@@ -6,7 +6,7 @@ use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MeldLink, MessageBuf};
 use crate::wire::IpAddr;
 
-use super::queues::QueueLinks;
+use super::links::QueueLinks;
 use super::{RpcError, RpcHandle};
 
 /// One entry of the caller-supplied RPC table: the RPC, and the links that
@@ -165,9 +165,9 @@ pub(crate) struct Rpc {
     /// Has DATA to send but its peer is unresolved (see `queues`).
     pub parked: bool,
     /// Its heap keys at the last refresh (see `queues`).
-    pub keys: super::queues::HeapKeys,
+    pub keys: super::links::HeapKeys,
     /// Our address its packets leave from (a server RPC: the one asked).
-    pub local: super::iface::Local,
+    pub local: super::types::Local,
 }
 
 impl Rpc {
@@ -213,8 +213,8 @@ impl Rpc {
             birth,
             counted: 0,
             parked: false,
-            keys: super::queues::HeapKeys::default(),
-            local: super::iface::Local::CHOSEN,
+            keys: super::links::HeapKeys::default(),
+            local: super::types::Local::CHOSEN,
         }
     }
 }
