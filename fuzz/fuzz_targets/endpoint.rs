@@ -23,12 +23,14 @@
 //! entries, and a poll makes at most [`LOOKUPS_PER_FRAME`] lookups per
 //! frame it took or sent, so no packet buys a walk of a table.
 //!
-//! Two inputs of the corpus were written by hand to hold the bounds to
+//! Three inputs of the corpus were written by hand to hold the bounds to
 //! account: `6acbcb9d…` fills the table with 29 requests whose ids share a
 //! bucket under the key 0 and GRANTs two more of that bucket (a known key
-//! would make every lookup walk them all: the work bound), and `d5209102…`
+//! would make every lookup walk them all: the work bound), `d5209102…`
 //! answers the 45,000-byte request with RPC_UNKNOWN 60 times, 6 ms apart
-//! (unrationed restarts would resend 40 kB each: the amplification bound).
+//! (unrationed restarts would resend 40 kB each: the amplification bound),
+//! and `e91055c7…` asks for its first 40,000 bytes again with 60 RESENDs,
+//! 6 ms apart (unrationed, each would buy 40 kB: the same bound).
 //!
 //! At the end of every input the clock runs past the timeouts with no input,
 //! and then nothing may be held: no RPC, no pool page, and no peer beyond

@@ -542,11 +542,14 @@ impl<'a> Endpoint<'a> {
             return None;
         };
         let top = self.config.highest_priority();
+        let unsched_bytes = self.config.unsched_bytes;
         let r = self.rpc_mut(i)?;
         let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
         match r.out.as_mut() {
             Some(out) if sending => {
                 let left = out.next_xmit < out.length;
+                let cap = super::resend::resend_cap(unsched_bytes, out.seg);
+                out.ration.granted(offset.min(out.length), cap, out.seg);
                 out.granted = out.granted.max(offset.min(out.length));
                 out.sched_priority = priority.min(top);
                 // Only a GRANT for a message we still send is a sign of
@@ -602,6 +605,7 @@ impl<'a> Endpoint<'a> {
     fn restart_request(&mut self, slot: usize) {
         let num_priorities = self.config.num_priorities;
         let unsched_bytes = self.config.unsched_bytes;
+        let interval = self.config.resend_interval;
         let Some(r) = self.rpcs[slot].rpc.as_mut() else {
             return;
         };
@@ -614,7 +618,8 @@ impl<'a> Endpoint<'a> {
             .and_then(|s| s.peer.as_ref())
             .map_or(0, |p| p.unsched_priority(out.length, num_priorities));
         let cap = super::resend::resend_cap(unsched_bytes, out.seg);
-        out.request_resend(0, out.next_xmit.min(cap), prio);
+        out.ration.restart();
+        let _ = out.request_resend(0, out.next_xmit.min(cap), prio, cap, interval);
     }
 
     fn need_ack_pkt(&mut self, from: Sender) {

@@ -2,6 +2,7 @@
 //! (packetisation, granted, next byte to send, priorities) and the incoming
 //! message (reassembly, granted, bytes remaining).
 
+use super::resend::Ration;
 use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MeldLink, MessageBuf};
 use crate::wire::IpAddr;
@@ -303,6 +304,8 @@ pub(crate) struct MsgOut {
     /// Packets to send again (from RESEND or RPC_UNKNOWN), exactly those
     /// asked for: a bitmap over this message's packet grid.
     pub resend: ResendSet,
+    /// What RESENDs and restarts may still make it send again.
+    pub ration: Ration,
 }
 
 impl MsgOut {
@@ -319,9 +322,30 @@ impl MsgOut {
     }
 
     /// Queues the packets of `[start, end)` (cut at the bytes sent so far)
-    /// to be sent again; packets already queued are not queued twice.
-    pub fn request_resend(&mut self, start: u32, end: u32, priority: u8) {
-        let _ = self.resend.add(start, end, self.next_xmit, priority);
+    /// to be sent again, as far as the message's ration allows for
+    /// windows of `cap` bytes every `interval` ticks; packets already
+    /// queued are not queued twice. False when the ration allowed nothing.
+    pub fn request_resend(
+        &mut self,
+        start: u32,
+        end: u32,
+        priority: u8,
+        cap: u32,
+        interval: u32,
+    ) -> bool {
+        let end = end.min(self.next_xmit);
+        if start >= end {
+            return true;
+        }
+        let allowed = self.ration.allow(end - start, cap, interval, self.seg);
+        if allowed == 0 {
+            return false;
+        }
+        let added = self
+            .resend
+            .add(start, start + allowed, self.next_xmit, priority);
+        self.ration.spend(added);
+        true
     }
 
     /// Fixes the packet size at the first transmission.

@@ -80,6 +80,9 @@ impl<'a> Endpoint<'a> {
                 continue;
             };
             r.restarts.tick();
+            if let Some(out) = r.out.as_mut() {
+                out.ration.tick();
+            }
             let resolved = self
                 .peers
                 .get(usize::from(r.peer))

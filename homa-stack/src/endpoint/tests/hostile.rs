@@ -118,6 +118,22 @@ fn run_server(
     }
 }
 
+/// `server_with_a_request` after 2 ms of `run_server` answering with `len`
+/// bytes (as far as they go without grants).
+fn a_response_sent(len: usize) -> (Endpoint<'static>, TestDevice, Instant) {
+    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
+    let response = vec![7u8; len];
+    run_server(
+        &mut ep,
+        &mut dev,
+        &mut now,
+        Duration::from_millis(2),
+        sock,
+        &response,
+    );
+    (ep, dev, now)
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "moves hundreds of kilobytes: too slow under Miri")]
 fn forged_requests_answered_with_100_kb_are_freed_after_the_timeout() {
@@ -1912,16 +1928,7 @@ fn grants_that_grant_nothing_do_not_keep_a_partly_sent_response_for_ever() {
     // repeats a GRANT for what it already has every 5 ms. Each one is a
     // sign of life (the message is still being sent), but none is
     // progress: the RPC and its pages go after the same bound as RESENDs.
-    let (mut ep, sock, mut dev, mut now) = server_with_a_request(1 << 20);
-    let response = vec![7u8; 100_000];
-    run_server(
-        &mut ep,
-        &mut dev,
-        &mut now,
-        Duration::from_millis(2),
-        sock,
-        &response,
-    );
+    let (mut ep, mut dev, mut now) = a_response_sent(100_000);
     let unscheduled = ep.config.unsched_bytes;
     let grant = Repr {
         sport: 40_000,
@@ -3027,4 +3034,94 @@ fn one_control_packet_buys_at_most_resend_max_bytes_whatever_the_configuration()
         retx <= most,
         "one RPC_UNKNOWN bought {retx} retransmissions"
     );
+}
+
+// Forged RESEND: what a message sends again is rationed.
+
+/// Sends `forged` to `ep` every 20 us for 200 ms, and checks that what
+/// `ep` sent meanwhile stays within [`RESEND_FLOOD_MOST`]: returns the
+/// bytes per forged packet.
+fn resend_flood(
+    ep: &mut Endpoint<'static>,
+    dev: &mut TestDevice,
+    now: &mut Instant,
+    forged: &[u8],
+) -> f64 {
+    let end = *now + Duration::from_millis(200);
+    let (mut sent, mut n) = (0, 0);
+    while *now < end {
+        dev.rx.push_back(forged.to_vec());
+        n += 1;
+        ep.poll(*now, dev);
+        sent += dev.tx.drain(..).map(|f| f.0.len()).sum::<usize>();
+        *now += Duration::from_micros(20);
+    }
+    let per = sent as f64 / n as f64;
+    std::println!("{n} forged RESENDs: {sent} bytes sent ({per:.0} per forged packet)");
+    assert!(
+        sent <= RESEND_FLOOD_MOST,
+        "{n} forged RESENDs bought {sent} bytes ({per:.0} each)"
+    );
+    per
+}
+
+/// The most a flood of RESENDs may buy: `RESEND_WINDOWS` windows of the
+/// 40,000 unscheduled bytes (29 frames of 90 header bytes each, and one
+/// packet more as a window ends inside one) in reserve, and as many earned
+/// back by the receiver's GRANTs.
+const RESEND_FLOOD_MOST: usize =
+    2 * crate::endpoint::resend::RESEND_WINDOWS as usize * (40_000 + 29 * 90 + 1_600);
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_resend_floods_buy_a_bounded_resend_of_a_request() {
+    // RESEND(0, 40,000) forged from B's address every 20 us for 200 ms
+    // (10,000 packets) naming A's 1 MB request, which B has whole. Each
+    // may ask for the unscheduled bytes again, but the request sends at
+    // most two windows of them per RESEND interval and `RESEND_WINDOWS` in
+    // all beyond what B's GRANTs earned back (at most as many again); the
+    // RESENDs still keep it alive.
+    let (mut ep, mut dev, mut now, client, _) =
+        a_request_sent_whole(Config::new(A_IP, A_MAC, SEED));
+    let port = ep.client_port(client).unwrap();
+    let id = ep.rpc_info().next().unwrap().id;
+    let resend = Repr {
+        sport: 500,
+        dport: port,
+        sender_id: id ^ 1,
+        kind: Kind::Resend {
+            offset: 0,
+            length: 40_000,
+            priority: 0,
+        },
+    };
+    let forged = homa_frame(B_MAC, A_MAC, B_IP, A_IP, &resend);
+    let limited = ep.stats().drops.rate_limited;
+    let per = resend_flood(&mut ep, &mut dev, &mut now, &forged);
+    assert!(per < 80.0, "{per:.0} bytes sent per forged RESEND");
+    assert!(ep.stats().drops.rate_limited - limited > 9_000);
+    assert_eq!(ep.rpcs_in_use(), 1, "the RESENDs keep the request alive");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
+fn forged_resend_floods_buy_a_bounded_resend_of_a_response() {
+    // The other direction: B answered A's request with 40,000 bytes, sent
+    // whole unscheduled; RESEND(0, 40,000) forged from A's address every
+    // 20 us for 200 ms buys at most `RESEND_WINDOWS` windows again (the
+    // bound allows as many earned back by GRANTs, which A never sent).
+    let (mut ep, mut dev, mut now) = a_response_sent(40_000);
+    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 40_000);
+    let resend = Repr {
+        sport: 40_000,
+        dport: 500,
+        sender_id: 2,
+        kind: Kind::Resend {
+            offset: 0,
+            length: 40_000,
+            priority: 0,
+        },
+    };
+    let forged = homa_frame(A_MAC, B_MAC, A_IP, B_IP, &resend);
+    resend_flood(&mut ep, &mut dev, &mut now, &forged);
 }
