@@ -491,7 +491,7 @@ impl<'a> Endpoint<'a> {
             resend: crate::storage::resend::ResendSet::new(
                 crate::storage::resend::PacketGrid::new(seg, unscheduled, length),
             ),
-            ration: super::resend::Ration::new(),
+            ration: super::rpc::Ration::new(),
         })
     }
 

@@ -2,7 +2,6 @@
 //! (packetisation, granted, next byte to send, priorities) and the incoming
 //! message (reassembly, granted, bytes remaining).
 
-use super::resend::Ration;
 use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::{Holes, IndexLink, IndexNode, ListLink, ListNode, MeldLink, MessageBuf};
 use crate::wire::IpAddr;
@@ -282,6 +281,119 @@ impl Restarts {
         let hold = u16::try_from(interval).map_or(Self::HOLD, |t| t.min(Self::HOLD));
         self.0 = (u16::from(count + 1) << 12) | hold;
         Restart::Now
+    }
+}
+
+/// How many times a message's [`resend_cap`](super::resend::resend_cap) bytes may go out again, by
+/// RESEND or by restarts after RPC_UNKNOWN, without its receiver showing
+/// progress (a GRANT above the highest one yet earns back what it grants
+/// beyond).
+///
+/// A receiver that misses bytes asks for them once per
+/// `Config::resend_interval`, and each answer delivers most of them: at
+/// 30 % loss a window goes out again about 0.4 times, and what a longer
+/// message needs again its receiver pays for with GRANTs as the bytes
+/// arrive. A forger that names the RPC buys this many windows, then as
+/// much as the GRANTs it also forges climb: at most the message once more
+/// for each restart the server asks for (`MAX_RESTARTS`).
+pub(crate) const RESEND_WINDOWS: u32 = 8;
+
+/// What one outgoing message may still send again (see
+/// [`RESEND_WINDOWS`]): forged RESENDs or RPC_UNKNOWNs from the peer's
+/// address, however many, buy at most [`RESEND_PER_INTERVAL`] windows of
+/// [`resend_cap`](super::resend::resend_cap) bytes per RESEND interval (an honest receiver asks once
+/// per interval) and [`RESEND_WINDOWS`] of them beyond what the receiver's
+/// GRANTs earned back. Counted in packets and KiB to keep the RPC slot
+/// small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ration {
+    /// Packets earned back by GRANTs less packets sent again.
+    balance: i16,
+    /// Packets left in the current interval.
+    window: u16,
+    /// Ticks before a new interval starts.
+    hold: u16,
+    /// The highest GRANT offset from the receiver, in KiB.
+    heard: u16,
+}
+
+/// How many windows of [`resend_cap`](super::resend::resend_cap) bytes one message may send again per
+/// RESEND interval. An honest receiver's round asks for every range it
+/// misses below its grant, which after a burst of losses can be more than
+/// one window; a forger gains only speed, not bytes (those
+/// [`RESEND_WINDOWS`] bounds).
+pub(crate) const RESEND_PER_INTERVAL: u32 = 2;
+
+/// `bytes` in packets of `seg` bytes, rounded up, saturating.
+fn packets(bytes: u32, seg: u32) -> u16 {
+    u16::try_from(bytes.div_ceil(seg.max(1))).unwrap_or(u16::MAX)
+}
+
+impl Ration {
+    /// A message that has gone out no more than once.
+    pub const fn new() -> Ration {
+        Ration {
+            balance: 0,
+            window: 0,
+            hold: 0,
+            heard: 0,
+        }
+    }
+
+    /// One tick passed.
+    pub fn tick(&mut self) {
+        self.hold = self.hold.saturating_sub(1);
+    }
+
+    /// How many bytes a request to send `want` bytes (in packets of `seg`)
+    /// again may have now, for windows of `cap` bytes and RESENDs
+    /// `interval` ticks apart; the caller then `spend`s what it queued.
+    pub fn allow(&mut self, want: u32, cap: u32, interval: u32, seg: u32) -> u32 {
+        if self.hold == 0 && want > 0 {
+            // The receiver's next round comes `interval` ticks after this
+            // one by its own clock: one tick less here keeps the two
+            // clocks' phases from holding back an honest round.
+            self.hold = u16::try_from(interval.saturating_sub(1).max(1)).unwrap_or(u16::MAX);
+            self.window = packets(cap.saturating_mul(RESEND_PER_INTERVAL), seg);
+        }
+        let total = i32::from(packets(cap.saturating_mul(RESEND_WINDOWS), seg));
+        let credit = u32::try_from(total + i32::from(self.balance)).unwrap_or(0);
+        let allowed = credit.min(u32::from(self.window));
+        want.min(allowed.saturating_mul(seg.max(1)))
+    }
+
+    /// `n` packets were queued to go out again.
+    pub fn spend(&mut self, n: u32) {
+        let n = u16::try_from(n).unwrap_or(u16::MAX);
+        self.window = self.window.saturating_sub(n);
+        self.balance = self
+            .balance
+            .saturating_sub(i16::try_from(n).unwrap_or(i16::MAX));
+    }
+
+    /// The receiver granted up to `offset`: what it granted beyond the
+    /// highest GRANT yet it is taking in, so as many bytes (in packets of
+    /// `seg`) may go out again.
+    pub fn granted(&mut self, offset: u32, cap: u32, seg: u32) {
+        let kib = u16::try_from(offset >> 10).unwrap_or(u16::MAX);
+        if kib > self.heard {
+            let more = packets(u32::from(kib - self.heard) << 10, seg);
+            self.heard = kib;
+            // Kept for later losses, but no more than the reserve: what
+            // an early GRANT earned must not buy a forger a whole message.
+            let most =
+                i16::try_from(packets(cap.saturating_mul(RESEND_WINDOWS), seg)).unwrap_or(i16::MAX);
+            self.balance = self
+                .balance
+                .saturating_add(i16::try_from(more).unwrap_or(i16::MAX))
+                .min(most);
+        }
+    }
+
+    /// The receiver lost the message and starts over: its GRANTs count
+    /// from the start again.
+    pub fn restart(&mut self) {
+        self.heard = 0;
     }
 }
 

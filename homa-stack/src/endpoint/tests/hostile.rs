@@ -3070,7 +3070,7 @@ fn resend_flood(
 /// packet more as a window ends inside one) in reserve, and as many earned
 /// back by the receiver's GRANTs.
 const RESEND_FLOOD_MOST: usize =
-    2 * crate::endpoint::resend::RESEND_WINDOWS as usize * (40_000 + 29 * 90 + 1_600);
+    2 * crate::endpoint::rpc::RESEND_WINDOWS as usize * (40_000 + 29 * 90 + 1_600);
 
 #[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
