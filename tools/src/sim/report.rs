@@ -59,7 +59,7 @@ fn cell(b: &Bucket) -> String {
 fn tcp_line(r: &SimResult) -> String {
     let o = &r.options;
     format!(
-        "tcp: smoltcp 0.12, socket buffers {} KiB for tcp-1 and {} KiB for tcp-mc and pias \
+        "tcp: smoltcp 0.13, socket buffers {} KiB for tcp-1 and {} KiB for tcp-mc and pias \
          (the window in flight: smoltcp's congestion control does not bound it), Nagle off, delayed ACKs 1 ms, minimum RTO 10 ms (fixed by \
          smoltcp); tcp-1 one connection per pair (head-of-line blocking); tcp-mc and pias up \
          to {} connections per pair; pias thresholds {:?} bytes sent",

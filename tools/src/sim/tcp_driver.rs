@@ -27,7 +27,7 @@
 //! delayed ACKs of 1 ms (smoltcp's default 10 ms equals its minimum RTO,
 //! which invites spurious retransmissions; an ACK still goes out at once for
 //! every full segment received); the socket buffers of the spec, which bound
-//! the bytes in flight per connection. Fixed by smoltcp 0.12: a minimum RTO
+//! the bytes in flight per connection. Fixed by smoltcp 0.13: a minimum RTO
 //! of 10 ms (the paper's baselines used 200 us); fast retransmit after 3
 //! duplicate ACKs; no ECN (so no DCTCP); and no congestion window on the
 //! bytes in flight: its Reno and Cubic controllers only decide whether a
