@@ -592,13 +592,12 @@ impl<'a> Endpoint<'a> {
         }
         let out = self.new_msgout(peer, len, fill)?;
         self.free_request(slot);
-        if let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) {
+        self.update_rpc(slot, |r| {
             r.out = Some(out);
             r.state = State::ServerOutgoing;
             r.silent_ticks = 0;
             r.done_ticks = 0;
-        }
-        self.refresh(slot);
+        });
         Ok(())
     }
 

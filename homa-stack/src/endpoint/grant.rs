@@ -377,18 +377,25 @@ impl<'a> super::Endpoint<'a> {
 
     pub(super) fn apply_grant(&mut self, d: Decision) {
         let slot = usize::from(d.key);
-        if let Some(m) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
-            if d.granted > m.granted {
+        let raises = self.rpcs[slot]
+            .rpc
+            .as_ref()
+            .and_then(|r| r.inp.as_ref())
+            .is_some_and(|m| d.granted > m.granted);
+        if !raises {
+            return;
+        }
+        // The scheduler's own grant is no reason to run it again.
+        let dirty = self.grants_dirty;
+        self.update_rpc(slot, |r| {
+            if let Some(m) = r.inp.as_mut() {
                 m.granted = d.granted;
                 m.grant_priority = d.priority;
                 m.grant_pending = true;
-                self.control_due(slot);
-                // The scheduler's own grant is no reason to run it again.
-                let dirty = self.grants_dirty;
-                self.refresh(slot);
-                self.grants_dirty = dirty;
             }
-        }
+        });
+        self.grants_dirty = dirty;
+        self.control_due(slot);
     }
 
     pub(super) fn emit_grant<T: TxToken>(

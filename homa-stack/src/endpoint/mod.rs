@@ -466,28 +466,28 @@ impl<'a> Endpoint<'a> {
             };
             self.waiters.pop_front(&mut self.rpcs[..]);
             let prio = self.config.num_priorities.saturating_sub(2);
-            let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
-                continue;
-            };
-            if let Some(m) = r.inp.as_mut() {
-                m.buf = Some(buf);
+            let resend = self.update_rpc(slot, |r| {
+                if let Some(m) = r.inp.as_mut() {
+                    m.buf = Some(buf);
+                }
+                r.silent_ticks = 0;
+                Ctrl {
+                    addr: r.peer_addr,
+                    link_addr: None,
+                    sport: r.local_port,
+                    dport: r.peer_port,
+                    sender_id: r.id,
+                    kind: CtrlKind::Resend {
+                        offset: 0,
+                        length: crate::wire::homa::RESEND_ALL,
+                        priority: prio,
+                    },
+                    local: r.local,
+                }
+            });
+            if let Some(c) = resend {
+                self.push_ctrl(c);
             }
-            r.silent_ticks = 0;
-            let c = Ctrl {
-                addr: r.peer_addr,
-                link_addr: None,
-                sport: r.local_port,
-                dport: r.peer_port,
-                sender_id: r.id,
-                kind: CtrlKind::Resend {
-                    offset: 0,
-                    length: crate::wire::homa::RESEND_ALL,
-                    priority: prio,
-                },
-                local: r.local,
-            };
-            self.push_ctrl(c);
-            self.refresh(slot);
         }
     }
 

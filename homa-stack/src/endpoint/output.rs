@@ -56,8 +56,7 @@ impl<'a> Endpoint<'a> {
             let Some(tx) = device.transmit(now) else {
                 return;
             };
-            self.emit_data(now, tx, &pick);
-            self.refresh_sent(pick.slot);
+            self.update_sent(pick.slot, |ep| ep.emit_data(now, tx, &pick));
             budget -= 1;
         }
     }

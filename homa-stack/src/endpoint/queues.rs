@@ -29,13 +29,14 @@
 //!   RPCs, once per peer resolution and only when some are parked).
 //!
 //! Every change of what decides these (an RPC's state, its messages'
-//! offsets, its resend set, its pool space) is followed by `refresh`; the
-//! tests check after every poll that the queues match a recomputation from
+//! offsets, its resend set, its pool space) goes through one of the
+//! `update_*` methods below, which run the change and then `refresh`
+//! (private to this file, so no caller can forget it); the tests check after every poll that the queues match a recomputation from
 //! the RPCs ([`Endpoint::check_queues`]).
 
 use super::links::{HeapKeys, GRANT, GRANT_BEST, SEND};
 use super::pacer::sending;
-use super::rpc::{RpcSlot, State};
+use super::rpc::{Rpc, RpcSlot, State};
 use super::Endpoint;
 use crate::storage::{HeapLink, HeapNode, MeldLink, MeldNode, NONE};
 
@@ -146,9 +147,47 @@ impl<'a> Endpoint<'a> {
         })
     }
 
+    /// Runs `f` on the RPC in `slot` (`None` when the slot is empty) and
+    /// then brings the queues in step with it.
+    pub(super) fn update_rpc<R>(
+        &mut self,
+        slot: usize,
+        f: impl FnOnce(&mut Rpc) -> R,
+    ) -> Option<R> {
+        let out = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()).map(f);
+        self.refresh(slot);
+        out
+    }
+
+    /// Runs `f`, a change to the RPC in `slot` that also needs the rest of
+    /// the endpoint (its pool, its lists), then brings the queues in step
+    /// with that RPC.
+    pub(super) fn update_slot<R>(&mut self, slot: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let out = f(self);
+        self.refresh(slot);
+        out
+    }
+
+    /// Runs `f`, which changes at most the RPC whose slot it returns (a
+    /// packet's handler, which learns the RPC as it goes), then brings the
+    /// queues in step with that RPC.
+    pub(super) fn update_found(&mut self, f: impl FnOnce(&mut Self) -> Option<usize>) {
+        if let Some(slot) = f(self) {
+            self.refresh(slot);
+        }
+    }
+
+    /// Runs `f`, which only sends DATA of the RPC in `slot`, then moves
+    /// the RPC in the send queues alone ([`refresh_sent`](Endpoint::refresh_sent)).
+    pub(super) fn update_sent<R>(&mut self, slot: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let out = f(self);
+        self.refresh_sent(slot);
+        out
+    }
+
     /// Brings the queues in step with the RPC in `slot` after a change to
     /// it (a slot with no RPC leaves them all). O(log n).
-    pub(super) fn refresh(&mut self, slot: usize) {
+    fn refresh(&mut self, slot: usize) {
         self.share_pages(slot);
         let i = slot as u16;
         let p = self.placement(slot).unwrap_or(Placement {
@@ -223,7 +262,7 @@ impl<'a> Endpoint<'a> {
     /// send did not happen for want of a link address (then the full
     /// `refresh` parks it). The tests' queue check after every poll covers
     /// this shortcut as it does `refresh`.
-    pub(super) fn refresh_sent(&mut self, slot: usize) {
+    fn refresh_sent(&mut self, slot: usize) {
         let i = slot as u16;
         if !self.rpc_peer(slot).is_some_and(|p| self.peer_resolved(p)) {
             return self.refresh(slot);

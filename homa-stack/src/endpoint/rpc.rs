@@ -552,7 +552,8 @@ impl<'a> super::Endpoint<'a> {
             self.share_taken(slot, peer);
         }
         if server_hash.is_none() {
-            self.refresh(slot);
+            // Nothing more to change: the new RPC takes its places.
+            self.update_slot(slot, |_| ());
         }
     }
 
@@ -584,16 +585,23 @@ impl<'a> super::Endpoint<'a> {
     /// Ends an unfinished client RPC with `error`: its pages go back to the
     /// pool at once and the application is told through [`Event::Failed`].
     pub(super) fn fail_client_rpc(&mut self, slot: usize, error: RpcError) {
-        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
-            return;
-        };
-        if !r.state.is_client() || r.state == State::ClientDone {
+        let unfinished = self
+            .rpcs
+            .get(slot)
+            .and_then(|s| s.rpc.as_ref())
+            .is_some_and(|r| r.state.is_client() && r.state != State::ClientDone);
+        if !unfinished {
             return;
         }
-        r.state = State::ClientDone;
-        r.error = Some(error);
-        let out = r.out.take();
-        let inp = r.inp.take();
+        // The queues read neither the pool nor the waiters: the pages go
+        // back after the RPC has left its queues.
+        let Some((out, inp)) = self.update_rpc(slot, |r| {
+            r.state = State::ClientDone;
+            r.error = Some(error);
+            (r.out.take(), r.inp.take())
+        }) else {
+            return;
+        };
         if let Some(out) = out {
             self.pool.free(out.buf);
         }
@@ -601,7 +609,6 @@ impl<'a> super::Endpoint<'a> {
             self.pool.free(b);
         }
         self.waiters.remove(&mut self.rpcs[..], slot as u16);
-        self.refresh(slot);
         self.stats.client_failed += 1;
         self.mark_ready(slot);
     }
