@@ -2009,38 +2009,11 @@ fn one_rpc_unknown_cannot_buy_a_whole_request_again() {
     // naming it (28 bytes, from B's address: B's, or forged) restarts the
     // request; like a RESEND(0, all) it may schedule at most the
     // unscheduled bytes again, not the megabyte, whoever asks.
-    let mut ep = endpoint(A_IP, A_MAC, 4, 4 << 20);
-    let mut dev = TestDevice::default();
-    let mut now = Instant::from_millis(1);
-    ep.add_neighbor(now, B_IP, B_MAC).unwrap();
-    let client = ep.socket().unwrap();
-    let h = ep
-        .send_request(client, B_IP, 500, &vec![3u8; 1_000_000])
-        .unwrap();
-    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(1));
-    let (_, port) = only_rpc(&ep);
-    let from_b = |kind| Repr {
-        sport: 500,
-        dport: port,
-        sender_id: h.id() ^ 1,
-        kind,
-    };
-    let grant = from_b(Kind::Grant {
-        offset: 1_000_000,
-        priority: 0,
-    });
-    dev.rx
-        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &grant));
-    run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
-    assert_eq!(ep.rpc_info().next().unwrap().out_sent, 1_000_000);
+    let (mut ep, mut dev, mut now, _, unknown) =
+        a_request_sent_whole(Config::new(A_IP, A_MAC, SEED));
     let retx = ep.stats().retransmissions;
-    dev.rx.push_back(homa_frame(
-        B_MAC,
-        A_MAC,
-        B_IP,
-        A_IP,
-        &from_b(Kind::RpcUnknown),
-    ));
+    dev.rx
+        .push_back(homa_frame(B_MAC, A_MAC, B_IP, A_IP, &unknown));
     run_idle(&mut ep, &mut dev, &mut now, Duration::from_millis(20));
     let retx = ep.stats().retransmissions - retx;
     let most = u64::from(ep.config.unsched_bytes.div_ceil(1424)) + 1;
