@@ -313,6 +313,10 @@ fn main() -> ! {
     );
     // embassy-net answers ARP and pings for the shared address.
     config.passive_host = true;
+    // An emulated board on a shared host can be descheduled for tens of
+    // milliseconds: a silent peer fails an RPC after 5 s, not 100 ms (the
+    // host side's homa-perf runs with the same timeout).
+    config.timeout_ticks = 5_000;
     let endpoint = match Endpoint::new(
         config,
         &mut RPC_TABLE.init_with(|| core::array::from_fn(|_| RpcSlot::default()))[..],
