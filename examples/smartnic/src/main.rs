@@ -355,11 +355,9 @@ extern "C" fn smartnic_main() -> ! {
     // embassy-net answers ARP and pings for the shared address.
     config.passive_host = true;
     // Emulated, on a shared host: either side can stall for tens of
-    // milliseconds, so the timers are stretched as homa-perf's are
-    // (`--timeout-ticks 5000 --resend-ticks 50`).
+    // milliseconds, longer than the default 100 ticks of silence before
+    // an RPC is aborted; 5 s, as homa-perf's `--timeout-ticks 5000`.
     config.timeout_ticks = 5000;
-    config.resend_ticks = 50;
-    config.resend_interval = 50;
     // Each poll reads all that embassy-net's half may have queued for it.
     config.max_rx_per_poll = SHARE_FRAMES;
     let endpoint = match Endpoint::new(
