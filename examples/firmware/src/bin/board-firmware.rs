@@ -317,6 +317,10 @@ fn main() -> ! {
     // milliseconds: a silent peer fails an RPC after 5 s, not 100 ms (the
     // host side's homa-perf runs with the same timeout).
     config.timeout_ticks = 5_000;
+    // The LAN9118's receive FIFO holds about 10.5 kB and drops the rest of
+    // a burst: grant at most 6,000 bytes at a time (4 full frames), so a
+    // granted burst fits.
+    config.max_incoming = 6000;
     let endpoint = match Endpoint::new(
         config,
         &mut RPC_TABLE.init_with(|| core::array::from_fn(|_| RpcSlot::default()))[..],
