@@ -133,93 +133,11 @@ pub fn udp_echo(
     server.bind(PORT).map_err(|e| format!("udp bind: {e}"))?;
     let ch = ends.csockets.add(client);
     let sh = ends.ssockets.add(server);
-    let mut state = Echo {
-        outstanding,
-        len,
-        inflight: HashSet::with_capacity(2 * outstanding),
-        next_seq: 0,
-        request: vec![0u8; len],
+    let mut st = Echo {
+        w: Window::new(outstanding, len),
         buf: vec![0u8; 1500],
     };
-    fill_payload(0, &mut state.request);
-    echo(&mut ends, ch, sh, &mut state, warmup)?;
-    let frames = ends.pair.frames();
-    let (r, secs) = measured(|| echo(&mut ends, ch, sh, &mut state, count));
-    r?;
-    let frames = ends.pair.frames() - frames;
-    ends.check_clean()?;
-    if !state.inflight.is_empty() {
-        return Err("smoltcp: datagrams left in flight".into());
-    }
-    Ok(Measure {
-        ops: count,
-        bytes: count * len as u64,
-        secs,
-        frames,
-        data_packets: 0,
-    })
-}
-
-struct Echo {
-    outstanding: usize,
-    len: usize,
-    inflight: HashSet<u64>,
-    next_seq: u64,
-    request: Vec<u8>,
-    buf: Vec<u8>,
-}
-
-fn echo(
-    ends: &mut Ends<'_>,
-    ch: SocketHandle,
-    sh: SocketHandle,
-    st: &mut Echo,
-    count: u64,
-) -> Result<(), String> {
-    let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
-    let mut issued = 0u64;
-    let mut done = 0u64;
-    let end = ends.clock.ns + STALL_NS;
-    while done < count {
-        {
-            let sock = ends.csockets.get_mut::<udp::Socket>(ch);
-            while st.inflight.len() < st.outstanding && issued < count {
-                let seq = st.next_seq;
-                st.next_seq += 1;
-                st.request[..8].copy_from_slice(&seq.to_le_bytes());
-                sock.send_slice(&st.request, dest)
-                    .map_err(|e| format!("udp send: {e}"))?;
-                st.inflight.insert(seq);
-                issued += 1;
-            }
-        }
-        let before = ends.pair.bytes();
-        ends.poll_client();
-        {
-            let sock = ends.csockets.get_mut::<udp::Socket>(ch);
-            while let Ok((n, _)) = sock.recv_slice(&mut st.buf) {
-                let seq = u64::from_le_bytes(st.buf[..8].try_into().expect("8 bytes"));
-                if n != st.len || !st.inflight.remove(&seq) || !check_payload(seq, &st.buf[..n]) {
-                    return Err(format!("udp: wrong echo (seq {seq}, {n} bytes)"));
-                }
-                done += 1;
-            }
-        }
-        ends.poll_server();
-        {
-            let sock = ends.ssockets.get_mut::<udp::Socket>(sh);
-            while let Ok((n, meta)) = sock.recv_slice(&mut st.buf) {
-                sock.send_slice(&st.buf[..n], meta.endpoint)
-                    .map_err(|e| format!("udp echo: {e}"))?;
-            }
-        }
-        let moved = ends.pair.bytes() - before;
-        ends.tick(moved, st.inflight.len() < st.outstanding && issued < count);
-        if ends.clock.ns > end {
-            return Err(format!("smoltcp udp: stalled after {done} of {count}"));
-        }
-    }
-    Ok(())
+    timed(&mut ends, ch, sh, &mut st, warmup, count)
 }
 
 /// `len`-byte requests over one TCP connection, each answered by a
@@ -248,41 +166,211 @@ pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result
     let ch = ends.csockets.add(client);
     let sh = ends.ssockets.add(server);
     let mut st = Rr {
-        outstanding,
-        len,
-        inflight: HashSet::with_capacity(2 * outstanding),
-        next_seq: 0,
-        request: vec![0u8; len],
+        w: Window::new(outstanding, len),
         response: vec![0u8; len],
         response_at: 0,
         scratch: vec![0u8; len],
         scratch_at: 0,
     };
-    fill_payload(0, &mut st.request);
-    request_response(&mut ends, ch, sh, &mut st, warmup)?;
+    timed(&mut ends, ch, sh, &mut st, warmup, count)
+}
+
+/// The requests of a round-trip measurement: which are in flight, and the
+/// next to send.
+struct Window {
+    outstanding: usize,
+    len: usize,
+    inflight: HashSet<u64>,
+    next_seq: u64,
+    /// The pattern, with the sequence number of the request in its first
+    /// eight bytes.
+    request: Vec<u8>,
+}
+
+impl Window {
+    fn new(outstanding: usize, len: usize) -> Window {
+        let mut request = vec![0u8; len];
+        fill_payload(0, &mut request);
+        Window {
+            outstanding,
+            len,
+            inflight: HashSet::with_capacity(2 * outstanding),
+            next_seq: 0,
+            request,
+        }
+    }
+
+    /// Room for another request, `issued` of `count` so far.
+    fn room(&self, issued: u64, count: u64) -> bool {
+        self.inflight.len() < self.outstanding && issued < count
+    }
+
+    /// Writes the next sequence number into the request; returns it.
+    fn next_request(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.request[..8].copy_from_slice(&seq.to_le_bytes());
+        seq
+    }
+
+    /// The request `seq` went out.
+    fn sent(&mut self, seq: u64) {
+        self.next_seq += 1;
+        self.inflight.insert(seq);
+    }
+
+    /// Takes the answer to `seq` out of the window if `bytes` are what was
+    /// owed to it.
+    fn answered(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        bytes.len() == self.len && self.inflight.remove(&seq) && check_payload(seq, bytes)
+    }
+}
+
+/// The sequence number at the start of a request or response.
+fn seq_of(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
+}
+
+/// A request-response protocol over the two ends, driven by [`exchange`].
+trait RoundTrips {
+    /// What a request is called in errors.
+    const REQUESTS: &'static str;
+    fn window(&self) -> &Window;
+    /// The client sends requests while the window has room; counts them
+    /// into `issued`.
+    fn send(
+        &mut self,
+        ends: &mut Ends<'_>,
+        ch: SocketHandle,
+        issued: &mut u64,
+        count: u64,
+    ) -> Result<(), String>;
+    /// The client takes the answers that arrived; returns how many.
+    fn receive(&mut self, ends: &mut Ends<'_>, ch: SocketHandle) -> Result<u64, String>;
+    /// The server answers the requests that arrived.
+    fn serve(&mut self, ends: &mut Ends<'_>, sh: SocketHandle) -> Result<(), String>;
+    /// The error of a run that stopped making progress.
+    fn stalled(done: u64, count: u64) -> String;
+}
+
+/// `warmup` round trips, then `count` timed; nothing may be lost on the
+/// rings or left in flight.
+fn timed<R: RoundTrips>(
+    ends: &mut Ends<'_>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    st: &mut R,
+    warmup: u64,
+    count: u64,
+) -> Result<Measure, String> {
+    exchange(ends, ch, sh, st, warmup)?;
     let frames = ends.pair.frames();
-    let (r, secs) = measured(|| request_response(&mut ends, ch, sh, &mut st, count));
+    let (r, secs) = measured(|| exchange(ends, ch, sh, st, count));
     r?;
     let frames = ends.pair.frames() - frames;
     ends.check_clean()?;
-    if !st.inflight.is_empty() {
-        return Err("smoltcp: requests left in flight".into());
+    if !st.window().inflight.is_empty() {
+        return Err(format!("smoltcp: {} left in flight", R::REQUESTS));
     }
     Ok(Measure {
         ops: count,
-        bytes: count * len as u64,
+        bytes: count * st.window().len as u64,
         secs,
         frames,
         data_packets: 0,
     })
 }
 
+/// Runs `count` round trips: requests out, answers in, the server's
+/// answers out, and the clock on, until all came back.
+fn exchange<R: RoundTrips>(
+    ends: &mut Ends<'_>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    st: &mut R,
+    count: u64,
+) -> Result<(), String> {
+    let mut issued = 0u64;
+    let mut done = 0u64;
+    let end = ends.clock.ns + STALL_NS;
+    while done < count {
+        st.send(ends, ch, &mut issued, count)?;
+        let before = ends.pair.bytes();
+        ends.poll_client();
+        done += st.receive(ends, ch)?;
+        ends.poll_server();
+        st.serve(ends, sh)?;
+        let moved = ends.pair.bytes() - before;
+        ends.tick(moved, st.window().room(issued, count));
+        if ends.clock.ns > end {
+            return Err(R::stalled(done, count));
+        }
+    }
+    Ok(())
+}
+
+/// UDP echo: each datagram is a request, echoed as its answer.
+struct Echo {
+    w: Window,
+    buf: Vec<u8>,
+}
+
+impl RoundTrips for Echo {
+    const REQUESTS: &'static str = "datagrams";
+
+    fn window(&self) -> &Window {
+        &self.w
+    }
+
+    fn send(
+        &mut self,
+        ends: &mut Ends<'_>,
+        ch: SocketHandle,
+        issued: &mut u64,
+        count: u64,
+    ) -> Result<(), String> {
+        let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
+        let sock = ends.csockets.get_mut::<udp::Socket>(ch);
+        while self.w.room(*issued, count) {
+            let seq = self.w.next_request();
+            sock.send_slice(&self.w.request, dest)
+                .map_err(|e| format!("udp send: {e}"))?;
+            self.w.sent(seq);
+            *issued += 1;
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self, ends: &mut Ends<'_>, ch: SocketHandle) -> Result<u64, String> {
+        let sock = ends.csockets.get_mut::<udp::Socket>(ch);
+        let mut done = 0;
+        while let Ok((n, _)) = sock.recv_slice(&mut self.buf) {
+            let seq = seq_of(&self.buf);
+            if !self.w.answered(seq, &self.buf[..n]) {
+                return Err(format!("udp: wrong echo (seq {seq}, {n} bytes)"));
+            }
+            done += 1;
+        }
+        Ok(done)
+    }
+
+    fn serve(&mut self, ends: &mut Ends<'_>, sh: SocketHandle) -> Result<(), String> {
+        let sock = ends.ssockets.get_mut::<udp::Socket>(sh);
+        while let Ok((n, meta)) = sock.recv_slice(&mut self.buf) {
+            sock.send_slice(&self.buf[..n], meta.endpoint)
+                .map_err(|e| format!("udp echo: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn stalled(done: u64, count: u64) -> String {
+        format!("smoltcp udp: stalled after {done} of {count}")
+    }
+}
+
+/// TCP request-response: fixed-length requests on one stream, each
+/// echoed as its response.
 struct Rr {
-    outstanding: usize,
-    len: usize,
-    inflight: HashSet<u64>,
-    next_seq: u64,
-    request: Vec<u8>,
+    w: Window,
     /// The response being read, `response_at` bytes of it so far.
     response: Vec<u8>,
     response_at: usize,
@@ -291,83 +379,85 @@ struct Rr {
     scratch_at: usize,
 }
 
-fn request_response(
-    ends: &mut Ends<'_>,
-    ch: SocketHandle,
-    sh: SocketHandle,
-    st: &mut Rr,
-    count: u64,
-) -> Result<(), String> {
-    let mut issued = 0u64;
-    let mut done = 0u64;
-    let end = ends.clock.ns + STALL_NS;
-    while done < count {
-        {
-            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
-            // Until the handshake is done there is nowhere to send.
-            while sock.may_send() && st.inflight.len() < st.outstanding && issued < count {
-                let seq = st.next_seq;
-                st.request[..8].copy_from_slice(&seq.to_le_bytes());
-                let n = sock
-                    .send_slice(&st.request)
-                    .map_err(|e| format!("tcp send: {e}"))?;
-                if n != st.len {
-                    return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
-                }
-                st.next_seq += 1;
-                st.inflight.insert(seq);
-                issued += 1;
-            }
-        }
-        let before = ends.pair.bytes();
-        ends.poll_client();
-        {
-            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
-            while sock.can_recv() {
-                let n = sock
-                    .recv_slice(&mut st.response[st.response_at..])
-                    .map_err(|e| format!("tcp recv: {e}"))?;
-                st.response_at += n;
-                if st.response_at < st.len {
-                    break;
-                }
-                st.response_at = 0;
-                let seq = u64::from_le_bytes(st.response[..8].try_into().expect("8 bytes"));
-                if !st.inflight.remove(&seq) || !check_payload(seq, &st.response) {
-                    return Err(format!("tcp: wrong response (seq {seq})"));
-                }
-                done += 1;
-            }
-        }
-        ends.poll_server();
-        {
-            let sock = ends.ssockets.get_mut::<tcp::Socket>(sh);
-            while sock.can_recv() {
-                let n = sock
-                    .recv_slice(&mut st.scratch[st.scratch_at..])
-                    .map_err(|e| format!("tcp recv: {e}"))?;
-                st.scratch_at += n;
-                if st.scratch_at < st.len {
-                    break;
-                }
-                st.scratch_at = 0;
-                let n = sock
-                    .send_slice(&st.scratch)
-                    .map_err(|e| format!("tcp send: {e}"))?;
-                if n != st.len {
-                    return Err(format!("tcp: response did not fit ({n} bytes)"));
-                }
-            }
-        }
-        let moved = ends.pair.bytes() - before;
-        ends.tick(moved, st.inflight.len() < st.outstanding && issued < count);
-        if ends.clock.ns > end {
-            return Err(format!(
-                "smoltcp tcp: stalled after {done} of {count} requests"
-            ));
-        }
+/// Reads into `buf` from `*at` on; true once `buf` is full (and `*at`
+/// back at 0 for the next).
+fn read_whole(sock: &mut tcp::Socket<'_>, buf: &mut [u8], at: &mut usize) -> Result<bool, String> {
+    let n = sock
+        .recv_slice(&mut buf[*at..])
+        .map_err(|e| format!("tcp recv: {e}"))?;
+    *at += n;
+    if *at < buf.len() {
+        return Ok(false);
     }
-    Ok(())
+    *at = 0;
+    Ok(true)
+}
+
+impl RoundTrips for Rr {
+    const REQUESTS: &'static str = "requests";
+
+    fn window(&self) -> &Window {
+        &self.w
+    }
+
+    fn send(
+        &mut self,
+        ends: &mut Ends<'_>,
+        ch: SocketHandle,
+        issued: &mut u64,
+        count: u64,
+    ) -> Result<(), String> {
+        let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
+        // Until the handshake is done there is nowhere to send.
+        while sock.may_send() && self.w.room(*issued, count) {
+            let seq = self.w.next_request();
+            let n = sock
+                .send_slice(&self.w.request)
+                .map_err(|e| format!("tcp send: {e}"))?;
+            if n != self.w.len {
+                return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
+            }
+            self.w.sent(seq);
+            *issued += 1;
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self, ends: &mut Ends<'_>, ch: SocketHandle) -> Result<u64, String> {
+        let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
+        let mut done = 0;
+        while sock.can_recv() {
+            if !read_whole(sock, &mut self.response, &mut self.response_at)? {
+                break;
+            }
+            let seq = seq_of(&self.response);
+            if !self.w.answered(seq, &self.response) {
+                return Err(format!("tcp: wrong response (seq {seq})"));
+            }
+            done += 1;
+        }
+        Ok(done)
+    }
+
+    fn serve(&mut self, ends: &mut Ends<'_>, sh: SocketHandle) -> Result<(), String> {
+        let sock = ends.ssockets.get_mut::<tcp::Socket>(sh);
+        while sock.can_recv() {
+            if !read_whole(sock, &mut self.scratch, &mut self.scratch_at)? {
+                break;
+            }
+            let n = sock
+                .send_slice(&self.scratch)
+                .map_err(|e| format!("tcp send: {e}"))?;
+            if n != self.w.len {
+                return Err(format!("tcp: response did not fit ({n} bytes)"));
+            }
+        }
+        Ok(())
+    }
+
+    fn stalled(done: u64, count: u64) -> String {
+        format!("smoltcp tcp: stalled after {done} of {count} requests")
+    }
 }
 
 /// TCP bulk transfer of `count` messages of `len` bytes (each laid out as
