@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use homa_stack::wire::homa::{Kind, PacketType};
+use homa_stack::wire::homa::{self, Kind, PacketType};
 use homa_stack::wire::pretty::{Link as WireLink, Network, Transport as WireTransport};
 use homa_stack::wire::{ArpRepr, Dissection, Icmpv4Repr, Icmpv6Repr};
 
@@ -347,7 +347,7 @@ pub fn homa_json(h: &Homa<'_>) -> HomaJson {
             j.offset = Some(*offset);
             j.length = Some(*length);
             // A 36-byte (upstream) RESEND has no priority byte.
-            j.priority = Some(if h.header_len > 36 {
+            j.priority = Some(if h.header_len > homa::RESEND_UPSTREAM_HEADER_LEN {
                 p.resend_priority()
             } else {
                 None
@@ -408,14 +408,14 @@ fn partial_header(h: &Homa<'_>, j: &mut HomaJson) {
             }
         }
         PacketType::Cutoffs => {
-            let n = (h.captured.saturating_sub(28) / 4).min(8);
+            let n = (h.captured.saturating_sub(homa::COMMON_HEADER_LEN) / 4).min(8);
             if n > 0 {
                 j.unsched_cutoffs = Some((0..n).map(|i| p.unsched_cutoff(i)).collect());
             }
         }
         PacketType::Ack if fits(30) => {
             j.num_acks = Some(p.num_acks());
-            let valid = usize::from(p.num_acks()).min(5);
+            let valid = usize::from(p.num_acks()).min(homa::MAX_ACKS);
             let whole = (h.captured - 30) / 10;
             j.acks = Some(
                 (0..valid.min(whole))
