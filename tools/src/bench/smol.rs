@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::AnySocket;
 use smoltcp::socket::{tcp, udp};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint};
 
@@ -133,11 +134,18 @@ pub fn udp_echo(
     server.bind(PORT).map_err(|e| format!("udp bind: {e}"))?;
     let ch = ends.csockets.add(client);
     let sh = ends.ssockets.add(server);
-    let mut st = Echo {
-        w: Window::new(outstanding, len),
+    let echo = Echo {
         buf: vec![0u8; 1500],
     };
-    timed(&mut ends, ch, sh, &mut st, warmup, count)
+    timed(
+        &mut ends,
+        ch,
+        sh,
+        Window::new(outstanding, len),
+        echo,
+        warmup,
+        count,
+    )
 }
 
 /// `len`-byte requests over one TCP connection, each answered by a
@@ -165,14 +173,21 @@ pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result
         .map_err(|e| format!("tcp connect: {e}"))?;
     let ch = ends.csockets.add(client);
     let sh = ends.ssockets.add(server);
-    let mut st = Rr {
-        w: Window::new(outstanding, len),
+    let rr = Rr {
         response: vec![0u8; len],
         response_at: 0,
         scratch: vec![0u8; len],
         scratch_at: 0,
     };
-    timed(&mut ends, ch, sh, &mut st, warmup, count)
+    timed(
+        &mut ends,
+        ch,
+        sh,
+        Window::new(outstanding, len),
+        rr,
+        warmup,
+        count,
+    )
 }
 
 /// The requests of a round-trip measurement: which are in flight, and the
@@ -225,84 +240,105 @@ impl Window {
     }
 }
 
-/// The sequence number at the start of a request or response.
-fn seq_of(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
+/// The sequence number at the start of a request or answer.
+fn seq_of(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
 }
 
-/// A request-response protocol over the two ends, driven by [`exchange`].
+/// A request-answer protocol over the two ends, driven by [`exchange`].
 trait RoundTrips {
+    /// The protocol, for errors.
+    const NAME: &'static str;
     /// What a request is called in errors.
     const REQUESTS: &'static str;
-    fn window(&self) -> &Window;
-    /// The client sends requests while the window has room; counts them
-    /// into `issued`.
-    fn send(
-        &mut self,
-        ends: &mut Ends<'_>,
-        ch: SocketHandle,
-        issued: &mut u64,
-        count: u64,
-    ) -> Result<(), String>;
-    /// The client takes the answers that arrived; returns how many.
-    fn receive(&mut self, ends: &mut Ends<'_>, ch: SocketHandle) -> Result<u64, String>;
+    /// The socket both ends use.
+    type Socket: AnySocket<'static>;
+    /// The client sends request `seq`; false if it cannot send yet.
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> Result<bool, String>;
+    /// The client's next whole answer, if one arrived.
+    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String>;
     /// The server answers the requests that arrived.
-    fn serve(&mut self, ends: &mut Ends<'_>, sh: SocketHandle) -> Result<(), String>;
-    /// The error of a run that stopped making progress.
-    fn stalled(done: u64, count: u64) -> String;
+    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String>;
 }
 
 /// `warmup` round trips, then `count` timed; nothing may be lost on the
 /// rings or left in flight.
 fn timed<R: RoundTrips>(
-    ends: &mut Ends<'_>,
+    ends: &mut Ends<'static>,
     ch: SocketHandle,
     sh: SocketHandle,
-    st: &mut R,
+    mut w: Window,
+    mut proto: R,
     warmup: u64,
     count: u64,
 ) -> Result<Measure, String> {
-    exchange(ends, ch, sh, st, warmup)?;
+    exchange(ends, ch, sh, &mut w, &mut proto, warmup)?;
     let frames = ends.pair.frames();
-    let (r, secs) = measured(|| exchange(ends, ch, sh, st, count));
+    let (r, secs) = measured(|| exchange(ends, ch, sh, &mut w, &mut proto, count));
     r?;
     let frames = ends.pair.frames() - frames;
     ends.check_clean()?;
-    if !st.window().inflight.is_empty() {
+    if !w.inflight.is_empty() {
         return Err(format!("smoltcp: {} left in flight", R::REQUESTS));
     }
     Ok(Measure {
         ops: count,
-        bytes: count * st.window().len as u64,
+        bytes: count * w.len as u64,
         secs,
         frames,
         data_packets: 0,
     })
 }
 
-/// Runs `count` round trips: requests out, answers in, the server's
-/// answers out, and the clock on, until all came back.
+/// Runs `count` round trips: requests out while the window has room,
+/// answers in, the server's answers out, and the clock on, until all came
+/// back.
 fn exchange<R: RoundTrips>(
-    ends: &mut Ends<'_>,
+    ends: &mut Ends<'static>,
     ch: SocketHandle,
     sh: SocketHandle,
-    st: &mut R,
+    w: &mut Window,
+    proto: &mut R,
     count: u64,
 ) -> Result<(), String> {
     let mut issued = 0u64;
     let mut done = 0u64;
     let end = ends.clock.ns + STALL_NS;
     while done < count {
-        st.send(ends, ch, &mut issued, count)?;
+        while w.room(issued, count) {
+            let seq = w.next_request();
+            let client = ends.csockets.get_mut::<R::Socket>(ch);
+            if !proto.send(client, &w.request, seq)? {
+                break;
+            }
+            w.sent(seq);
+            issued += 1;
+        }
         let before = ends.pair.bytes();
         ends.poll_client();
-        done += st.receive(ends, ch)?;
+        let client = ends.csockets.get_mut::<R::Socket>(ch);
+        while let Some(bytes) = proto.answer(client)? {
+            match seq_of(bytes) {
+                Some(seq) if w.answered(seq, bytes) => done += 1,
+                seq => {
+                    let n = bytes.len();
+                    return Err(format!(
+                        "{}: wrong answer (seq {seq:?}, {n} bytes)",
+                        R::NAME
+                    ));
+                }
+            }
+        }
         ends.poll_server();
-        st.serve(ends, sh)?;
+        proto.serve(ends.ssockets.get_mut::<R::Socket>(sh))?;
         let moved = ends.pair.bytes() - before;
-        ends.tick(moved, st.window().room(issued, count));
+        ends.tick(moved, w.room(issued, count));
         if ends.clock.ns > end {
-            return Err(R::stalled(done, count));
+            return Err(format!(
+                "smoltcp {}: stalled after {done} of {count} {}",
+                R::NAME,
+                R::REQUESTS
+            ));
         }
     }
     Ok(())
@@ -310,67 +346,40 @@ fn exchange<R: RoundTrips>(
 
 /// UDP echo: each datagram is a request, echoed as its answer.
 struct Echo {
-    w: Window,
     buf: Vec<u8>,
 }
 
 impl RoundTrips for Echo {
+    const NAME: &'static str = "udp";
     const REQUESTS: &'static str = "datagrams";
+    type Socket = udp::Socket<'static>;
 
-    fn window(&self) -> &Window {
-        &self.w
-    }
-
-    fn send(
-        &mut self,
-        ends: &mut Ends<'_>,
-        ch: SocketHandle,
-        issued: &mut u64,
-        count: u64,
-    ) -> Result<(), String> {
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], _: u64) -> Result<bool, String> {
         let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
-        let sock = ends.csockets.get_mut::<udp::Socket>(ch);
-        while self.w.room(*issued, count) {
-            let seq = self.w.next_request();
-            sock.send_slice(&self.w.request, dest)
-                .map_err(|e| format!("udp send: {e}"))?;
-            self.w.sent(seq);
-            *issued += 1;
-        }
-        Ok(())
+        s.send_slice(req, dest)
+            .map_err(|e| format!("udp send: {e}"))?;
+        Ok(true)
     }
 
-    fn receive(&mut self, ends: &mut Ends<'_>, ch: SocketHandle) -> Result<u64, String> {
-        let sock = ends.csockets.get_mut::<udp::Socket>(ch);
-        let mut done = 0;
-        while let Ok((n, _)) = sock.recv_slice(&mut self.buf) {
-            let seq = seq_of(&self.buf);
-            if !self.w.answered(seq, &self.buf[..n]) {
-                return Err(format!("udp: wrong echo (seq {seq}, {n} bytes)"));
-            }
-            done += 1;
-        }
-        Ok(done)
+    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String> {
+        Ok(match s.recv_slice(&mut self.buf) {
+            Ok((n, _)) => Some(&self.buf[..n]),
+            Err(_) => None,
+        })
     }
 
-    fn serve(&mut self, ends: &mut Ends<'_>, sh: SocketHandle) -> Result<(), String> {
-        let sock = ends.ssockets.get_mut::<udp::Socket>(sh);
-        while let Ok((n, meta)) = sock.recv_slice(&mut self.buf) {
-            sock.send_slice(&self.buf[..n], meta.endpoint)
+    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String> {
+        while let Ok((n, meta)) = s.recv_slice(&mut self.buf) {
+            s.send_slice(&self.buf[..n], meta.endpoint)
                 .map_err(|e| format!("udp echo: {e}"))?;
         }
         Ok(())
-    }
-
-    fn stalled(done: u64, count: u64) -> String {
-        format!("smoltcp udp: stalled after {done} of {count}")
     }
 }
 
 /// TCP request-response: fixed-length requests on one stream, each
 /// echoed as its response.
 struct Rr {
-    w: Window,
     /// The response being read, `response_at` bytes of it so far.
     response: Vec<u8>,
     response_at: usize,
@@ -394,69 +403,43 @@ fn read_whole(sock: &mut tcp::Socket<'_>, buf: &mut [u8], at: &mut usize) -> Res
 }
 
 impl RoundTrips for Rr {
+    const NAME: &'static str = "tcp";
     const REQUESTS: &'static str = "requests";
+    type Socket = tcp::Socket<'static>;
 
-    fn window(&self) -> &Window {
-        &self.w
-    }
-
-    fn send(
-        &mut self,
-        ends: &mut Ends<'_>,
-        ch: SocketHandle,
-        issued: &mut u64,
-        count: u64,
-    ) -> Result<(), String> {
-        let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> Result<bool, String> {
         // Until the handshake is done there is nowhere to send.
-        while sock.may_send() && self.w.room(*issued, count) {
-            let seq = self.w.next_request();
-            let n = sock
-                .send_slice(&self.w.request)
-                .map_err(|e| format!("tcp send: {e}"))?;
-            if n != self.w.len {
-                return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
-            }
-            self.w.sent(seq);
-            *issued += 1;
+        if !s.may_send() {
+            return Ok(false);
         }
-        Ok(())
+        let n = s.send_slice(req).map_err(|e| format!("tcp send: {e}"))?;
+        if n != req.len() {
+            return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
+        }
+        Ok(true)
     }
 
-    fn receive(&mut self, ends: &mut Ends<'_>, ch: SocketHandle) -> Result<u64, String> {
-        let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
-        let mut done = 0;
-        while sock.can_recv() {
-            if !read_whole(sock, &mut self.response, &mut self.response_at)? {
-                break;
-            }
-            let seq = seq_of(&self.response);
-            if !self.w.answered(seq, &self.response) {
-                return Err(format!("tcp: wrong response (seq {seq})"));
-            }
-            done += 1;
+    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String> {
+        if s.can_recv() && read_whole(s, &mut self.response, &mut self.response_at)? {
+            Ok(Some(&self.response))
+        } else {
+            Ok(None)
         }
-        Ok(done)
     }
 
-    fn serve(&mut self, ends: &mut Ends<'_>, sh: SocketHandle) -> Result<(), String> {
-        let sock = ends.ssockets.get_mut::<tcp::Socket>(sh);
-        while sock.can_recv() {
-            if !read_whole(sock, &mut self.scratch, &mut self.scratch_at)? {
+    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String> {
+        while s.can_recv() {
+            if !read_whole(s, &mut self.scratch, &mut self.scratch_at)? {
                 break;
             }
-            let n = sock
+            let n = s
                 .send_slice(&self.scratch)
                 .map_err(|e| format!("tcp send: {e}"))?;
-            if n != self.w.len {
+            if n != self.scratch.len() {
                 return Err(format!("tcp: response did not fit ({n} bytes)"));
             }
         }
         Ok(())
-    }
-
-    fn stalled(done: u64, count: u64) -> String {
-        format!("smoltcp tcp: stalled after {done} of {count} requests")
     }
 }
 
