@@ -305,9 +305,9 @@ fn exchange<R: RoundTrips>(
     let mut done = 0u64;
     let end = ends.clock.ns + STALL_NS;
     while done < count {
+        let client = ends.csockets.get_mut::<R::Socket>(ch);
         while w.room(issued, count) {
             let seq = w.next_request();
-            let client = ends.csockets.get_mut::<R::Socket>(ch);
             if !proto.send(client, &w.request, seq)? {
                 break;
             }
