@@ -158,21 +158,7 @@ pub fn udp_echo(
 /// and sent back.
 pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result<Measure, String> {
     let mut ends = Ends::new(4096);
-    let bytes = (outstanding + 16) * len;
-    let buffer = || tcp::SocketBuffer::new(vec![0u8; bytes]);
-    let mut client = tcp::Socket::new(buffer(), buffer());
-    let mut server = tcp::Socket::new(buffer(), buffer());
-    client.set_nagle_enabled(false);
-    server.set_nagle_enabled(false);
-    server
-        .listen(PORT)
-        .map_err(|e| format!("tcp listen: {e}"))?;
-    let cx = ends.client.context();
-    client
-        .connect(cx, (ip(SERVER_IP), PORT), 5000)
-        .map_err(|e| format!("tcp connect: {e}"))?;
-    let ch = ends.csockets.add(client);
-    let sh = ends.ssockets.add(server);
+    let (ch, sh) = tcp_connection(&mut ends, (outstanding + 16) * len, true)?;
     let rr = Rr {
         response: vec![0u8; len],
         response_at: 0,
@@ -188,6 +174,31 @@ pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result
         warmup,
         count,
     )
+}
+
+/// A client connecting to a server listening on [`PORT`], each socket with
+/// `bytes` of send and of receive buffer and Nagle off at the client (and
+/// at the server with `server_nagle_off`): their handles.
+fn tcp_connection(
+    ends: &mut Ends<'static>,
+    bytes: usize,
+    server_nagle_off: bool,
+) -> Result<(SocketHandle, SocketHandle), String> {
+    let buffer = || tcp::SocketBuffer::new(vec![0u8; bytes]);
+    let mut client = tcp::Socket::new(buffer(), buffer());
+    let mut server = tcp::Socket::new(buffer(), buffer());
+    client.set_nagle_enabled(false);
+    if server_nagle_off {
+        server.set_nagle_enabled(false);
+    }
+    server
+        .listen(PORT)
+        .map_err(|e| format!("tcp listen: {e}"))?;
+    let cx = ends.client.context();
+    client
+        .connect(cx, (ip(SERVER_IP), PORT), 5000)
+        .map_err(|e| format!("tcp connect: {e}"))?;
+    Ok((ends.csockets.add(client), ends.ssockets.add(server)))
 }
 
 /// The requests of a round-trip measurement: which are in flight, and the
@@ -449,21 +460,9 @@ impl RoundTrips for Rr {
 /// delayed ACKs, 1 MiB socket buffers.
 pub fn tcp_bulk(len: usize, warmup: u64, count: u64) -> Result<Measure, String> {
     let mut ends = Ends::new(4096);
-    let buffer = || tcp::SocketBuffer::new(vec![0u8; 1 << 20]);
-    let mut client = tcp::Socket::new(buffer(), buffer());
-    let mut server = tcp::Socket::new(buffer(), buffer());
-    // Nagle off; delayed ACKs as smoltcp's default (an ACK for every
-    // second full segment), as bulk TCP runs.
-    client.set_nagle_enabled(false);
-    server
-        .listen(PORT)
-        .map_err(|e| format!("tcp listen: {e}"))?;
-    let cx = ends.client.context();
-    client
-        .connect(cx, (ip(SERVER_IP), PORT), 5000)
-        .map_err(|e| format!("tcp connect: {e}"))?;
-    let ch = ends.csockets.add(client);
-    let sh = ends.ssockets.add(server);
+    // Nagle off at the sender; delayed ACKs as smoltcp's default (an ACK
+    // for every second full segment), as bulk TCP runs.
+    let (ch, sh) = tcp_connection(&mut ends, 1 << 20, false)?;
     let mut message = vec![0u8; len];
     fill_payload(0, &mut message);
     let mut st = Bulk {
