@@ -1,7 +1,9 @@
 //! Arbitrary bytes as one whole Ethernet frame: every layer is parsed and
 //! pretty-printed, and every layer whose representation parsed is emitted
 //! again into a buffer of its `buffer_len()` and parsed back, which must
-//! give the same representation (up to what emit documents it drops).
+//! give the same representation (up to what emit documents it drops). The
+//! bytes after the Ethernet header are also read as an IPv4 and an IPv6
+//! packet cut short by a capture.
 //!
 //! ```text
 //! cargo +nightly fuzz run packet_parser -- -max_total_time=60
@@ -44,6 +46,8 @@ fuzz_target!(|frame: &[u8]| {
     };
     write!(out, "{}", PrettyFrame(frame)).expect("the sink never fails");
 
+    truncated_views(frame.get(14..).unwrap_or(&[]));
+
     let d = dissect(frame);
     if let Link::Ethernet(repr) = d.link {
         ethernet_round_trip(&repr);
@@ -69,6 +73,25 @@ fuzz_target!(|frame: &[u8]| {
         | Transport::Malformed { .. } => {}
     }
 });
+
+/// The IP views of a capture cut short: every header accessor of a
+/// truncated view stays in bounds, and what it holds of the payload is all
+/// of it when the packet is whole.
+fn truncated_views(ip: &[u8]) {
+    if let Ok(p) = Ipv4Packet::new_truncated(ip) {
+        let _ = (p.src_addr(), p.dst_addr(), p.next_header(), p.ident());
+        let _ = (p.options(), p.verify_checksum(), p.frag_offset());
+        if let Ok(whole) = Ipv4Packet::new_checked(ip) {
+            assert_eq!(p.captured_payload(), whole.payload());
+        }
+    }
+    if let Ok(p) = Ipv6Packet::new_truncated(ip) {
+        let _ = (p.src_addr(), p.dst_addr(), p.next_header(), p.flow_label());
+        if let Ok(whole) = Ipv6Packet::new_checked(ip) {
+            assert_eq!(p.captured_payload(), whole.payload());
+        }
+    }
+}
 
 fn ethernet_round_trip(repr: &EthernetRepr) {
     let mut buf = vec![0u8; repr.buffer_len()];

@@ -5,7 +5,7 @@
 //! and by CI).
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ fn start_server(cmd: &mut Command) -> (Child, mpsc::Receiver<()>) {
     (child, rx)
 }
 
-fn json_of(out: &std::process::Output) -> Value {
+fn json_of(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(&text).unwrap_or_else(|e| {
         panic!(
@@ -76,7 +76,7 @@ fn assert_clean_client(v: &Value) {
 
 /// A Homa client's run (`out`) finished every RPC cleanly, and the server,
 /// stopped now, answered each and saw nothing corrupt.
-fn homa_run_was_clean(out: &std::process::Output, server: Child) {
+fn homa_run_was_clean(out: &Output, server: Child) {
     let v = json_of(out);
     assert_clean_client(&v);
     assert_eq!(v["protocol"], "homa");
@@ -130,8 +130,88 @@ fn tcp_client_and_server_over_loopback() {
     assert_eq!(s["corrupt"], 0, "{s}");
 }
 
-/// Deletes the test's namespace however the test ends.
+/// A network namespace of the test's own, deleted however the test ends.
 struct Netns(String);
+
+impl Netns {
+    /// Creates the namespace `prefix` followed by the process id.
+    fn new(prefix: &str) -> Netns {
+        let ns = Netns(format!("{prefix}{}", std::process::id()));
+        assert!(Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success());
+        ns
+    }
+
+    /// `program` with `args`, to run inside the namespace.
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, program]).args(args);
+        c
+    }
+
+    /// Starts a homa-perf server on TAP device `tap` bridged to `br0`,
+    /// where the host has `host_ip`, at address `ip`, for `duration`
+    /// seconds; returns it once it is ready.
+    fn tap_server(&self, tap: &str, host_ip: &str, ip: &str, duration: &str) -> Child {
+        let (server, ready) = start_server(&mut self.command(
+            EXE,
+            &[
+                "server",
+                "--tap",
+                tap,
+                "--bridge",
+                "br0",
+                "--host-ip",
+                host_ip,
+                "--ip",
+                ip,
+                "--duration",
+                duration,
+                "--timeout-ticks",
+                TIMEOUT_TICKS,
+                "--json",
+            ],
+        ));
+        ready
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server ready");
+        server
+    }
+
+    /// Runs a homa-perf client on TAP device `tap` bridged to `br0`, at
+    /// address `ip`, against `server` for two seconds, four RPCs of
+    /// `sizes` outstanding.
+    fn tap_client(&self, tap: &str, ip: &str, server: &str, sizes: &str) -> Output {
+        self.command(
+            EXE,
+            &[
+                "client",
+                "--tap",
+                tap,
+                "--bridge",
+                "br0",
+                "--ip",
+                ip,
+                "--server",
+                server,
+                "--size",
+                sizes,
+                "--outstanding",
+                "4",
+                "--duration",
+                "2",
+                "--timeout-ticks",
+                TIMEOUT_TICKS,
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    }
+}
 
 impl Drop for Netns {
     fn drop(&mut self) {
@@ -139,65 +219,19 @@ impl Drop for Netns {
     }
 }
 
+/// Debug builds on a shared 2-core machine stall for over 100 ms at times,
+/// and every RPC times out on that much silence (docs/protocol.md 4.7):
+/// both ends get 1 s, ten times Linux's 100 ms.
+const TIMEOUT_TICKS: &str = "1000";
+
 #[test]
 #[ignore = "needs root"]
 fn homa_client_and_server_over_tap_in_a_namespace() {
     assert_privileges();
-    let ns = Netns(format!("hpt{}", std::process::id()));
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns.0])
-        .status()
-        .unwrap()
-        .success());
-    let in_ns = |args: &[&str]| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &ns.0, EXE]).args(args);
-        c
-    };
-    let (server, ready) = start_server(&mut in_ns(&[
-        "server",
-        "--tap",
-        "hpt0",
-        "--bridge",
-        "br0",
-        "--host-ip",
-        "10.77.9.1/24",
-        "--ip",
-        "10.77.9.2/24",
-        "--duration",
-        "15",
-        // Debug builds on a shared 2-core machine stall for over 100 ms at
-        // times, and every RPC times out on that much silence (docs/
-        // protocol.md 4.7): give both ends 1 s, ten times Linux's 100 ms.
-        "--timeout-ticks",
-        "1000",
-        "--json",
-    ]));
-    ready
-        .recv_timeout(Duration::from_secs(10))
-        .expect("server ready");
-    let out = in_ns(&[
-        "client",
-        "--tap",
-        "hpt1",
-        "--bridge",
-        "br0",
-        "--ip",
-        "10.77.9.3/24",
-        "--server",
-        "10.77.9.2:500",
-        "--size",
-        "100,1500,100000,1000000",
-        "--outstanding",
-        "4",
-        "--duration",
-        "2",
-        "--timeout-ticks",
-        "1000",
-        "--json",
-    ])
-    .output()
-    .unwrap();
+    let ns = Netns::new("hpt");
+    let server = ns.tap_server("hpt0", "10.77.9.1/24", "10.77.9.2/24", "15");
+    let sizes = "100,1500,100000,1000000";
+    let out = ns.tap_client("hpt1", "10.77.9.3/24", "10.77.9.2:500", sizes);
     homa_run_was_clean(&out, server);
 }
 
@@ -205,44 +239,14 @@ fn homa_client_and_server_over_tap_in_a_namespace() {
 #[ignore = "needs root"]
 fn over_ipv6_the_kernel_pings_and_resolves_the_endpoint_and_rpcs_complete() {
     assert_privileges();
-    let ns = Netns(format!("hp6t{}", std::process::id()));
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns.0])
-        .status()
-        .unwrap()
-        .success());
-    let in_ns = |program: &str, args: &[&str]| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &ns.0, program]).args(args);
-        c
-    };
-    let (server, ready) = start_server(&mut in_ns(
-        EXE,
-        &[
-            "server",
-            "--tap",
-            "hp6t0",
-            "--bridge",
-            "br0",
-            "--host-ip",
-            "fd00:77:9::1/64",
-            "--ip",
-            "fd00:77:9::2/64",
-            "--duration",
-            "20",
-            "--timeout-ticks",
-            "1000",
-            "--json",
-        ],
-    ));
-    ready
-        .recv_timeout(Duration::from_secs(10))
-        .expect("server ready");
+    let ns = Netns::new("hp6t");
+    let server = ns.tap_server("hp6t0", "fd00:77:9::1/64", "fd00:77:9::2/64", "20");
 
     // The kernel finds the endpoint by its own neighbour discovery (a
     // solicitation to the solicited-node group, our advertisement), then
     // gets its echo requests answered.
-    let ping = in_ns("ping", &["-6", "-c", "3", "-W", "2", "fd00:77:9::2"])
+    let ping = ns
+        .command("ping", &["-6", "-c", "3", "-W", "2", "fd00:77:9::2"])
         .output()
         .expect("ping (iputils-ping)");
     let ping_out = String::from_utf8_lossy(&ping.stdout);
@@ -256,7 +260,8 @@ fn over_ipv6_the_kernel_pings_and_resolves_the_endpoint_and_rpcs_complete() {
         ping_out.contains("3 packets transmitted, 3 received"),
         "{ping_out}"
     );
-    let neigh = in_ns("ip", &["-6", "neigh", "show", "fd00:77:9::2", "dev", "br0"])
+    let neigh = ns
+        .command("ip", &["-6", "neigh", "show", "fd00:77:9::2", "dev", "br0"])
         .output()
         .unwrap();
     let neigh = String::from_utf8_lossy(&neigh.stdout);
@@ -265,31 +270,8 @@ fn over_ipv6_the_kernel_pings_and_resolves_the_endpoint_and_rpcs_complete() {
     assert!(neigh.contains("lladdr 02:06:00:00:00:02"), "{neigh:?}");
 
     // A second homa-stack endpoint, over IPv6 to the first.
-    let out = in_ns(
-        EXE,
-        &[
-            "client",
-            "--tap",
-            "hp6t1",
-            "--bridge",
-            "br0",
-            "--ip",
-            "fd00:77:9::3/64",
-            "--server",
-            "[fd00:77:9::2]:500",
-            "--size",
-            "100,1404,1405,100000,1000000",
-            "--outstanding",
-            "4",
-            "--duration",
-            "2",
-            "--timeout-ticks",
-            "1000",
-            "--json",
-        ],
-    )
-    .output()
-    .unwrap();
+    let sizes = "100,1404,1405,100000,1000000";
+    let out = ns.tap_client("hp6t1", "fd00:77:9::3/64", "[fd00:77:9::2]:500", sizes);
     homa_run_was_clean(&out, server);
 }
 

@@ -461,6 +461,37 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         checksum::combine(&[pseudo, checksum::sum(data)]) == 0xffff
     }
+
+    /// The checksum the whole buffer should carry between `src` and `dst`,
+    /// whatever its field holds now (what
+    /// [`fill_checksum`](Self::fill_checksum) writes); `None` for a mixed
+    /// IPv4/IPv6 address pair.
+    pub fn expected_checksum(&self, src: &IpAddr, dst: &IpAddr) -> Option<u16> {
+        let data = self.buffer.as_ref();
+        let pseudo = pseudo_header(src, dst, data.len())?;
+        // Adding the field's complement takes the field out of the sum.
+        let sum = checksum::combine(&[pseudo, checksum::sum(data), u32::from(!self.checksum())]);
+        Some(on_the_wire(checksum::finish(sum)))
+    }
+}
+
+/// 0 on the wire means "not filled" and skips verification, so a computed 0
+/// goes out as 0xffff, its ones'-complement twin (as UDP does); it verifies
+/// the same.
+fn on_the_wire(checksum: u16) -> u16 {
+    match checksum {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// The folded pseudo-header sum of a `len`-byte packet from `src` to `dst`
+/// alone: what the checksum field holds when Linux leaves the checksum to
+/// the NIC (CHECKSUM_PARTIAL) and the packet is captured before it is
+/// completed. `None` for a mixed address pair.
+pub fn partial_checksum(src: &IpAddr, dst: &IpAddr, len: usize) -> Option<u16> {
+    // `fold` leaves at most 16 bits.
+    pseudo_header(src, dst, len).map(|pseudo| checksum::fold(pseudo) as u16)
 }
 
 /// The partial sum of the TCP pseudo-header Linux uses for Homa, or `None`
@@ -635,14 +666,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let data = self.buffer.as_ref();
         if let Some(pseudo) = pseudo_header(src, dst, data.len()) {
             let sum = checksum::combine(&[pseudo, checksum::sum(data)]);
-            // 0 on the wire means "not filled" and skips verification, so a
-            // computed 0 goes out as 0xffff, its ones'-complement twin (as
-            // UDP does); it verifies the same.
-            let c = match checksum::finish(sum) {
-                0 => 0xffff,
-                c => c,
-            };
-            self.set_checksum(c);
+            self.set_checksum(on_the_wire(checksum::finish(sum)));
         }
     }
 }
@@ -2110,6 +2134,35 @@ mod tests {
                 assert!(!p.verify_checksum(&src, &dst), "{src}: bit {bit}");
             }
         }
+    }
+
+    #[test]
+    fn the_expected_checksum_ignores_the_field() {
+        // Linux's packet carries 0xeff8; any other field value expects it too.
+        for field in [0xeff8, 0, 0x1234, 0xffff] {
+            let mut bytes = DATA_LINUX_BYTES;
+            Packet::new_unchecked(&mut bytes[..]).set_checksum(field);
+            let p = Packet::new_unchecked(&bytes[..]);
+            assert_eq!(
+                p.expected_checksum(&SRC4, &DST4),
+                Some(0xeff8),
+                "{field:#x}"
+            );
+            assert_eq!(p.expected_checksum(&SRC4, &DST6), None);
+        }
+    }
+
+    #[test]
+    fn the_partial_checksum_is_the_folded_pseudo_header() {
+        let len = DATA_LINUX_BYTES.len();
+        let IpAddr::V4(s) = SRC4 else { unreachable!() };
+        let IpAddr::V4(d) = DST4 else { unreachable!() };
+        let pseudo = checksum::pseudo_header_v4(&s, &d, IpProtocol::Tcp, len as u32);
+        assert_eq!(
+            partial_checksum(&SRC4, &DST4, len),
+            Some(checksum::fold(pseudo) as u16)
+        );
+        assert_eq!(partial_checksum(&SRC6, &DST4, len), None);
     }
 
     #[test]

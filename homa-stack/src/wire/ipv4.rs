@@ -63,6 +63,17 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Ok(packet)
     }
 
+    /// Wraps the start of a captured packet whose payload may have been cut
+    /// short by the capture's snap length, after
+    /// [`check_header_len`](Self::check_header_len). Every accessor but
+    /// [`payload`](Self::payload) then stays in bounds; take what was
+    /// captured of the payload with [`captured_payload`](Self::captured_payload).
+    pub fn new_truncated(buffer: T) -> Result<Ipv4Packet<T>> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_header_len()?;
+        Ok(packet)
+    }
+
     /// Ensures no accessor panics: the buffer holds the fixed header,
     /// `20 <= header_len <= total_len`, and `total_len` bytes fit.
     pub fn check_len(&self) -> Result<()> {
@@ -73,6 +84,24 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         let header_len = usize::from(self.header_len());
         let total_len = usize::from(self.total_len());
         if header_len < HEADER_LEN || header_len > len || total_len < header_len || total_len > len
+        {
+            return Err(Error);
+        }
+        Ok(())
+    }
+
+    /// Ensures every header accessor stays in bounds: the buffer holds the
+    /// header with its options and `20 <= header_len <= total_len`; the
+    /// payload may be cut short.
+    // `check_len` repeats these checks rather than calling this: the
+    // firmware's .text comes out smaller that way.
+    pub fn check_header_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < HEADER_LEN {
+            return Err(Error);
+        }
+        let header_len = usize::from(self.header_len());
+        if header_len < HEADER_LEN || header_len > len || usize::from(self.total_len()) < header_len
         {
             return Err(Error);
         }
@@ -186,6 +215,19 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Ipv4Packet<&'a T> {
         let range = usize::from(self.header_len())..usize::from(self.total_len());
         let data = self.buffer.as_ref();
         &data[range]
+    }
+
+    /// What the buffer holds of the payload: all of it for a checked packet,
+    /// the captured part of a truncated one (see
+    /// [`new_truncated`](Self::new_truncated)), empty if not even the header
+    /// fits.
+    pub fn captured_payload(&self) -> &'a [u8] {
+        let data = self.buffer.as_ref();
+        let Some(end) = data.get(field::LENGTH).map(NetworkEndian::read_u16) else {
+            return &[];
+        };
+        let end = usize::from(end).min(data.len());
+        data.get(usize::from(self.header_len())..end).unwrap_or(&[])
     }
 }
 
@@ -572,6 +614,39 @@ mod test {
     }
 
     #[test]
+    fn a_truncated_view_reads_the_header_and_the_captured_payload() {
+        for vector in [&PACKET_BYTES[..], &OPTIONS_BYTES[..]] {
+            let header_len = usize::from(vector[0] & 0x0f) * 4;
+            for len in 0..vector.len() {
+                let bytes = &vector[..len];
+                let Ok(p) = Ipv4Packet::new_truncated(bytes) else {
+                    assert!(len < header_len, "{len}");
+                    assert!(Ipv4Packet::new_unchecked(bytes)
+                        .captured_payload()
+                        .is_empty());
+                    continue;
+                };
+                assert!(len >= header_len, "{len}");
+                assert_eq!(p.src_addr(), Ipv4Addr::new(10, 0, 0, 1));
+                assert_eq!(usize::from(p.total_len()), vector.len());
+                assert_eq!(p.next_header(), IpProtocol::Homa);
+                assert!(p.verify_checksum(), "{len}");
+                assert_eq!(p.captured_payload(), &PAYLOAD[..len - header_len]);
+            }
+            // A whole packet reads the same either way, padding excluded.
+            let mut padded = vector.to_vec();
+            padded.extend_from_slice(&[0; 6]);
+            let p = Ipv4Packet::new_truncated(&padded[..]).unwrap();
+            assert_eq!(
+                p.captured_payload(),
+                Ipv4Packet::new_checked(vector).unwrap().payload()
+            );
+        }
+        // A total length shorter than the header is refused.
+        assert_eq!(Ipv4Packet::new_truncated(&patched(3, 19)[..]), Err(Error));
+    }
+
+    #[test]
     fn every_truncation_is_an_error() {
         for vector in [&PACKET_BYTES[..], &OPTIONS_BYTES[..]] {
             for len in 0..vector.len() {
@@ -720,6 +795,11 @@ mod test {
             let _ = Ipv4Packet::new_unchecked(&bytes[..]).to_string();
             if let Ok(p) = Ipv4Packet::new_checked(&bytes[..]) {
                 let _ = (p.payload(), p.options(), p.verify_checksum());
+                let _ = (p.src_addr(), p.dst_addr(), p.next_header(), p.frag_offset());
+            }
+            let _ = Ipv4Packet::new_unchecked(&bytes[..]).captured_payload();
+            if let Ok(p) = Ipv4Packet::new_truncated(&bytes[..]) {
+                let _ = (p.captured_payload(), p.options(), p.verify_checksum());
                 let _ = (p.src_addr(), p.dst_addr(), p.next_header(), p.frag_offset());
             }
         }

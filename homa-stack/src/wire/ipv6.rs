@@ -55,10 +55,31 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         Ok(packet)
     }
 
+    /// Wraps the start of a captured packet whose payload may have been cut
+    /// short by the capture's snap length, after
+    /// [`check_header_len`](Self::check_header_len). Every accessor but
+    /// [`payload`](Self::payload) then stays in bounds; take what was
+    /// captured of the payload with [`captured_payload`](Self::captured_payload).
+    pub fn new_truncated(buffer: T) -> Result<Ipv6Packet<T>> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_header_len()?;
+        Ok(packet)
+    }
+
     /// Ensures no accessor panics: `40 + payload_len` bytes fit.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN || len < HEADER_LEN + usize::from(self.payload_len()) {
+            Err(Error)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Ensures every header accessor stays in bounds: the buffer holds the
+    /// fixed header; the payload may be cut short.
+    pub fn check_header_len(&self) -> Result<()> {
+        if self.buffer.as_ref().len() < HEADER_LEN {
             Err(Error)
         } else {
             Ok(())
@@ -131,6 +152,19 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6Packet<&'a T> {
         let range = HEADER_LEN..HEADER_LEN + usize::from(self.payload_len());
         let data = self.buffer.as_ref();
         &data[range]
+    }
+
+    /// What the buffer holds of the payload: all of it for a checked packet,
+    /// the captured part of a truncated one (see
+    /// [`new_truncated`](Self::new_truncated)), empty if not even the fixed
+    /// header fits.
+    pub fn captured_payload(&self) -> &'a [u8] {
+        let data = self.buffer.as_ref();
+        let Some(len) = data.get(field::LENGTH).map(NetworkEndian::read_u16) else {
+            return &[];
+        };
+        let end = (HEADER_LEN + usize::from(len)).min(data.len());
+        data.get(HEADER_LEN..end).unwrap_or(&[])
     }
 }
 
@@ -391,6 +425,29 @@ mod test {
     }
 
     #[test]
+    fn a_truncated_view_reads_the_header_and_the_captured_payload() {
+        for len in 0..PACKET_BYTES.len() {
+            let bytes = &PACKET_BYTES[..len];
+            let Ok(p) = Ipv6Packet::new_truncated(bytes) else {
+                assert!(len < HEADER_LEN, "{len}");
+                assert!(Ipv6Packet::new_unchecked(bytes)
+                    .captured_payload()
+                    .is_empty());
+                continue;
+            };
+            assert!(len >= HEADER_LEN, "{len}");
+            assert_eq!((p.src_addr(), p.dst_addr()), (SRC, DST));
+            assert_eq!((p.payload_len(), p.next_header()), (8, IpProtocol::Homa));
+            assert_eq!(p.captured_payload(), &PAYLOAD[..len - HEADER_LEN]);
+        }
+        // A whole packet reads the same either way, padding excluded.
+        let mut padded = PACKET_BYTES.to_vec();
+        padded.extend_from_slice(&[0; 6]);
+        let p = Ipv6Packet::new_truncated(&padded[..]).unwrap();
+        assert_eq!(p.captured_payload(), &PAYLOAD[..]);
+    }
+
+    #[test]
     fn version_other_than_six_is_an_error() {
         let mut bytes = PACKET_BYTES;
         bytes[0] = 0x4c;
@@ -489,6 +546,10 @@ mod test {
             let _ = Ipv6Packet::new_unchecked(&bytes[..]).to_string();
             if let Ok(p) = Ipv6Packet::new_checked(&bytes[..]) {
                 let _ = (p.payload(), p.src_addr(), p.dst_addr(), p.flow_label());
+            }
+            let _ = Ipv6Packet::new_unchecked(&bytes[..]).captured_payload();
+            if let Ok(p) = Ipv6Packet::new_truncated(&bytes[..]) {
+                let _ = (p.captured_payload(), p.src_addr(), p.dst_addr(), p.flow_label());
             }
         }
     }

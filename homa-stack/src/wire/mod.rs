@@ -4,6 +4,10 @@
 //! - `Packet<T: AsRef<[u8]>>` is a typed view over a byte buffer. Untrusted
 //!   bytes enter **only** through `Packet::new_checked`, which calls
 //!   `check_len`; after it succeeds, no accessor panics on any input.
+//!   Captures cut short by a snap length may enter IPv4 and IPv6 through
+//!   `new_truncated` instead, which checks only the header: then every
+//!   accessor but `payload` stays in bounds, and `captured_payload` gives
+//!   what was captured.
 //!   Frames are built through `Packet::new_unchecked` over a buffer of exactly
 //!   `Repr::buffer_len()` bytes (a reused buffer holding an old packet could
 //!   make a length check fail nondeterministically).

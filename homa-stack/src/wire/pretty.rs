@@ -399,7 +399,7 @@ fn homa_or_other(protocol: IpProtocol, data: &[u8]) -> Transport<'_> {
 
 /// A TCP segment with Linux's Homa markers (docs/protocol.md 2.4). The common
 /// header is at least 20 bytes, like TCP's.
-fn is_hijacked(data: &[u8]) -> bool {
+pub fn is_hijacked(data: &[u8]) -> bool {
     let packet = homa::Packet::new_unchecked(data);
     data.len() >= 20 && packet.flags() == HIJACK_FLAGS && packet.urgent() == HIJACK_URGENT
 }

@@ -211,137 +211,203 @@ impl Names {
 /// Sums a callgrind output file (one part, the first event being `Ir`)
 /// into total and stack instructions (see the module's documentation).
 pub fn parse(text: &str) -> Result<Cost, String> {
-    let mut files = Names::default();
-    let mut fns = Names::default();
-    let mut positions = 1usize;
-    let mut totals: Option<u64> = None;
-    // Self cost by (function, file of the line).
-    let mut own: HashMap<(usize, usize), u64> = HashMap::new();
-    // Inclusive cost of calls by (caller, file at the call, callee).
-    let mut calls: HashMap<(usize, usize, usize), u64> = HashMap::new();
-    let (mut fl, mut file, mut func) = (usize::MAX, usize::MAX, usize::MAX);
-    let mut callee: Option<usize> = None;
-    let mut pending_cfn: Option<usize> = None;
-    for line in text.lines() {
-        let line = line.trim_end();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let first = line.as_bytes()[0];
-        if first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*') {
-            let mut it = line.split_ascii_whitespace().skip(positions);
-            let ir = match it.next() {
-                Some(v) => v
-                    .parse::<u64>()
-                    .map_err(|_| format!("callgrind: bad cost line {line:?}"))?,
-                None => 0,
-            };
-            if func == usize::MAX {
-                return Err(format!("callgrind: cost before any function: {line:?}"));
+    let profile = Profile::read(text)?;
+    let share = profile.shares();
+    Ok(Cost {
+        total: profile.own.values().sum(),
+        stack: profile.stack(&share).round() as u64,
+    })
+}
+
+/// What a callgrind file says: the cost of each function's own lines and
+/// of each call.
+struct Profile {
+    files: Names,
+    fns: Names,
+    /// Self cost by (function, file of the line).
+    own: HashMap<(usize, usize), u64>,
+    /// Inclusive cost of calls by (caller, file at the call, callee).
+    calls: HashMap<(usize, usize, usize), u64>,
+}
+
+/// Where the reader is in a callgrind file.
+struct Cursor {
+    /// Columns of position before the cost on a cost line.
+    positions: usize,
+    /// The file of the current function (`fl=`), and of its current
+    /// lines (`fi=`/`fe=` switch to inlined code).
+    fl: usize,
+    file: usize,
+    func: usize,
+    /// The callee of the next cost line, after `calls=`.
+    callee: Option<usize>,
+    /// The callee named by `cfn=`, until its `calls=`.
+    pending_cfn: Option<usize>,
+}
+
+impl Profile {
+    /// Reads every line of `text`; the lines' costs must add up to the
+    /// file's `totals` or `summary`, if it has one.
+    fn read(text: &str) -> Result<Profile, String> {
+        let mut p = Profile {
+            files: Names::default(),
+            fns: Names::default(),
+            own: HashMap::new(),
+            calls: HashMap::new(),
+        };
+        let mut at = Cursor {
+            positions: 1,
+            fl: usize::MAX,
+            file: usize::MAX,
+            func: usize::MAX,
+            callee: None,
+            pending_cfn: None,
+        };
+        let mut totals: Option<u64> = None;
+        for line in text.lines() {
+            let line = line.trim_end();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
             }
-            match callee.take() {
-                Some(c) => *calls.entry((func, file, c)).or_default() += ir,
-                None => *own.entry((func, file)).or_default() += ir,
+            let first = line.as_bytes()[0];
+            if first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*') {
+                p.cost_line(&mut at, line)?;
+            } else if let Some(t) = p.spec_line(&mut at, line)? {
+                totals = Some(t);
             }
-            continue;
         }
+        let total: u64 = p.own.values().sum();
+        if let Some(t) = totals {
+            if t != total {
+                return Err(format!(
+                    "callgrind: lines sum to {total}, the file says {t}"
+                ));
+            }
+        }
+        Ok(p)
+    }
+
+    /// A cost line: to the call just announced, else to the function.
+    fn cost_line(&mut self, at: &mut Cursor, line: &str) -> Result<(), String> {
+        let mut it = line.split_ascii_whitespace().skip(at.positions);
+        let ir = match it.next() {
+            Some(v) => v
+                .parse::<u64>()
+                .map_err(|_| format!("callgrind: bad cost line {line:?}"))?,
+            None => 0,
+        };
+        if at.func == usize::MAX {
+            return Err(format!("callgrind: cost before any function: {line:?}"));
+        }
+        match at.callee.take() {
+            Some(c) => *self.calls.entry((at.func, at.file, c)).or_default() += ir,
+            None => *self.own.entry((at.func, at.file)).or_default() += ir,
+        }
+        Ok(())
+    }
+
+    /// A `key=value` line: moves the cursor; returns the file's total
+    /// instructions if the line states them.
+    fn spec_line(&mut self, at: &mut Cursor, line: &str) -> Result<Option<u64>, String> {
         let Some((key, value)) = line.split_once(['=', ':']) else {
-            continue;
+            return Ok(None);
         };
         match key {
-            "positions" => positions = value.split_ascii_whitespace().count(),
+            "positions" => at.positions = value.split_ascii_whitespace().count(),
             "events" if value.split_ascii_whitespace().next() != Some("Ir") => {
                 return Err(format!("callgrind: first event is not Ir: {value:?}"));
             }
             "totals" | "summary" => {
                 let v = value.split_ascii_whitespace().next().unwrap_or("0");
-                totals = Some(v.parse().map_err(|_| format!("callgrind: bad {key}"))?);
+                return Ok(Some(
+                    v.parse().map_err(|_| format!("callgrind: bad {key}"))?,
+                ));
             }
             "fl" => {
-                fl = files.get(value);
-                file = fl;
+                at.fl = self.files.get(value);
+                at.file = at.fl;
             }
-            "fi" | "fe" => file = files.get(value),
+            "fi" | "fe" => at.file = self.files.get(value),
             "fn" => {
-                func = fns.get(value);
-                file = fl;
+                at.func = self.fns.get(value);
+                at.file = at.fl;
             }
             "cfi" | "cfl" => {
-                files.get(value);
+                self.files.get(value);
             }
-            "cfn" => pending_cfn = Some(fns.get(value)),
+            "cfn" => at.pending_cfn = Some(self.fns.get(value)),
             "calls" => {
-                callee = Some(
-                    pending_cfn
+                at.callee = Some(
+                    at.pending_cfn
                         .take()
                         .ok_or_else(|| format!("callgrind: calls= without cfn=: {line:?}"))?,
                 );
             }
             _ => {}
         }
+        Ok(None)
     }
-    let total: u64 = own.values().sum();
-    if let Some(t) = totals {
-        if t != total {
-            return Err(format!(
-                "callgrind: lines sum to {total}, the file says {t}"
-            ));
-        }
-    }
-    // Who owns each line by its file, else by its function's crate.
-    let owner_of = |func: usize, file: usize| -> Option<Owner> {
-        files
+
+    /// Who owns a line by its file, else by its function's crate.
+    fn owner_of(&self, func: usize, file: usize) -> Option<Owner> {
+        self.files
             .names
             .get(file)
             .and_then(|f| file_owner(f))
-            .or_else(|| fn_owner(&fns.names[func]))
-    };
-    // Functions owned by no one: the stack's share of each, from what its
-    // callers spent in it, found by repeated passes over the calls (the
-    // shares of such functions calling each other settle in a few).
-    let mut share: HashMap<usize, f64> = HashMap::new();
-    for _ in 0..32 {
-        let mut sums: HashMap<usize, (f64, f64)> = HashMap::new();
-        for (&(caller, at, callee), &ir) in &calls {
-            if fn_owner(&fns.names[callee]).is_some() {
-                continue;
+            .or_else(|| fn_owner(&self.fns.names[func]))
+    }
+
+    /// Functions owned by no one: the stack's share of each, from what its
+    /// callers spent in it, found by repeated passes over the calls (the
+    /// shares of such functions calling each other settle in a few).
+    fn shares(&self) -> HashMap<usize, f64> {
+        let mut share: HashMap<usize, f64> = HashMap::new();
+        for _ in 0..32 {
+            let mut sums: HashMap<usize, (f64, f64)> = HashMap::new();
+            for (&(caller, at, callee), &ir) in &self.calls {
+                if fn_owner(&self.fns.names[callee]).is_some() {
+                    continue;
+                }
+                let s = match self.owner_of(caller, at) {
+                    Some(Owner::Stack) => 1.0,
+                    Some(Owner::Harness) => 0.0,
+                    None => match share.get(&caller) {
+                        Some(&s) => s,
+                        None => continue,
+                    },
+                };
+                let e = sums.entry(callee).or_default();
+                e.0 += s * ir as f64;
+                e.1 += ir as f64;
             }
-            let s = match owner_of(caller, at) {
-                Some(Owner::Stack) => 1.0,
+            let next: HashMap<usize, f64> = sums
+                .into_iter()
+                .filter(|(_, (_, all))| *all > 0.0)
+                .map(|(f, (stack, all))| (f, stack / all))
+                .collect();
+            if next == share {
+                break;
+            }
+            share = next;
+        }
+        share
+    }
+
+    /// The stack's instructions: its own lines, and its share of those of
+    /// functions owned by no one.
+    fn stack(&self, share: &HashMap<usize, f64>) -> f64 {
+        let mut stack = 0.0f64;
+        for (&(func, file), &ir) in &self.own {
+            stack += match self.owner_of(func, file) {
+                Some(Owner::Stack) => ir as f64,
                 Some(Owner::Harness) => 0.0,
-                None => match share.get(&caller) {
-                    Some(&s) => s,
-                    None => continue,
-                },
+                // A function no one called while collecting (the measured
+                // closure itself): the harness's.
+                None => share.get(&func).copied().unwrap_or(0.0) * ir as f64,
             };
-            let e = sums.entry(callee).or_default();
-            e.0 += s * ir as f64;
-            e.1 += ir as f64;
         }
-        let next: HashMap<usize, f64> = sums
-            .into_iter()
-            .filter(|(_, (_, all))| *all > 0.0)
-            .map(|(f, (stack, all))| (f, stack / all))
-            .collect();
-        if next == share {
-            break;
-        }
-        share = next;
+        stack
     }
-    let mut stack = 0.0f64;
-    for (&(func, file), &ir) in &own {
-        stack += match owner_of(func, file) {
-            Some(Owner::Stack) => ir as f64,
-            Some(Owner::Harness) => 0.0,
-            // A function no one called while collecting (the measured
-            // closure itself): the harness's.
-            None => share.get(&func).copied().unwrap_or(0.0) * ir as f64,
-        };
-    }
-    Ok(Cost {
-        total,
-        stack: stack.round() as u64,
-    })
 }
 
 #[cfg(test)]

@@ -301,63 +301,14 @@ fn repeat(reps: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64
 
 /// Runs every measurement; `progress` gets a line as each starts.
 pub fn run(o: Options, mut progress: impl FnMut(&str)) -> Result<Report, String> {
-    let quick = o.reps == 1 && o.rpcs < 1000;
-    // With many in flight, a run of few RPCs would never fill the window.
-    let count = |outstanding: usize| {
-        if quick {
-            o.rpcs.max(2 * outstanding as u64)
-        } else {
-            o.rpcs
-        }
+    let plan = Plan {
+        o,
+        quick: o.reps == 1 && o.rpcs < 1000,
     };
-    let warm = |outstanding: usize| (2 * outstanding as u64).max(o.rpcs / 50).max(10);
-    let table = |outstanding: usize| (2 * outstanding).max(16);
     let mut rows = Vec::new();
-    let mut homa_at = Vec::new();
-    let mut udp_at = Vec::new();
-    for n in [1usize, 64, 1024] {
-        progress(&format!("100-byte RPCs, {n} outstanding"));
-        let h = repeat(o.reps, || {
-            Ok(homa::rpcs(SMALL, n, table(n), warm(n), count(n))?.rate())
-        })?;
-        let u = repeat(o.reps, || {
-            Ok(smol::udp_echo(SMALL, n, warm(n), count(n))?.rate())
-        })?;
-        rows.push(Row {
-            what: format!(
-                "100-byte RPC vs UDP echo round trips, {n} outstanding ({}-slot tables)",
-                table(n)
-            ),
-            homa: h,
-            other: Some(u),
-            unit: "/s",
-        });
-        homa_at.push(h);
-        udp_at.push(u);
-    }
-    progress("100-byte RPCs, 1 outstanding, 4,096-slot tables");
-    // A fifth of the RPCs: this row is the slowest, and its rate is as
-    // steady over fewer.
-    let big = repeat(o.reps, || {
-        Ok(homa::rpcs(SMALL, 1, 4096, warm(1), (count(1) / 5).max(10))?.rate())
-    })?;
-    rows.push(Row {
-        what: "100-byte RPC, 1 outstanding, 4,096-slot tables".into(),
-        homa: big,
-        other: None,
-        unit: "/s",
-    });
-    progress("1,000,000-byte requests vs TCP bulk");
-    let mb = repeat(o.reps, || {
-        Ok(homa::rpcs(LARGE, 1, 16, 2, o.messages)?.gbps())
-    })?;
-    let tcp = repeat(o.reps, || Ok(smol::tcp_bulk(LARGE, 2, o.messages)?.gbps()))?;
-    rows.push(Row {
-        what: "1,000,000-byte request goodput vs TCP bulk goodput".into(),
-        homa: mb,
-        other: Some(tcp),
-        unit: "Gbit/s",
-    });
+    let (homa_at, udp_at) = plan.round_trips(&mut rows, &mut progress)?;
+    let big = plan.big_tables(&mut rows, &mut progress)?;
+    let (mb, tcp) = plan.bulk(&mut rows, &mut progress)?;
     progress("memcpy of 1 MB");
     let memcpy = repeat(o.reps, || Ok(frame::time_memcpy(o.copies) * 8.0 / 1e9))?;
     rows.push(Row {
@@ -366,54 +317,7 @@ pub fn run(o: Options, mut progress: impl FnMut(&str)) -> Result<Report, String>
         other: None,
         unit: "Gbit/s",
     });
-    progress("per-frame parse and emit");
-    let frames = frame::Frames::new()?;
-    let parse_homa = repeat(o.reps, || {
-        Ok(frame::time_parse(frame::homa_parse, &frames.homa, o.frames)? * 1e9)
-    })?;
-    let parse_smol = repeat(o.reps, || {
-        Ok(frame::time_parse(frame::smol_parse, &frames.udp, o.frames)? * 1e9)
-    })?;
-    rows.push(Row {
-        what: "parse + verify one checksummed 1,514-byte frame (Homa DATA vs UDP)".into(),
-        homa: parse_homa,
-        other: Some(parse_smol),
-        unit: "ns",
-    });
-    let mut emit_with_checksums = 0.0;
-    for checksum in [true, false] {
-        let h = repeat(o.reps, || {
-            Ok(frame::time_emit(frame::homa_emit, &frames, false, checksum, o.frames) * 1e9)
-        })?;
-        let s = repeat(o.reps, || {
-            Ok(frame::time_emit(frame::smol_emit, &frames, true, checksum, o.frames) * 1e9)
-        })?;
-        rows.push(Row {
-            what: format!(
-                "emit one 1,514-byte frame, {} checksums",
-                if checksum { "with" } else { "without" }
-            ),
-            homa: h,
-            other: Some(s),
-            unit: "ns",
-        });
-        if checksum {
-            emit_with_checksums = h;
-        }
-    }
-    // Each DATA packet of a transfer is emitted once and parsed once, both
-    // on this thread: their cost alone bounds the goodput, whatever the
-    // protocol work and copies around them cost.
-    let bound = frame::HOMA_PAYLOAD as f64 * 8.0 / (emit_with_checksums + parse_homa);
-    rows.push(Row {
-        what: format!(
-            "1 MB goodput bound: DATA emit + parse alone ({:.3} of memcpy)",
-            bound / memcpy
-        ),
-        homa: bound,
-        other: None,
-        unit: "Gbit/s",
-    });
+    let (parse_homa, parse_smol) = plan.frames(&mut rows, &mut progress, memcpy)?;
     let ratios = [
         homa_at[0] / udp_at[0],
         homa_at[2] / homa_at[0],
@@ -423,6 +327,172 @@ pub fn run(o: Options, mut progress: impl FnMut(&str)) -> Result<Report, String>
         parse_smol / parse_homa,
     ];
     Ok(Report { rows, ratios })
+}
+
+/// How much of each measurement a run does.
+struct Plan {
+    o: Options,
+    /// A check that everything completes, not a measurement.
+    quick: bool,
+}
+
+impl Plan {
+    /// RPCs per repetition with `outstanding` in flight: with many in
+    /// flight, a quick run of few RPCs would never fill the window.
+    fn count(&self, outstanding: usize) -> u64 {
+        if self.quick {
+            self.o.rpcs.max(2 * outstanding as u64)
+        } else {
+            self.o.rpcs
+        }
+    }
+
+    /// RPCs before the measurement starts.
+    fn warm(&self, outstanding: usize) -> u64 {
+        (2 * outstanding as u64).max(self.o.rpcs / 50).max(10)
+    }
+
+    /// RPC table slots for `outstanding` in flight.
+    fn table(&self, outstanding: usize) -> usize {
+        (2 * outstanding).max(16)
+    }
+
+    /// 100-byte RPCs against UDP echoes at 1, 64 and 1024 outstanding:
+    /// the rates of both at each.
+    fn round_trips(
+        &self,
+        rows: &mut Vec<Row>,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<(Vec<f64>, Vec<f64>), String> {
+        let (mut homa_at, mut udp_at) = (Vec::new(), Vec::new());
+        for n in [1usize, 64, 1024] {
+            progress(&format!("100-byte RPCs, {n} outstanding"));
+            let (warm, count) = (self.warm(n), self.count(n));
+            let h = repeat(self.o.reps, || {
+                Ok(homa::rpcs(SMALL, n, self.table(n), warm, count)?.rate())
+            })?;
+            let u = repeat(self.o.reps, || {
+                Ok(smol::udp_echo(SMALL, n, warm, count)?.rate())
+            })?;
+            rows.push(Row {
+                what: format!(
+                    "100-byte RPC vs UDP echo round trips, {n} outstanding ({}-slot tables)",
+                    self.table(n)
+                ),
+                homa: h,
+                other: Some(u),
+                unit: "/s",
+            });
+            homa_at.push(h);
+            udp_at.push(u);
+        }
+        Ok((homa_at, udp_at))
+    }
+
+    /// One RPC in flight with 4,096-slot tables: its rate.
+    fn big_tables(
+        &self,
+        rows: &mut Vec<Row>,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<f64, String> {
+        progress("100-byte RPCs, 1 outstanding, 4,096-slot tables");
+        // A fifth of the RPCs: this row is the slowest, and its rate is as
+        // steady over fewer.
+        let count = (self.count(1) / 5).max(10);
+        let big = repeat(self.o.reps, || {
+            Ok(homa::rpcs(SMALL, 1, 4096, self.warm(1), count)?.rate())
+        })?;
+        rows.push(Row {
+            what: "100-byte RPC, 1 outstanding, 4,096-slot tables".into(),
+            homa: big,
+            other: None,
+            unit: "/s",
+        });
+        Ok(big)
+    }
+
+    /// 1 MB requests against TCP bulk transfer: both goodputs.
+    fn bulk(
+        &self,
+        rows: &mut Vec<Row>,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<(f64, f64), String> {
+        progress("1,000,000-byte requests vs TCP bulk");
+        let messages = self.o.messages;
+        let mb = repeat(self.o.reps, || {
+            Ok(homa::rpcs(LARGE, 1, 16, 2, messages)?.gbps())
+        })?;
+        let tcp = repeat(self.o.reps, || {
+            Ok(smol::tcp_bulk(LARGE, 2, messages)?.gbps())
+        })?;
+        rows.push(Row {
+            what: "1,000,000-byte request goodput vs TCP bulk goodput".into(),
+            homa: mb,
+            other: Some(tcp),
+            unit: "Gbit/s",
+        });
+        Ok((mb, tcp))
+    }
+
+    /// Parsing and emitting one full frame, and the goodput bound they
+    /// set (as a share of `memcpy`): the parse times of Homa and UDP.
+    fn frames(
+        &self,
+        rows: &mut Vec<Row>,
+        progress: &mut impl FnMut(&str),
+        memcpy: f64,
+    ) -> Result<(f64, f64), String> {
+        let (reps, n) = (self.o.reps, self.o.frames);
+        progress("per-frame parse and emit");
+        let frames = frame::Frames::new()?;
+        let parse_homa = repeat(reps, || {
+            Ok(frame::time_parse(frame::homa_parse, &frames.homa, n)? * 1e9)
+        })?;
+        let parse_smol = repeat(reps, || {
+            Ok(frame::time_parse(frame::smol_parse, &frames.udp, n)? * 1e9)
+        })?;
+        rows.push(Row {
+            what: "parse + verify one checksummed 1,514-byte frame (Homa DATA vs UDP)".into(),
+            homa: parse_homa,
+            other: Some(parse_smol),
+            unit: "ns",
+        });
+        let mut emit_with_checksums = 0.0;
+        for checksum in [true, false] {
+            let h = repeat(reps, || {
+                Ok(frame::time_emit(frame::homa_emit, &frames, false, checksum, n) * 1e9)
+            })?;
+            let s = repeat(reps, || {
+                Ok(frame::time_emit(frame::smol_emit, &frames, true, checksum, n) * 1e9)
+            })?;
+            rows.push(Row {
+                what: format!(
+                    "emit one 1,514-byte frame, {} checksums",
+                    if checksum { "with" } else { "without" }
+                ),
+                homa: h,
+                other: Some(s),
+                unit: "ns",
+            });
+            if checksum {
+                emit_with_checksums = h;
+            }
+        }
+        // Each DATA packet of a transfer is emitted once and parsed once,
+        // both on this thread: their cost alone bounds the goodput,
+        // whatever the protocol work and copies around them cost.
+        let bound = frame::HOMA_PAYLOAD as f64 * 8.0 / (emit_with_checksums + parse_homa);
+        rows.push(Row {
+            what: format!(
+                "1 MB goodput bound: DATA emit + parse alone ({:.3} of memcpy)",
+                bound / memcpy
+            ),
+            homa: bound,
+            other: None,
+            unit: "Gbit/s",
+        });
+        Ok((parse_homa, parse_smol))
+    }
 }
 
 #[cfg(test)]

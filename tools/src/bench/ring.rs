@@ -166,84 +166,63 @@ impl<'a> Port<'a> {
     }
 }
 
-impl hp::Device for Port<'_> {
-    type RxToken<'b>
-        = Rx<'b>
-    where
-        Self: 'b;
-    type TxToken<'b>
-        = Tx<'b>
-    where
-        Self: 'b;
+/// The device and token impls of one stack's device traits: homa-phy's and
+/// smoltcp's have the same shape, and a port serves both alike.
+macro_rules! port_device {
+    ($device:ident, $instant:ty, $capabilities:expr) => {
+        impl $device::Device for Port<'_> {
+            type RxToken<'b>
+                = Rx<'b>
+            where
+                Self: 'b;
+            type TxToken<'b>
+                = Tx<'b>
+            where
+                Self: 'b;
 
-    fn receive(&mut self, _: hp::Instant) -> Option<(Rx<'_>, Tx<'_>)> {
-        self.take()
-    }
+            fn receive(&mut self, _: $instant) -> Option<(Rx<'_>, Tx<'_>)> {
+                self.take()
+            }
 
-    fn transmit(&mut self, _: hp::Instant) -> Option<Tx<'_>> {
-        self.give()
-    }
+            fn transmit(&mut self, _: $instant) -> Option<Tx<'_>> {
+                self.give()
+            }
 
-    fn capabilities(&self) -> hp::DeviceCapabilities {
-        // Every checksum computed and verified by the stack, as smoltcp's
-        // default capabilities below.
-        let mut caps = hp::DeviceCapabilities::default();
-        caps.max_transmission_unit = FRAME;
-        caps.checksum = hp::ChecksumCapabilities::default();
-        caps
-    }
+            fn capabilities(&self) -> $device::DeviceCapabilities {
+                $capabilities
+            }
+        }
+
+        impl $device::RxToken for Rx<'_> {
+            fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+                f(self.0)
+            }
+        }
+
+        impl $device::TxToken for Tx<'_> {
+            fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+                self.write(len, f)
+            }
+        }
+    };
 }
 
-impl hp::RxToken for Rx<'_> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(self.0)
-    }
-}
+port_device!(hp, hp::Instant, {
+    // Every checksum computed and verified by the stack, as smoltcp's
+    // default capabilities below.
+    let mut caps = hp::DeviceCapabilities::default();
+    caps.max_transmission_unit = FRAME;
+    caps.checksum = hp::ChecksumCapabilities::default();
+    caps
+});
 
-impl hp::TxToken for Tx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        self.write(len, f)
-    }
-}
-
-impl sp::Device for Port<'_> {
-    type RxToken<'b>
-        = Rx<'b>
-    where
-        Self: 'b;
-    type TxToken<'b>
-        = Tx<'b>
-    where
-        Self: 'b;
-
-    fn receive(&mut self, _: smoltcp::time::Instant) -> Option<(Rx<'_>, Tx<'_>)> {
-        self.take()
-    }
-
-    fn transmit(&mut self, _: smoltcp::time::Instant) -> Option<Tx<'_>> {
-        self.give()
-    }
-
-    fn capabilities(&self) -> sp::DeviceCapabilities {
-        let mut caps = sp::DeviceCapabilities::default();
-        caps.medium = sp::Medium::Ethernet;
-        caps.max_transmission_unit = FRAME;
-        caps.checksum = sp::ChecksumCapabilities::default();
-        caps
-    }
-}
-
-impl sp::RxToken for Rx<'_> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(self.0)
-    }
-}
-
-impl sp::TxToken for Tx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        self.write(len, f)
-    }
-}
+port_device!(sp, smoltcp::time::Instant, {
+    let mut caps = sp::DeviceCapabilities::default();
+    caps.medium = sp::Medium::Ethernet;
+    caps.max_transmission_unit = FRAME;
+    caps.checksum = sp::ChecksumCapabilities::default();
+    caps
+});
 
 /// Virtual time shared by both ends: each step costs the wire time of the
 /// bytes it moved on a 100 Gbit/s link plus 100 ns, so timers behave as on

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::AnySocket;
 use smoltcp::socket::{tcp, udp};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint};
 
@@ -133,93 +134,18 @@ pub fn udp_echo(
     server.bind(PORT).map_err(|e| format!("udp bind: {e}"))?;
     let ch = ends.csockets.add(client);
     let sh = ends.ssockets.add(server);
-    let mut state = Echo {
-        outstanding,
-        len,
-        inflight: HashSet::with_capacity(2 * outstanding),
-        next_seq: 0,
-        request: vec![0u8; len],
+    let echo = Echo {
         buf: vec![0u8; 1500],
     };
-    fill_payload(0, &mut state.request);
-    echo(&mut ends, ch, sh, &mut state, warmup)?;
-    let frames = ends.pair.frames();
-    let (r, secs) = measured(|| echo(&mut ends, ch, sh, &mut state, count));
-    r?;
-    let frames = ends.pair.frames() - frames;
-    ends.check_clean()?;
-    if !state.inflight.is_empty() {
-        return Err("smoltcp: datagrams left in flight".into());
-    }
-    Ok(Measure {
-        ops: count,
-        bytes: count * len as u64,
-        secs,
-        frames,
-        data_packets: 0,
-    })
-}
-
-struct Echo {
-    outstanding: usize,
-    len: usize,
-    inflight: HashSet<u64>,
-    next_seq: u64,
-    request: Vec<u8>,
-    buf: Vec<u8>,
-}
-
-fn echo(
-    ends: &mut Ends<'_>,
-    ch: SocketHandle,
-    sh: SocketHandle,
-    st: &mut Echo,
-    count: u64,
-) -> Result<(), String> {
-    let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
-    let mut issued = 0u64;
-    let mut done = 0u64;
-    let end = ends.clock.ns + STALL_NS;
-    while done < count {
-        {
-            let sock = ends.csockets.get_mut::<udp::Socket>(ch);
-            while st.inflight.len() < st.outstanding && issued < count {
-                let seq = st.next_seq;
-                st.next_seq += 1;
-                st.request[..8].copy_from_slice(&seq.to_le_bytes());
-                sock.send_slice(&st.request, dest)
-                    .map_err(|e| format!("udp send: {e}"))?;
-                st.inflight.insert(seq);
-                issued += 1;
-            }
-        }
-        let before = ends.pair.bytes();
-        ends.poll_client();
-        {
-            let sock = ends.csockets.get_mut::<udp::Socket>(ch);
-            while let Ok((n, _)) = sock.recv_slice(&mut st.buf) {
-                let seq = u64::from_le_bytes(st.buf[..8].try_into().expect("8 bytes"));
-                if n != st.len || !st.inflight.remove(&seq) || !check_payload(seq, &st.buf[..n]) {
-                    return Err(format!("udp: wrong echo (seq {seq}, {n} bytes)"));
-                }
-                done += 1;
-            }
-        }
-        ends.poll_server();
-        {
-            let sock = ends.ssockets.get_mut::<udp::Socket>(sh);
-            while let Ok((n, meta)) = sock.recv_slice(&mut st.buf) {
-                sock.send_slice(&st.buf[..n], meta.endpoint)
-                    .map_err(|e| format!("udp echo: {e}"))?;
-            }
-        }
-        let moved = ends.pair.bytes() - before;
-        ends.tick(moved, st.inflight.len() < st.outstanding && issued < count);
-        if ends.clock.ns > end {
-            return Err(format!("smoltcp udp: stalled after {done} of {count}"));
-        }
-    }
-    Ok(())
+    timed(
+        &mut ends,
+        ch,
+        sh,
+        Window::new(outstanding, len),
+        echo,
+        warmup,
+        count,
+    )
 }
 
 /// `len`-byte requests over one TCP connection, each answered by a
@@ -232,12 +158,39 @@ fn echo(
 /// and sent back.
 pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result<Measure, String> {
     let mut ends = Ends::new(4096);
-    let bytes = (outstanding + 16) * len;
+    let (ch, sh) = tcp_connection(&mut ends, (outstanding + 16) * len, true)?;
+    let rr = Rr {
+        response: vec![0u8; len],
+        response_at: 0,
+        scratch: vec![0u8; len],
+        scratch_at: 0,
+    };
+    timed(
+        &mut ends,
+        ch,
+        sh,
+        Window::new(outstanding, len),
+        rr,
+        warmup,
+        count,
+    )
+}
+
+/// A client connecting to a server listening on [`PORT`], each socket with
+/// `bytes` of send and of receive buffer and Nagle off at the client (and
+/// at the server with `server_nagle_off`): their handles.
+fn tcp_connection(
+    ends: &mut Ends<'static>,
+    bytes: usize,
+    server_nagle_off: bool,
+) -> Result<(SocketHandle, SocketHandle), String> {
     let buffer = || tcp::SocketBuffer::new(vec![0u8; bytes]);
     let mut client = tcp::Socket::new(buffer(), buffer());
     let mut server = tcp::Socket::new(buffer(), buffer());
     client.set_nagle_enabled(false);
-    server.set_nagle_enabled(false);
+    if server_nagle_off {
+        server.set_nagle_enabled(false);
+    }
     server
         .listen(PORT)
         .map_err(|e| format!("tcp listen: {e}"))?;
@@ -245,44 +198,199 @@ pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result
     client
         .connect(cx, (ip(SERVER_IP), PORT), 5000)
         .map_err(|e| format!("tcp connect: {e}"))?;
-    let ch = ends.csockets.add(client);
-    let sh = ends.ssockets.add(server);
-    let mut st = Rr {
-        outstanding,
-        len,
-        inflight: HashSet::with_capacity(2 * outstanding),
-        next_seq: 0,
-        request: vec![0u8; len],
-        response: vec![0u8; len],
-        response_at: 0,
-        scratch: vec![0u8; len],
-        scratch_at: 0,
-    };
-    fill_payload(0, &mut st.request);
-    request_response(&mut ends, ch, sh, &mut st, warmup)?;
+    Ok((ends.csockets.add(client), ends.ssockets.add(server)))
+}
+
+/// The requests of a round-trip measurement: which are in flight, and the
+/// next to send.
+struct Window {
+    outstanding: usize,
+    len: usize,
+    inflight: HashSet<u64>,
+    next_seq: u64,
+    /// The pattern, with the sequence number of the request in its first
+    /// eight bytes.
+    request: Vec<u8>,
+}
+
+impl Window {
+    fn new(outstanding: usize, len: usize) -> Window {
+        let mut request = vec![0u8; len];
+        fill_payload(0, &mut request);
+        Window {
+            outstanding,
+            len,
+            inflight: HashSet::with_capacity(2 * outstanding),
+            next_seq: 0,
+            request,
+        }
+    }
+
+    /// Room for another request, `issued` of `count` so far.
+    fn room(&self, issued: u64, count: u64) -> bool {
+        self.inflight.len() < self.outstanding && issued < count
+    }
+
+    /// Writes the next sequence number into the request; returns it.
+    fn next_request(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.request[..8].copy_from_slice(&seq.to_le_bytes());
+        seq
+    }
+
+    /// The request `seq` went out.
+    fn sent(&mut self, seq: u64) {
+        self.next_seq += 1;
+        self.inflight.insert(seq);
+    }
+
+    /// Takes the answer to `seq` out of the window if `bytes` are what was
+    /// owed to it.
+    fn answered(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        bytes.len() == self.len && self.inflight.remove(&seq) && check_payload(seq, bytes)
+    }
+}
+
+/// The sequence number at the start of a request or answer.
+fn seq_of(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+/// A request-answer protocol over the two ends, driven by [`exchange`].
+trait RoundTrips {
+    /// The protocol, for errors.
+    const NAME: &'static str;
+    /// What a request is called in errors.
+    const REQUESTS: &'static str;
+    /// The socket both ends use.
+    type Socket: AnySocket<'static>;
+    /// The client sends request `seq`; false if it cannot send yet.
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> Result<bool, String>;
+    /// The client's next whole answer, if one arrived.
+    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String>;
+    /// The server answers the requests that arrived.
+    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String>;
+}
+
+/// `warmup` round trips, then `count` timed; nothing may be lost on the
+/// rings or left in flight.
+fn timed<R: RoundTrips>(
+    ends: &mut Ends<'static>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    mut w: Window,
+    mut proto: R,
+    warmup: u64,
+    count: u64,
+) -> Result<Measure, String> {
+    exchange(ends, ch, sh, &mut w, &mut proto, warmup)?;
     let frames = ends.pair.frames();
-    let (r, secs) = measured(|| request_response(&mut ends, ch, sh, &mut st, count));
+    let (r, secs) = measured(|| exchange(ends, ch, sh, &mut w, &mut proto, count));
     r?;
     let frames = ends.pair.frames() - frames;
     ends.check_clean()?;
-    if !st.inflight.is_empty() {
-        return Err("smoltcp: requests left in flight".into());
+    if !w.inflight.is_empty() {
+        return Err(format!("smoltcp: {} left in flight", R::REQUESTS));
     }
     Ok(Measure {
         ops: count,
-        bytes: count * len as u64,
+        bytes: count * w.len as u64,
         secs,
         frames,
         data_packets: 0,
     })
 }
 
+/// Runs `count` round trips: requests out while the window has room,
+/// answers in, the server's answers out, and the clock on, until all came
+/// back.
+fn exchange<R: RoundTrips>(
+    ends: &mut Ends<'static>,
+    ch: SocketHandle,
+    sh: SocketHandle,
+    w: &mut Window,
+    proto: &mut R,
+    count: u64,
+) -> Result<(), String> {
+    let mut issued = 0u64;
+    let mut done = 0u64;
+    let end = ends.clock.ns + STALL_NS;
+    while done < count {
+        let client = ends.csockets.get_mut::<R::Socket>(ch);
+        while w.room(issued, count) {
+            let seq = w.next_request();
+            if !proto.send(client, &w.request, seq)? {
+                break;
+            }
+            w.sent(seq);
+            issued += 1;
+        }
+        let before = ends.pair.bytes();
+        ends.poll_client();
+        let client = ends.csockets.get_mut::<R::Socket>(ch);
+        while let Some(bytes) = proto.answer(client)? {
+            match seq_of(bytes) {
+                Some(seq) if w.answered(seq, bytes) => done += 1,
+                seq => {
+                    let n = bytes.len();
+                    return Err(format!(
+                        "{}: wrong answer (seq {seq:?}, {n} bytes)",
+                        R::NAME
+                    ));
+                }
+            }
+        }
+        ends.poll_server();
+        proto.serve(ends.ssockets.get_mut::<R::Socket>(sh))?;
+        let moved = ends.pair.bytes() - before;
+        ends.tick(moved, w.room(issued, count));
+        if ends.clock.ns > end {
+            return Err(format!(
+                "smoltcp {}: stalled after {done} of {count} {}",
+                R::NAME,
+                R::REQUESTS
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// UDP echo: each datagram is a request, echoed as its answer.
+struct Echo {
+    buf: Vec<u8>,
+}
+
+impl RoundTrips for Echo {
+    const NAME: &'static str = "udp";
+    const REQUESTS: &'static str = "datagrams";
+    type Socket = udp::Socket<'static>;
+
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], _: u64) -> Result<bool, String> {
+        let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
+        s.send_slice(req, dest)
+            .map_err(|e| format!("udp send: {e}"))?;
+        Ok(true)
+    }
+
+    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String> {
+        Ok(match s.recv_slice(&mut self.buf) {
+            Ok((n, _)) => Some(&self.buf[..n]),
+            Err(_) => None,
+        })
+    }
+
+    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String> {
+        while let Ok((n, meta)) = s.recv_slice(&mut self.buf) {
+            s.send_slice(&self.buf[..n], meta.endpoint)
+                .map_err(|e| format!("udp echo: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// TCP request-response: fixed-length requests on one stream, each
+/// echoed as its response.
 struct Rr {
-    outstanding: usize,
-    len: usize,
-    inflight: HashSet<u64>,
-    next_seq: u64,
-    request: Vec<u8>,
     /// The response being read, `response_at` bytes of it so far.
     response: Vec<u8>,
     response_at: usize,
@@ -291,83 +399,59 @@ struct Rr {
     scratch_at: usize,
 }
 
-fn request_response(
-    ends: &mut Ends<'_>,
-    ch: SocketHandle,
-    sh: SocketHandle,
-    st: &mut Rr,
-    count: u64,
-) -> Result<(), String> {
-    let mut issued = 0u64;
-    let mut done = 0u64;
-    let end = ends.clock.ns + STALL_NS;
-    while done < count {
-        {
-            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
-            // Until the handshake is done there is nowhere to send.
-            while sock.may_send() && st.inflight.len() < st.outstanding && issued < count {
-                let seq = st.next_seq;
-                st.request[..8].copy_from_slice(&seq.to_le_bytes());
-                let n = sock
-                    .send_slice(&st.request)
-                    .map_err(|e| format!("tcp send: {e}"))?;
-                if n != st.len {
-                    return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
-                }
-                st.next_seq += 1;
-                st.inflight.insert(seq);
-                issued += 1;
-            }
+/// Reads into `buf` from `*at` on; true once `buf` is full (and `*at`
+/// back at 0 for the next).
+fn read_whole(sock: &mut tcp::Socket<'_>, buf: &mut [u8], at: &mut usize) -> Result<bool, String> {
+    let n = sock
+        .recv_slice(&mut buf[*at..])
+        .map_err(|e| format!("tcp recv: {e}"))?;
+    *at += n;
+    if *at < buf.len() {
+        return Ok(false);
+    }
+    *at = 0;
+    Ok(true)
+}
+
+impl RoundTrips for Rr {
+    const NAME: &'static str = "tcp";
+    const REQUESTS: &'static str = "requests";
+    type Socket = tcp::Socket<'static>;
+
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> Result<bool, String> {
+        // Until the handshake is done there is nowhere to send.
+        if !s.may_send() {
+            return Ok(false);
         }
-        let before = ends.pair.bytes();
-        ends.poll_client();
-        {
-            let sock = ends.csockets.get_mut::<tcp::Socket>(ch);
-            while sock.can_recv() {
-                let n = sock
-                    .recv_slice(&mut st.response[st.response_at..])
-                    .map_err(|e| format!("tcp recv: {e}"))?;
-                st.response_at += n;
-                if st.response_at < st.len {
-                    break;
-                }
-                st.response_at = 0;
-                let seq = u64::from_le_bytes(st.response[..8].try_into().expect("8 bytes"));
-                if !st.inflight.remove(&seq) || !check_payload(seq, &st.response) {
-                    return Err(format!("tcp: wrong response (seq {seq})"));
-                }
-                done += 1;
-            }
+        let n = s.send_slice(req).map_err(|e| format!("tcp send: {e}"))?;
+        if n != req.len() {
+            return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
         }
-        ends.poll_server();
-        {
-            let sock = ends.ssockets.get_mut::<tcp::Socket>(sh);
-            while sock.can_recv() {
-                let n = sock
-                    .recv_slice(&mut st.scratch[st.scratch_at..])
-                    .map_err(|e| format!("tcp recv: {e}"))?;
-                st.scratch_at += n;
-                if st.scratch_at < st.len {
-                    break;
-                }
-                st.scratch_at = 0;
-                let n = sock
-                    .send_slice(&st.scratch)
-                    .map_err(|e| format!("tcp send: {e}"))?;
-                if n != st.len {
-                    return Err(format!("tcp: response did not fit ({n} bytes)"));
-                }
-            }
-        }
-        let moved = ends.pair.bytes() - before;
-        ends.tick(moved, st.inflight.len() < st.outstanding && issued < count);
-        if ends.clock.ns > end {
-            return Err(format!(
-                "smoltcp tcp: stalled after {done} of {count} requests"
-            ));
+        Ok(true)
+    }
+
+    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String> {
+        if s.can_recv() && read_whole(s, &mut self.response, &mut self.response_at)? {
+            Ok(Some(&self.response))
+        } else {
+            Ok(None)
         }
     }
-    Ok(())
+
+    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String> {
+        while s.can_recv() {
+            if !read_whole(s, &mut self.scratch, &mut self.scratch_at)? {
+                break;
+            }
+            let n = s
+                .send_slice(&self.scratch)
+                .map_err(|e| format!("tcp send: {e}"))?;
+            if n != self.scratch.len() {
+                return Err(format!("tcp: response did not fit ({n} bytes)"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// TCP bulk transfer of `count` messages of `len` bytes (each laid out as
@@ -376,21 +460,9 @@ fn request_response(
 /// delayed ACKs, 1 MiB socket buffers.
 pub fn tcp_bulk(len: usize, warmup: u64, count: u64) -> Result<Measure, String> {
     let mut ends = Ends::new(4096);
-    let buffer = || tcp::SocketBuffer::new(vec![0u8; 1 << 20]);
-    let mut client = tcp::Socket::new(buffer(), buffer());
-    let mut server = tcp::Socket::new(buffer(), buffer());
-    // Nagle off; delayed ACKs as smoltcp's default (an ACK for every
-    // second full segment), as bulk TCP runs.
-    client.set_nagle_enabled(false);
-    server
-        .listen(PORT)
-        .map_err(|e| format!("tcp listen: {e}"))?;
-    let cx = ends.client.context();
-    client
-        .connect(cx, (ip(SERVER_IP), PORT), 5000)
-        .map_err(|e| format!("tcp connect: {e}"))?;
-    let ch = ends.csockets.add(client);
-    let sh = ends.ssockets.add(server);
+    // Nagle off at the sender; delayed ACKs as smoltcp's default (an ACK
+    // for every second full segment), as bulk TCP runs.
+    let (ch, sh) = tcp_connection(&mut ends, 1 << 20, false)?;
     let mut message = vec![0u8; len];
     fill_payload(0, &mut message);
     let mut st = Bulk {

@@ -1,17 +1,25 @@
 //! One captured frame taken apart: the link header of its link type, IPv4
 //! or IPv6, and Homa, as far as the captured bytes go.
 //!
-//! A frame cut by the snap length still shows every header it holds: the IP
-//! header is read without requiring the datagram's announced length, and a
-//! Homa header that is complete is decoded with its payload marked as
-//! truncated. ARP and ICMP, which need whole packets, go through
-//! homa-stack's `wire::dissect`.
+//! Every header is read through homa-stack's `wire` views. A frame cut by
+//! the snap length still shows every header it holds: the IP header is read
+//! through the views' truncated mode (`new_truncated`), which does not
+//! require the datagram's announced length, and a Homa header that is
+//! complete is decoded with its payload marked as truncated. IPv6 extension
+//! headers are followed as homa-stack follows them, and past a fragment
+//! header. ARP and ICMP, which need whole packets, go through
+//! `wire::dissect`. Only the Linux cooked headers, a capture format rather
+//! than a wire format, are read here.
 
 use std::net::IpAddr;
 
+use homa_phy::share::ipv6_upper_layer;
 use homa_stack::wire::homa::{self, PacketType};
-use homa_stack::wire::pretty::{Network, Transport as WireTransport, HIJACK_FLAGS, HIJACK_URGENT};
-use homa_stack::wire::{checksum, dissect, EtherType, IpProtocol, Ipv4Addr, Ipv6Addr};
+use homa_stack::wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
+use homa_stack::wire::pretty::{is_hijacked, Network, Transport as WireTransport};
+use homa_stack::wire::{
+    dissect, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, VlanTag,
+};
 
 use super::reader::{
     Record, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
@@ -282,23 +290,28 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// Ethernet II with optional 802.1Q / 802.1ad tags.
+/// Ethernet II with up to two 802.1Q / 802.1ad tags.
 fn ethernet(data: &[u8]) -> Option<(Link, EtherType, &[u8])> {
-    let dst: [u8; 6] = data.get(0..6)?.try_into().ok()?;
-    let src: [u8; 6] = data.get(6..12)?.try_into().ok()?;
-    let mut at = 12;
-    let mut vlans = Vec::new();
-    let mut ethertype = EtherType::from(be16(data, at)?);
+    let frame = EthernetFrame::new_checked(data).ok()?;
+    let mut vlans: Vec<u16> = frame.vlan_tag().map(|tag| tag.vid).into_iter().collect();
+    let mut ethertype = frame.ethertype();
+    let mut rest = frame.payload();
+    // `wire` unwraps one 802.1Q tag; a service tag, or a tag behind the
+    // first, is unwrapped here: its control information, then the type.
     while (ethertype == EtherType::Vlan || ethertype == ETHERTYPE_QINQ) && vlans.len() < 2 {
-        vlans.push(be16(data, at + 2)? & 0x0fff);
-        at += 4;
-        ethertype = EtherType::from(be16(data, at)?);
+        let [tci_hi, tci_lo, type_hi, type_lo, ..] = *rest else {
+            return None;
+        };
+        vlans.push(VlanTag::from_tci(u16::from_be_bytes([tci_hi, tci_lo])).vid);
+        ethertype = EtherType::from(u16::from_be_bytes([type_hi, type_lo]));
+        rest = &rest[4..];
     }
-    Some((
-        Link::Ethernet { src, dst, vlans },
-        ethertype,
-        &data[at + 2..],
-    ))
+    let link = Link::Ethernet {
+        src: frame.src_addr().0,
+        dst: frame.dst_addr().0,
+        vlans,
+    };
+    Some((link, ethertype, rest))
 }
 
 /// Linux cooked v1: pkttype, hatype, halen, 8 address bytes, protocol.
@@ -350,12 +363,15 @@ fn ip(ethertype: EtherType, data: &[u8]) -> Net<'_> {
         return Net::Malformed(format!("malformed {name}: version {v}"));
     }
     let parsed = if expected == 4 {
-        ipv4(data)
+        ipv4(data).ok_or("truncated")
     } else {
         ipv6(data)
     };
-    let Some((ip, payload)) = parsed else {
-        return Net::Malformed(format!("malformed {name}: truncated, {} bytes", data.len()));
+    let (ip, payload) = match parsed {
+        Ok(parts) => parts,
+        Err(why) => {
+            return Net::Malformed(format!("malformed {name}: {why}, {} bytes", data.len()))
+        }
     };
     // What was captured of the payload, without link-layer padding.
     let captured = &payload[..payload.len().min(ip.payload_len)];
@@ -393,108 +409,88 @@ fn ip(ethertype: EtherType, data: &[u8]) -> Net<'_> {
     Net::Ip(ip, transport)
 }
 
+/// The IPv4 header, and what was captured of the payload it announces.
 fn ipv4(data: &[u8]) -> Option<(Ip, &[u8])> {
-    let header_len = usize::from(data.first()? & 0x0f) * 4;
-    if header_len < 20 {
-        return None;
-    }
-    let header = data.get(..header_len)?;
-    let total = usize::from(be16(header, 2)?);
-    if total < header_len {
-        return None;
-    }
-    let src = Ipv4Addr::from(be32(header, 12)?);
-    let dst = Ipv4Addr::from(be32(header, 16)?);
-    let frag = be16(header, 6)?;
+    let packet = Ipv4Packet::new_truncated(data).ok()?;
+    let header_len = usize::from(packet.header_len());
     let ip = Ip {
         version: 4,
-        src: src.into(),
-        dst: dst.into(),
-        proto: header[9],
-        tos: header[1],
-        ttl: header[8],
-        ident: be16(header, 4)?,
+        src: packet.src_addr().into(),
+        dst: packet.dst_addr().into(),
+        proto: packet.next_header().into(),
+        tos: packet.tos(),
+        ttl: packet.hop_limit(),
+        ident: packet.ident(),
         header_len,
-        payload_len: total - header_len,
-        checksum: Some((be16(header, 10)?, checksum::data(header) == 0)),
-        // More fragments, or a fragment offset.
-        fragment: frag & 0x3fff != 0,
+        payload_len: usize::from(packet.total_len()) - header_len,
+        checksum: Some((packet.checksum(), packet.verify_checksum())),
+        fragment: packet.more_frags() || packet.frag_offset() != 0,
     };
-    Some((ip, &data[header_len..]))
+    Some((ip, packet.captured_payload()))
 }
 
-/// IPv6 extension headers skipped on the way to the transport: hop-by-hop
-/// options, routing, fragment, destination options.
-const IPV6_HOP_BY_HOP: u8 = 0;
-const IPV6_ROUTING: u8 = 43;
+/// The IPv6 fragment header's number, which homa-stack does not follow.
 const IPV6_FRAGMENT: u8 = 44;
-const IPV6_DEST_OPTS: u8 = 60;
-/// More extension headers than this are taken as malformed.
-const IPV6_MAX_EXTENSIONS: usize = 8;
+/// Fragment headers followed before the packet is taken as malformed.
+const IPV6_MAX_FRAGMENT_HEADERS: usize = 1;
 
-fn ipv6(data: &[u8]) -> Option<(Ip, &[u8])> {
-    let header = data.get(..40)?;
-    let src: [u8; 16] = header[8..24].try_into().ok()?;
-    let dst: [u8; 16] = header[24..40].try_into().ok()?;
-    let word = be32(header, 0)?;
-    let plen = usize::from(be16(header, 4)?);
-    let mut next = header[6];
-    let mut at = 40;
-    let mut fragment = false;
-    for _ in 0..IPV6_MAX_EXTENSIONS {
-        match next {
-            IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTS => {
-                next = *data.get(at)?;
-                at += (usize::from(*data.get(at + 1)?) + 1) * 8;
-            }
-            IPV6_FRAGMENT => {
-                next = *data.get(at)?;
-                // An offset or the more-fragments bit: part of a datagram.
-                fragment |= be16(data, at + 2)? & 0xfff9 != 0;
-                at += 8;
-            }
-            _ => break,
-        }
-    }
-    if at - 40 > plen || at > data.len() {
-        return None;
-    }
+/// The IPv6 header with its extension headers, and what was captured of
+/// the payload after them; or why they cannot be read.
+fn ipv6(data: &[u8]) -> Result<(Ip, &[u8]), &'static str> {
+    let packet = Ipv6Packet::new_truncated(data).map_err(|_| "truncated")?;
+    let payload = packet.captured_payload();
+    let (proto, upper, fragment) = upper_layer(packet.next_header().into(), payload)
+        .ok_or("extension headers cut short, too many or routed on")?;
+    let extensions = payload.len() - upper.len();
     let ip = Ip {
         version: 6,
-        src: Ipv6Addr::from(src).into(),
-        dst: Ipv6Addr::from(dst).into(),
-        proto: next,
-        tos: ((word >> 20) & 0xff) as u8,
-        ttl: header[7],
+        src: packet.src_addr().into(),
+        dst: packet.dst_addr().into(),
+        proto,
+        tos: packet.traffic_class(),
+        ttl: packet.hop_limit(),
         ident: 0,
-        header_len: at,
-        payload_len: plen - (at - 40),
+        header_len: IPV6_HEADER_LEN + extensions,
+        payload_len: usize::from(packet.payload_len()) - extensions,
         checksum: None,
         fragment,
     };
-    Some((ip, &data[at..]))
+    Ok((ip, upper))
 }
 
-/// A TCP segment with Linux's Homa markers (protocol.md 2.4).
-fn is_hijacked(data: &[u8]) -> bool {
-    data.len() >= 20 && data[13] == HIJACK_FLAGS && be16(data, 18) == Some(HIJACK_URGENT)
+/// Follows the extension headers from `next` over `rest` as homa-stack does
+/// ([`ipv6_upper_layer`]), and past a fragment header, which it does not
+/// follow: the upper-layer protocol, its captured bytes, and whether they
+/// are part of a fragmented datagram.
+fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8], bool)> {
+    let mut fragment = false;
+    for _ in 0..=IPV6_MAX_FRAGMENT_HEADERS {
+        let (proto, upper) = ipv6_upper_layer(next, rest)?;
+        if proto != IPV6_FRAGMENT {
+            return Some((proto, upper, fragment));
+        }
+        // Next header, reserved, then the offset (8-byte units) above the
+        // more-fragments bit.
+        let [nh, _, offset_hi, offset_lo, ..] = *upper else {
+            return None;
+        };
+        let offset_flags = u16::from_be_bytes([offset_hi, offset_lo]);
+        fragment |= offset_flags >> 3 != 0 || offset_flags & 1 != 0;
+        next = nh;
+        rest = upper.get(8..)?;
+    }
+    None
 }
 
 /// The header length of a Homa type; RESEND's depends on the wire length
 /// (36 bytes from upstream builds, 37 from the full module).
 pub fn header_len(ptype: PacketType, wire_len: usize) -> Option<usize> {
-    Some(match ptype {
-        PacketType::Data => homa::DATA_HEADER_LEN,
-        PacketType::Grant => homa::GRANT_HEADER_LEN,
-        PacketType::Resend if wire_len >= homa::RESEND_HEADER_LEN => homa::RESEND_HEADER_LEN,
-        PacketType::Resend => homa::RESEND_UPSTREAM_HEADER_LEN,
-        PacketType::Cutoffs => 62,
-        PacketType::Ack => 80,
-        PacketType::RpcUnknown | PacketType::Busy | PacketType::Freeze | PacketType::NeedAck => {
-            homa::COMMON_HEADER_LEN
+    match ptype {
+        PacketType::Resend if wire_len < homa::RESEND_HEADER_LEN => {
+            Some(homa::RESEND_UPSTREAM_HEADER_LEN)
         }
-        PacketType::Unknown(_) => return None,
-    })
+        other => other.header_len(),
+    }
 }
 
 fn homa_transport<'a>(ip: &Ip, captured: &'a [u8], hijacked: bool) -> Transport<'a> {
@@ -550,27 +546,19 @@ fn homa_transport<'a>(ip: &Ip, captured: &'a [u8], hijacked: bool) -> Transport<
 /// The Homa checksum's state (protocol.md 2.3): TCP-style over the whole
 /// packet with a protocol-6 pseudo-header.
 pub fn homa_checksum(src: &IpAddr, dst: &IpAddr, data: &[u8]) -> HomaChecksum {
-    let field = be16(data, 16).unwrap_or(0);
+    let packet = homa::Packet::new_unchecked(data);
+    let field = packet.checksum();
     if field == 0 {
         return HomaChecksum::Zero;
     }
-    let len = data.len() as u32;
-    let pseudo = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => checksum::pseudo_header_v4(s, d, IpProtocol::Tcp, len),
-        (IpAddr::V6(s), IpAddr::V6(d)) => checksum::pseudo_header_v6(s, d, IpProtocol::Tcp, len),
-        _ => return HomaChecksum::Bad(0),
-    };
-    let all = checksum::combine(&[pseudo, checksum::sum(data)]);
-    if all == 0xffff {
+    if packet.verify_checksum(src, dst) {
         return HomaChecksum::Ok;
     }
-    // CHECKSUM_PARTIAL leaves the folded pseudo-header sum in the field.
-    if u32::from(field) == checksum::fold(pseudo) {
+    if homa::partial_checksum(src, dst, data.len()) == Some(field) {
         return HomaChecksum::Partial;
     }
-    // The sum without the field, complemented, is the right value.
-    let without = checksum::combine(&[pseudo, checksum::sum(data), u32::from(!field)]);
-    HomaChecksum::Bad(checksum::finish(without))
+    // A mixed address pair cannot occur: both come from one IP header.
+    HomaChecksum::Bad(packet.expected_checksum(src, dst).unwrap_or(0))
 }
 
 /// ARP or ICMP through homa-stack's dissector: the packet behind a
@@ -600,6 +588,8 @@ fn foreign(ethertype: EtherType, packet: &[u8]) -> Option<Foreign> {
 
 #[cfg(test)]
 mod tests {
+    use homa_stack::wire::{checksum, Ipv4Addr};
+
     use super::*;
 
     /// An IPv6 header announcing `plen` payload bytes, then `rest`.
@@ -629,8 +619,8 @@ mod tests {
         frag[10..12].copy_from_slice(&0x0008u16.to_be_bytes());
         assert!(ipv6(&v6(60, frag.len() as u16, &frag)).unwrap().0.fragment);
         // Extension headers longer than the payload, or than the capture.
-        assert!(ipv6(&v6(60, 8, &rest)).is_none());
-        assert!(ipv6(&v6(60, rest.len() as u16, &rest[..12])).is_none());
+        assert!(ipv6(&v6(60, 8, &rest)).is_err());
+        assert!(ipv6(&v6(60, rest.len() as u16, &rest[..12])).is_err());
     }
 
     #[test]

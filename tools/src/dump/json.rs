@@ -6,9 +6,9 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use homa_stack::wire::homa::{Kind, PacketType};
+use homa_stack::wire::homa::{self, Kind, PacketType};
 use homa_stack::wire::pretty::{Link as WireLink, Network, Transport as WireTransport};
-use homa_stack::wire::{ArpRepr, Dissection, Icmpv4Repr, Icmpv6Repr};
+use homa_stack::wire::{ArpRepr, Dissection, Icmpv4Repr, Icmpv6Repr, IpProtocol};
 
 use super::decode::{Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
 use super::reader::{Record, Timestamp};
@@ -347,7 +347,7 @@ pub fn homa_json(h: &Homa<'_>) -> HomaJson {
             j.offset = Some(*offset);
             j.length = Some(*length);
             // A 36-byte (upstream) RESEND has no priority byte.
-            j.priority = Some(if h.header_len > 36 {
+            j.priority = Some(if h.header_len > homa::RESEND_UPSTREAM_HEADER_LEN {
                 p.resend_priority()
             } else {
                 None
@@ -408,14 +408,14 @@ fn partial_header(h: &Homa<'_>, j: &mut HomaJson) {
             }
         }
         PacketType::Cutoffs => {
-            let n = (h.captured.saturating_sub(28) / 4).min(8);
+            let n = (h.captured.saturating_sub(homa::COMMON_HEADER_LEN) / 4).min(8);
             if n > 0 {
                 j.unsched_cutoffs = Some((0..n).map(|i| p.unsched_cutoff(i)).collect());
             }
         }
         PacketType::Ack if fits(30) => {
             j.num_acks = Some(p.num_acks());
-            let valid = usize::from(p.num_acks()).min(5);
+            let valid = usize::from(p.num_acks()).min(homa::MAX_ACKS);
             let whole = (h.captured - 30) / 10;
             j.acks = Some(
                 (0..valid.min(whole))
@@ -478,26 +478,44 @@ fn arp_json(arp: &ArpRepr) -> Value {
     }
 }
 
+/// An ICMP echo request or reply of either version.
+fn echo_json(icmp_type: u8, name: &str, ident: u16, seq_no: u16, data: &[u8]) -> Value {
+    json!({"type": icmp_type, "code": 0, "name": name,
+           "ident": ident, "seq_no": seq_no, "data_len": data.len()})
+}
+
+/// An ICMP destination unreachable of either version, with the addresses
+/// and protocol of the header it quotes.
+fn unreachable_json(
+    icmp_type: u8,
+    code: u8,
+    reason: impl std::fmt::Display,
+    quoted: (impl std::fmt::Display, impl std::fmt::Display, IpProtocol),
+) -> Value {
+    let (src, dst, proto) = quoted;
+    json!({
+        "type": icmp_type, "code": code, "name": "dst-unreachable",
+        "reason": reason.to_string(),
+        "quoted": {"src": src.to_string(), "dst": dst.to_string(), "proto": u8::from(proto)},
+    })
+}
+
 fn icmpv4_json(repr: &Icmpv4Repr<'_>, checksum_ok: bool) -> Value {
     let mut v = match *repr {
         Icmpv4Repr::EchoRequest {
             ident,
             seq_no,
             data,
-        } => json!({"type": 8, "code": 0, "name": "echo request",
-                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
+        } => echo_json(8, "echo request", ident, seq_no, data),
         Icmpv4Repr::EchoReply {
             ident,
             seq_no,
             data,
-        } => json!({"type": 0, "code": 0, "name": "echo reply",
-                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
-        Icmpv4Repr::DstUnreachable { reason, header, .. } => json!({
-            "type": 3, "code": u8::from(reason), "name": "dst-unreachable",
-            "reason": reason.to_string(),
-            "quoted": {"src": header.src_addr.to_string(), "dst": header.dst_addr.to_string(),
-                       "proto": u8::from(header.next_header)},
-        }),
+        } => echo_json(0, "echo reply", ident, seq_no, data),
+        Icmpv4Repr::DstUnreachable { reason, header, .. } => {
+            let quoted = (header.src_addr, header.dst_addr, header.next_header);
+            unreachable_json(3, u8::from(reason), reason, quoted)
+        }
         #[allow(unreachable_patterns)]
         ref other => json!({ "summary": other.to_string() }),
     };
@@ -512,20 +530,16 @@ fn icmpv6_json(repr: &Icmpv6Repr<'_>, checksum_ok: bool) -> Value {
             ident,
             seq_no,
             data,
-        } => json!({"type": 128, "code": 0, "name": "echo request",
-                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
+        } => echo_json(128, "echo request", ident, seq_no, data),
         Icmpv6Repr::EchoReply {
             ident,
             seq_no,
             data,
-        } => json!({"type": 129, "code": 0, "name": "echo reply",
-                    "ident": ident, "seq_no": seq_no, "data_len": data.len()}),
-        Icmpv6Repr::DstUnreachable { reason, header, .. } => json!({
-            "type": 1, "code": u8::from(reason), "name": "dst-unreachable",
-            "reason": reason.to_string(),
-            "quoted": {"src": header.src_addr.to_string(), "dst": header.dst_addr.to_string(),
-                       "proto": u8::from(header.next_header)},
-        }),
+        } => echo_json(129, "echo reply", ident, seq_no, data),
+        Icmpv6Repr::DstUnreachable { reason, header, .. } => {
+            let quoted = (header.src_addr, header.dst_addr, header.next_header);
+            unreachable_json(1, u8::from(reason), reason, quoted)
+        }
         Icmpv6Repr::NeighborSolicit {
             target_addr,
             lladdr,

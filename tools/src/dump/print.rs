@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use homa_stack::wire::homa::{Kind, RESEND_ALL};
+use homa_stack::wire::homa::{self, Kind, RESEND_ALL};
 
 use super::decode::{Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
 use super::reader::{Record, Timestamp};
@@ -281,6 +281,21 @@ fn verbose_lines(out: &mut String, record: &Record, d: &Decoded<'_>) {
     let Net::Ip(ip, transport) = &d.net else {
         return;
     };
+    verbose_ip(out, ip);
+    let Transport::Homa(h) = transport else {
+        return;
+    };
+    if !h.has_common_header() {
+        return;
+    }
+    verbose_homa(out, h);
+    if let Some(repr) = &h.repr {
+        verbose_type(out, h, repr);
+    }
+}
+
+/// `-v`'s line of the IP header.
+fn verbose_ip(out: &mut String, ip: &Ip) {
     let _ = write!(
         out,
         "\n    ip: v{} {} > {} proto {} tos 0x{:02x} (prio {}) ttl {} len {}",
@@ -303,13 +318,11 @@ fn verbose_lines(out: &mut String, record: &Record, d: &Decoded<'_>) {
             if ok { "ok" } else { "bad" }
         );
     }
-    let Transport::Homa(h) = transport else {
-        return;
-    };
+}
+
+/// `-v`'s lines of the Homa common header and its checksum.
+fn verbose_homa(out: &mut String, h: &Homa<'_>) {
     let p = &h.packet;
-    if !h.has_common_header() {
-        return;
-    }
     let _ = write!(
         out,
         "\n    homa: sport {} dport {} sequence {} type 0x{:02x} doff {} flags 0x{:02x} \
@@ -334,9 +347,11 @@ fn verbose_lines(out: &mut String, record: &Record, d: &Decoded<'_>) {
             .to_string(),
         HomaChecksum::Unverified => "unverified (packet truncated)".to_string(),
     });
-    let Some(repr) = &h.repr else {
-        return;
-    };
+}
+
+/// `-v`'s lines of the fields of the packet's type.
+fn verbose_type(out: &mut String, h: &Homa<'_>, repr: &homa::Repr<'_>) {
+    let p = &h.packet;
     match &repr.kind {
         Kind::Data { .. } => {
             let seg = p.seg_offset();
@@ -377,7 +392,7 @@ fn verbose_lines(out: &mut String, record: &Record, d: &Decoded<'_>) {
                 );
             }
         }
-        Kind::Resend { .. } if h.header_len == 36 => {
+        Kind::Resend { .. } if h.header_len == homa::RESEND_UPSTREAM_HEADER_LEN => {
             out.push_str("\n    resend: 36-byte upstream form, no priority byte");
         }
         _ => {}

@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
 use homa_stack::stats::Drops;
 use homa_stack::wire::{EthernetAddress, IpAddr, Ipv4Addr};
-use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError, SocketHandle};
 use homa_testkit::Storage;
 use serde_json::{json, Value};
 
@@ -84,10 +84,29 @@ fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress
     }
 }
 
-/// A loop to run over whichever device was opened.
+/// A loop to run with an endpoint over whichever device was opened.
 trait Job {
     type Out;
-    fn run<D: Device>(self, dev: &mut D, fd: RawFd) -> Self::Out;
+    fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out;
+}
+
+/// Opens the transport's device, builds an endpoint for it and runs the job
+/// `make` gives for the endpoint's address and MAC: the job's report, and
+/// the stack's and the device's counters for its `extra`.
+fn run_job<R, J: Job<Out = Result<(R, Value), String>>>(
+    transport: &Transport,
+    o: &HomaOpts,
+    make: impl FnOnce(IpAddr, EthernetAddress) -> J,
+) -> Result<(R, Value), String> {
+    let (mut opened, ip, dev_mac) = open(transport)?;
+    let mac = o.mac.or(dev_mac).unwrap_or_else(|| netcfg::mac_for(ip));
+    let mut mem = memory(o);
+    let mut ep = mem
+        .try_endpoint(config(ip, mac, o)?)
+        .map_err(|e| e.to_string())?;
+    let (out, dev) = with_device(&mut opened, o, &mut ep, make(ip, mac))?;
+    let (report, stack) = out?;
+    Ok((report, json!({ "stack": stack, "device": dev })))
 }
 
 fn pcap_sink(path: &Option<String>) -> Result<Option<Box<dyn Write>>, String> {
@@ -105,17 +124,18 @@ fn pcap_sink(path: &Option<String>) -> Result<Option<Box<dyn Write>>, String> {
 fn with_device<J: Job>(
     opened: &mut Opened,
     o: &HomaOpts,
+    ep: &mut Endpoint<'_>,
     job: J,
 ) -> Result<(J::Out, Value), String> {
     let sink = pcap_sink(&o.pcap)?;
     let (out, host) = match opened {
         Opened::Tap(t) => {
             let fd = t.as_raw_fd();
-            (run_on(&mut *t, fd, sink, o.drop_ppm, job), t.stats())
+            (run_on(&mut *t, fd, sink, o.drop_ppm, ep, job), t.stats())
         }
         Opened::Raw(r) => {
             let fd = r.as_raw_fd();
-            (run_on(&mut *r, fd, sink, o.drop_ppm, job), r.stats())
+            (run_on(&mut *r, fd, sink, o.drop_ppm, ep, job), r.stats())
         }
     };
     let dev = json!({
@@ -135,30 +155,37 @@ fn run_on<D: Device, J: Job>(
     fd: RawFd,
     sink: Option<Box<dyn Write>>,
     drop_ppm: u32,
+    ep: &mut Endpoint<'_>,
     job: J,
 ) -> J::Out {
-    fn pcap<D: Device, J: Job>(dev: D, fd: RawFd, sink: Option<Box<dyn Write>>, job: J) -> J::Out {
+    fn pcap<D: Device, J: Job>(
+        dev: D,
+        fd: RawFd,
+        sink: Option<Box<dyn Write>>,
+        ep: &mut Endpoint<'_>,
+        job: J,
+    ) -> J::Out {
         match sink {
             Some(s) => {
                 let mut w = PcapWriter::new(dev, s, PcapMode::Both);
-                let out = job.run(&mut w, fd);
+                let out = job.run(ep, &mut w, fd);
                 let _ = w.flush();
                 out
             }
             None => {
                 let mut dev = dev;
-                job.run(&mut dev, fd)
+                job.run(ep, &mut dev, fd)
             }
         }
     }
     if drop_ppm == 0 {
-        return pcap(dev, fd, sink, job);
+        return pcap(dev, fd, sink, ep, job);
     }
     let mut faults = homa_phy::fault::FaultConfig::new();
     faults.drop_ppm = drop_ppm;
     let injector: homa_phy::fault::FaultInjector<D> =
         homa_phy::fault::FaultInjector::with_config(dev, 0x1055, faults);
-    pcap(injector, fd, sink, job)
+    pcap(injector, fd, sink, ep, job)
 }
 
 /// The endpoint's configuration: IPv4-only for an IPv4 `ip`, IPv6-only
@@ -305,25 +332,13 @@ impl Punctuality {
 
 /// Runs a Homa server until its duration ends or a stop signal.
 pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
-    let (mut opened, ip, dev_mac) = open(&o.transport)?;
-    let mac = o
-        .homa
-        .mac
-        .or(dev_mac)
-        .unwrap_or_else(|| netcfg::mac_for(ip));
-    let mut mem = memory(&o.homa);
-    let ep = mem
-        .try_endpoint(config(ip, mac, &o.homa)?)
-        .map_err(|e| e.to_string())?;
-    let (report, dev) = with_device(&mut opened, &o.homa, Server { o, ep, ip, mac })?;
-    let (mut report, stack) = report?;
-    report.extra = json!({ "stack": stack, "device": dev });
+    let (mut report, extra) = run_job(&o.transport, &o.homa, |ip, mac| Server { o, ip, mac })?;
+    report.extra = extra;
     Ok(report)
 }
 
-struct Server<'a, 'b> {
+struct Server<'a> {
     o: &'a ServerOpts,
-    ep: Endpoint<'b>,
     ip: IpAddr,
     mac: EthernetAddress,
 }
@@ -470,12 +485,11 @@ fn count(r: &mut ServerReport, a: Answered, quiet: bool) {
     }
 }
 
-impl Job for Server<'_, '_> {
+impl Job for Server<'_> {
     type Out = Result<(ServerReport, Value), String>;
 
-    fn run<D: Device>(mut self, dev: &mut D, fd: RawFd) -> Self::Out {
+    fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out {
         let o = self.o;
-        let ep = &mut self.ep;
         let sock = ep.bind(o.port).map_err(|e| e.to_string())?;
         let clock = Clock::start();
         for &(ip, mac) in &o.homa.neighbors {
@@ -541,25 +555,35 @@ impl Job for Server<'_, '_> {
 /// Runs a Homa client: issues RPCs for the duration, waits for the
 /// outstanding ones up to the drain time, and reports.
 pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
-    let (mut opened, ip, dev_mac) = open(&o.transport)?;
-    let mac = o
-        .homa
-        .mac
-        .or(dev_mac)
-        .unwrap_or_else(|| netcfg::mac_for(ip));
-    let mut mem = memory(&o.homa);
-    let ep = mem
-        .try_endpoint(config(ip, mac, &o.homa)?)
-        .map_err(|e| e.to_string())?;
-    let (report, dev) = with_device(&mut opened, &o.homa, Client { o, ep })?;
-    let (mut report, stack) = report?;
-    report.extra = json!({ "stack": stack, "device": dev });
+    let (mut report, extra) = run_job(&o.transport, &o.homa, |_, _| Client { o })?;
+    report.extra = extra;
     Ok(report)
 }
 
-struct Client<'a, 'b> {
+struct Client<'a> {
     o: &'a ClientOpts,
-    ep: Endpoint<'b>,
+}
+
+/// A client's report before its first RPC: what was asked for, nothing
+/// counted yet.
+pub fn empty_report(protocol: &str, o: &ClientOpts) -> ClientReport {
+    ClientReport {
+        protocol: protocol.into(),
+        workload: o.dist.name().to_string(),
+        pace: pace_text(o.pace),
+        duration_s: o.duration_s,
+        elapsed_s: 0.0,
+        issued: 0,
+        completed: 0,
+        failed: 0,
+        corrupt: 0,
+        unfinished: 0,
+        request_bytes: 0,
+        response_bytes: 0,
+        rtt: SizeBuckets::new(o.dist.bucket_bounds()),
+        cpu_s: (0.0, 0.0),
+        extra: Value::Null,
+    }
 }
 
 /// Describes the pacing for the report header.
@@ -587,190 +611,243 @@ struct InFlight {
     started_ns: u64,
 }
 
-impl Job for Client<'_, '_> {
+impl Job for Client<'_> {
     type Out = Result<(ClientReport, Value), String>;
 
-    fn run<D: Device>(mut self, dev: &mut D, fd: RawFd) -> Self::Out {
+    fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out {
         let o = self.o;
-        let ep = &mut self.ep;
         let sock = ep.socket().map_err(|e| e.to_string())?;
         sys::set_timer_slack_ns(1_000);
-        let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
-        let mut rtt = SizeBuckets::new(o.dist.bucket_bounds());
-        let mut r = ClientReport {
-            protocol: "homa".into(),
-            workload: o.dist.name().to_string(),
-            pace: pace_text(o.pace),
-            duration_s: o.duration_s,
-            elapsed_s: 0.0,
-            issued: 0,
-            completed: 0,
-            failed: 0,
-            corrupt: 0,
-            unfinished: 0,
-            request_bytes: 0,
-            response_bytes: 0,
-            rtt: SizeBuckets::new(vec![1]),
-            cpu_s: (0.0, 0.0),
-            extra: Value::Null,
-        };
         sleep_until_unix_ms(o.start_at_ms);
-        let clock = Clock::start();
+        let mut c = ClientRun::new(o, sock, Clock::start());
         for &(ip, mac) in &o.homa.neighbors {
-            ep.add_neighbor(clock.now(), ip, mac)
+            ep.add_neighbor(c.clock.now(), ip, mac)
                 .map_err(|e| e.to_string())?;
         }
-        let dur_ns = (o.duration_s * 1e9) as u64;
-        let end_ns = dur_ns + (o.drain_s * 1e9) as u64;
-        let mut next = match o.pace {
-            Pace::Poisson { .. } => Some(arrivals.next_arrival()),
-            Pace::Closed { .. } => None,
-        };
-        let mut backlog: VecDeque<Arrival> = VecDeque::new();
-        let mut pending: HashMap<RpcHandle, InFlight> = HashMap::new();
-        let (mut buf, mut scratch) = (Vec::new(), Vec::new());
-        // Which arrival `buf` holds, so a request waiting for room is not
-        // refilled on every pass.
-        let mut filled: Option<u64> = None;
         let mut stopped = false;
         let mut punct = Punctuality::default();
-        let mut progress = Progress::new("client", o.quiet, Some(o.duration_s));
         loop {
-            let now_ns = clock.ns();
-            if progress.due(now_ns) {
-                let rest = format!(
-                    "{}, failed {}, corrupt {}, in flight {}{}",
-                    percentiles(rtt.all()),
-                    r.failed,
-                    r.corrupt,
-                    pending.len() + backlog.len(),
-                    drops_progress(ep)
-                );
-                progress.tick(now_ns, r.completed, &rest);
-            }
+            let now_ns = c.clock.ns();
+            c.show_progress(ep, now_ns);
             stopped |= sys::stop_requested();
-            let issuing = now_ns < dur_ns && !stopped;
+            let issuing = now_ns < c.dur_ns && !stopped;
             if issuing {
-                match o.pace {
-                    Pace::Poisson { .. } => {
-                        while let Some(a) = next.filter(|a| a.at_ns <= now_ns) {
-                            backlog.push_back(a);
-                            r.issued += 1;
-                            next = Some(arrivals.next_arrival());
-                        }
-                    }
-                    Pace::Closed { outstanding } => {
-                        while pending.len() + backlog.len() < outstanding {
-                            let mut a = arrivals.next_arrival();
-                            a.at_ns = now_ns;
-                            backlog.push_back(a);
-                            r.issued += 1;
-                        }
-                    }
-                }
+                c.issue(now_ns);
             }
-            while let Some(a) = backlog.front().copied() {
-                let header = Header {
-                    reply_len: o.reply_len,
-                    seed: a.seed,
-                };
-                if filled != Some(a.index) {
-                    fill_request(&mut buf, header, a.len as usize);
-                    filled = Some(a.index);
-                }
-                let t = o.targets[(a.index % o.targets.len() as u64) as usize];
-                match ep.send_request(sock, t.ip(), t.port(), &buf) {
-                    Ok(h) => {
-                        backlog.pop_front();
-                        pending.insert(
-                            h,
-                            InFlight {
-                                a,
-                                started_ns: now_ns,
-                            },
-                        );
-                    }
-                    Err(SendError::TableFull) | Err(SendError::PoolFull) => break,
-                    Err(e) => {
-                        backlog.pop_front();
-                        r.failed += 1;
-                        if !o.quiet {
-                            progress
-                                .note(&format!("homa-perf: request of {} B not sent: {e}", a.len));
-                        }
-                    }
-                }
-            }
-            ep.poll(clock.now(), dev);
-            let t_ns = clock.ns();
-            let mut events = 0;
-            while let Some(ev) = ep.recv(sock) {
-                events += 1;
-                match ev {
-                    Event::Response { rpc, len } => {
-                        let Some(f) = pending.remove(&rpc) else {
-                            let _ = ep.release(rpc);
-                            continue;
-                        };
-                        let header = Header {
-                            reply_len: o.reply_len,
-                            seed: f.a.seed,
-                        };
-                        let ok = !o.verify || {
-                            fill_response(&mut scratch, header, f.a.len as usize);
-                            len == scratch.len()
-                                && ep.message(rpc).is_some_and(|m| m.eq_bytes(&scratch))
-                        };
-                        r.completed += 1;
-                        r.request_bytes += u64::from(f.a.len);
-                        r.response_bytes += len as u64;
-                        if ok {
-                            rtt.record(f.a.size, t_ns.saturating_sub(f.a.at_ns));
-                        } else {
-                            r.corrupt += 1;
-                            if !o.quiet {
-                                progress.note(&format!(
-                                    "homa-perf: response to a {} B request (seed {}) is corrupt",
-                                    f.a.len, f.a.seed
-                                ));
-                            }
-                        }
-                        let _ = ep.release(rpc);
-                    }
-                    Event::Failed { rpc, error } => {
-                        if let Some(f) = pending.remove(&rpc) {
-                            r.failed += 1;
-                            if !o.quiet {
-                                progress.note(&format!(
-                                    "homa-perf: RPC {} of {} B failed at {:.3} s, {:.1} ms after it was sent: {error}",
-                                    rpc.id(),
-                                    f.a.len,
-                                    t_ns as f64 / 1e9,
-                                    (t_ns - f.started_ns) as f64 / 1e6
-                                ));
-                            }
-                        }
-                        let _ = ep.release(rpc);
-                    }
-                    Event::Request { .. } => {}
-                }
-            }
-            if (!issuing && pending.is_empty() && backlog.is_empty()) || stopped || t_ns >= end_ns {
+            c.send_backlog(ep, now_ns);
+            ep.poll(c.clock.now(), dev);
+            let t_ns = c.clock.ns();
+            let events = c.take_events(ep, t_ns);
+            let idle = c.pending.is_empty() && c.backlog.is_empty();
+            if (!issuing && idle) || stopped || t_ns >= c.end_ns {
                 break;
             }
             if events > 0 {
                 continue; // a closed loop refills at once
             }
-            let wake = match (issuing, next) {
-                (true, Some(a)) => a.at_ns.min(end_ns),
-                _ => end_ns,
+            let wake = match (issuing, c.next) {
+                (true, Some(a)) => a.at_ns.min(c.end_ns),
+                _ => c.end_ns,
             };
-            punct.sleep(ep, &clock, fd, wake);
+            punct.sleep(ep, &c.clock, fd, wake);
         }
-        progress.end_bar();
+        let r = c.finish(ep, dev, fd);
+        Ok((r, stack_counters(ep, &punct)))
+    }
+}
+
+/// The client loop's state from one pass to the next.
+struct ClientRun<'a> {
+    o: &'a ClientOpts,
+    sock: SocketHandle,
+    clock: Clock,
+    /// When issuing stops.
+    dur_ns: u64,
+    /// When waiting for the outstanding RPCs stops.
+    end_ns: u64,
+    arrivals: Arrivals,
+    /// The next Poisson arrival (none in a closed loop).
+    next: Option<Arrival>,
+    /// Arrivals waiting for room in the endpoint.
+    backlog: VecDeque<Arrival>,
+    pending: HashMap<RpcHandle, InFlight>,
+    /// The request being sent, and the response a reply should match.
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Which arrival `buf` holds, so a request waiting for room is not
+    /// refilled on every pass.
+    filled: Option<u64>,
+    rtt: SizeBuckets,
+    r: ClientReport,
+    progress: Progress,
+}
+
+impl<'a> ClientRun<'a> {
+    fn new(o: &'a ClientOpts, sock: SocketHandle, clock: Clock) -> Self {
+        let dur_ns = (o.duration_s * 1e9) as u64;
+        let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
+        let next = match o.pace {
+            Pace::Poisson { .. } => Some(arrivals.next_arrival()),
+            Pace::Closed { .. } => None,
+        };
+        ClientRun {
+            o,
+            sock,
+            clock,
+            dur_ns,
+            end_ns: dur_ns + (o.drain_s * 1e9) as u64,
+            arrivals,
+            next,
+            backlog: VecDeque::new(),
+            pending: HashMap::new(),
+            buf: Vec::new(),
+            scratch: Vec::new(),
+            filled: None,
+            rtt: SizeBuckets::new(o.dist.bucket_bounds()),
+            r: empty_report("homa", o),
+            progress: Progress::new("client", o.quiet, Some(o.duration_s)),
+        }
+    }
+
+    /// The progress line, once a second.
+    fn show_progress(&mut self, ep: &Endpoint<'_>, now_ns: u64) {
+        if self.progress.due(now_ns) {
+            let rest = format!(
+                "{}, failed {}, corrupt {}, in flight {}{}",
+                percentiles(self.rtt.all()),
+                self.r.failed,
+                self.r.corrupt,
+                self.pending.len() + self.backlog.len(),
+                drops_progress(ep)
+            );
+            self.progress.tick(now_ns, self.r.completed, &rest);
+        }
+    }
+
+    /// Queues the RPCs due by `now_ns`: the Poisson arrivals up to now, or
+    /// enough to keep a closed loop's count outstanding.
+    fn issue(&mut self, now_ns: u64) {
+        match self.o.pace {
+            Pace::Poisson { .. } => {
+                while let Some(a) = self.next.filter(|a| a.at_ns <= now_ns) {
+                    self.backlog.push_back(a);
+                    self.r.issued += 1;
+                    self.next = Some(self.arrivals.next_arrival());
+                }
+            }
+            Pace::Closed { outstanding } => {
+                while self.pending.len() + self.backlog.len() < outstanding {
+                    let mut a = self.arrivals.next_arrival();
+                    a.at_ns = now_ns;
+                    self.backlog.push_back(a);
+                    self.r.issued += 1;
+                }
+            }
+        }
+    }
+
+    /// Sends the queued requests until the endpoint has no room.
+    fn send_backlog(&mut self, ep: &mut Endpoint<'_>, now_ns: u64) {
+        let o = self.o;
+        while let Some(a) = self.backlog.front().copied() {
+            let header = Header {
+                reply_len: o.reply_len,
+                seed: a.seed,
+            };
+            if self.filled != Some(a.index) {
+                fill_request(&mut self.buf, header, a.len as usize);
+                self.filled = Some(a.index);
+            }
+            let t = o.targets[(a.index % o.targets.len() as u64) as usize];
+            match ep.send_request(self.sock, t.ip(), t.port(), &self.buf) {
+                Ok(h) => {
+                    self.backlog.pop_front();
+                    let started_ns = now_ns;
+                    self.pending.insert(h, InFlight { a, started_ns });
+                }
+                Err(SendError::TableFull) | Err(SendError::PoolFull) => break,
+                Err(e) => {
+                    self.backlog.pop_front();
+                    self.r.failed += 1;
+                    if !o.quiet {
+                        let line = format!("homa-perf: request of {} B not sent: {e}", a.len);
+                        self.progress.note(&line);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes the socket's events at `t_ns`; returns how many there were.
+    fn take_events(&mut self, ep: &mut Endpoint<'_>, t_ns: u64) -> usize {
+        let mut events = 0;
+        while let Some(ev) = ep.recv(self.sock) {
+            events += 1;
+            match ev {
+                Event::Response { rpc, len } => self.on_response(ep, rpc, len, t_ns),
+                Event::Failed { rpc, error } => {
+                    if let Some(f) = self.pending.remove(&rpc) {
+                        self.r.failed += 1;
+                        if !self.o.quiet {
+                            self.progress.note(&format!(
+                                "homa-perf: RPC {} of {} B failed at {:.3} s, {:.1} ms after it was sent: {error}",
+                                rpc.id(),
+                                f.a.len,
+                                t_ns as f64 / 1e9,
+                                (t_ns - f.started_ns) as f64 / 1e6
+                            ));
+                        }
+                    }
+                    let _ = ep.release(rpc);
+                }
+                Event::Request { .. } => {}
+            }
+        }
+        events
+    }
+
+    /// Counts a response, checked against what its request asked for.
+    fn on_response(&mut self, ep: &mut Endpoint<'_>, rpc: RpcHandle, len: usize, t_ns: u64) {
+        let o = self.o;
+        let Some(f) = self.pending.remove(&rpc) else {
+            let _ = ep.release(rpc);
+            return;
+        };
+        let header = Header {
+            reply_len: o.reply_len,
+            seed: f.a.seed,
+        };
+        let ok = !o.verify || {
+            fill_response(&mut self.scratch, header, f.a.len as usize);
+            len == self.scratch.len() && ep.message(rpc).is_some_and(|m| m.eq_bytes(&self.scratch))
+        };
+        let r = &mut self.r;
+        r.completed += 1;
+        r.request_bytes += u64::from(f.a.len);
+        r.response_bytes += len as u64;
+        if ok {
+            self.rtt.record(f.a.size, t_ns.saturating_sub(f.a.at_ns));
+        } else {
+            r.corrupt += 1;
+            if !o.quiet {
+                self.progress.note(&format!(
+                    "homa-perf: response to a {} B request (seed {}) is corrupt",
+                    f.a.len, f.a.seed
+                ));
+            }
+        }
+        let _ = ep.release(rpc);
+    }
+
+    /// Gives up the RPCs still outstanding, lets the last acks out, and
+    /// returns the report.
+    fn finish<D: Device>(mut self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> ClientReport {
+        self.progress.end_bar();
+        let clock = self.clock;
+        let mut r = self.r;
         r.elapsed_s = clock.ns() as f64 / 1e9;
-        r.unfinished = (pending.len() + backlog.len()) as u64;
-        for (rpc, _) in pending.drain() {
+        r.unfinished = (self.pending.len() + self.backlog.len()) as u64;
+        for (rpc, _) in self.pending.drain() {
             let _ = ep.abort(rpc);
         }
         // A little longer, so the acks of the last responses reach the
@@ -781,9 +858,9 @@ impl Job for Client<'_, '_> {
             ep.poll(clock.now(), dev);
             tail.sleep(ep, &clock, fd, linger);
         }
-        r.rtt = rtt;
+        r.rtt = self.rtt;
         r.cpu_s = sys::cpu_seconds();
-        Ok((r, stack_counters(ep, &punct)))
+        r
     }
 }
 

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, ServerOpts};
-use super::homa::{pace_text, sleep_until_unix_ms, Clock};
+use super::homa::{empty_report, sleep_until_unix_ms, Clock};
 use super::payload::{check_request, fill_request, fill_response, Header, ECHO};
 use super::progress::{percentiles, Progress};
 use super::report::{ClientReport, ServerReport};
@@ -46,6 +46,17 @@ enum Stop {
     Io(String),
 }
 
+/// What a failed read or write means: a timeout or an interruption is
+/// tried again unless `give_up` says stop; anything else ends the
+/// connection.
+fn retry_or_stop(e: std::io::Error, give_up: &dyn Fn() -> bool) -> Result<(), Stop> {
+    match e.kind() {
+        ErrorKind::WouldBlock | ErrorKind::TimedOut if give_up() => Err(Stop::Deadline),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted => Ok(()),
+        _ => Err(Stop::Io(e.to_string())),
+    }
+}
+
 /// Writes all of `buf`, waking every [`TICK`] to check `give_up`.
 fn write_all(s: &mut TcpStream, buf: &[u8], give_up: &dyn Fn() -> bool) -> Result<(), Stop> {
     let mut off = 0;
@@ -53,13 +64,7 @@ fn write_all(s: &mut TcpStream, buf: &[u8], give_up: &dyn Fn() -> bool) -> Resul
         match s.write(&buf[off..]) {
             Ok(0) => return Err(Stop::Io("connection closed".into())),
             Ok(n) => off += n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if give_up() {
-                    return Err(Stop::Deadline);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(Stop::Io(e.to_string())),
+            Err(e) => retry_or_stop(e, give_up)?,
         }
     }
     Ok(())
@@ -74,13 +79,7 @@ fn read_exact(s: &mut TcpStream, buf: &mut [u8], give_up: &dyn Fn() -> bool) -> 
             Ok(0) if off == 0 => return Ok(false),
             Ok(0) => return Err(Stop::Io("connection closed mid-message".into())),
             Ok(n) => off += n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if give_up() {
-                    return Err(Stop::Deadline);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(Stop::Io(e.to_string())),
+            Err(e) => retry_or_stop(e, give_up)?,
         }
     }
     Ok(true)
@@ -176,29 +175,36 @@ struct Conn {
     broken: AtomicBool,
 }
 
+/// When a client's transfers stop: at its drain deadline or on a stop
+/// signal.
+#[derive(Clone, Copy)]
+struct Deadline {
+    clock: Clock,
+    end_ns: u64,
+}
+
+impl Deadline {
+    fn passed(&self) -> bool {
+        self.clock.ns() >= self.end_ns || sys::stop_requested()
+    }
+}
+
 /// Runs the TCP client.
 pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
     sys::set_timer_slack_ns(1_000);
-    let mut streams = Vec::new();
-    for t in &o.targets {
-        let s = TcpStream::connect_timeout(t, StdDuration::from_secs(5))
-            .map_err(|e| format!("connect {t}: {e}"))?;
-        stream_for(&s)?;
-        streams.push(s);
-    }
+    let streams = connect(o)?;
     sleep_until_unix_ms(o.start_at_ms);
     let clock = Clock::start();
     let dur_ns = (o.duration_s * 1e9) as u64;
-    let end_ns = dur_ns + (o.drain_s * 1e9) as u64;
-    let give_up = move || clock.ns() >= end_ns || sys::stop_requested();
+    let deadline = Deadline {
+        clock,
+        end_ns: dur_ns + (o.drain_s * 1e9) as u64,
+    };
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let live = Arc::new(Mutex::new(Live::default()));
     let finished = Arc::new(AtomicBool::new(false));
     let progress = progress_thread(o, clock, live.clone(), finished.clone());
-    let mut senders = Vec::new();
-    let mut writers = Vec::new();
-    let mut readers = Vec::new();
-    let mut conns = Vec::new();
+    let (mut senders, mut writers, mut readers, mut conns) = (vec![], vec![], vec![], vec![]);
     for s in streams {
         let conn = Arc::new(Conn {
             fifo: Mutex::new(VecDeque::new()),
@@ -208,198 +214,37 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         conns.push(conn.clone());
         let (tx, rx) = mpsc::channel::<Arrival>();
         senders.push(tx);
-        let mut ws = s.try_clone().map_err(|e| e.to_string())?;
-        let wconn = conn.clone();
-        let reply_len = o.reply_len;
+        let ws = s.try_clone().map_err(|e| e.to_string())?;
+        let (wconn, reply_len) = (conn.clone(), o.reply_len);
         writers.push(thread::spawn(move || {
-            let (mut msg, mut out) = (Vec::new(), Vec::new());
-            loop {
-                let a = match rx.recv_timeout(TICK) {
-                    Ok(a) => a,
-                    Err(mpsc::RecvTimeoutError::Timeout) if !give_up() => continue,
-                    Err(_) => break,
-                };
-                if wconn.broken.load(Ordering::SeqCst) {
-                    break;
-                }
-                fill_request(
-                    &mut msg,
-                    Header {
-                        reply_len,
-                        seed: a.seed,
-                    },
-                    a.len as usize,
-                );
-                frame(&mut out, &msg);
-                wconn.fifo.lock().expect("no panics hold it").push_back(a);
-                match write_all(&mut ws, &out, &give_up) {
-                    Ok(()) => {}
-                    Err(Stop::Deadline) => break,
-                    Err(Stop::Io(e)) => {
-                        eprintln!("homa-perf: tcp write: {e}");
-                        wconn.broken.store(true, Ordering::SeqCst);
-                        break;
-                    }
-                }
-            }
-            wconn.writer_done.store(true, Ordering::SeqCst);
+            write_requests(ws, &wconn, &rx, reply_len, deadline)
         }));
-        let mut rs = s;
-        let rconn = conn;
+        let reader = Reader {
+            conn,
+            clock,
+            deadline,
+            reply_len,
+            verify: o.verify,
+            quiet: o.quiet,
+            done: done_tx.clone(),
+            live: live.clone(),
+        };
         let bounds = o.dist.bucket_bounds();
-        let (verify, quiet) = (o.verify, o.quiet);
-        let done_tx = done_tx.clone();
-        let live = live.clone();
-        readers.push(thread::spawn(move || {
-            let mut res = ReaderResult::default();
-            let mut rtt = SizeBuckets::new(bounds);
-            let (mut buf, mut expect) = (Vec::new(), Vec::new());
-            let finished = || {
-                rconn.writer_done.load(Ordering::SeqCst)
-                    && rconn.fifo.lock().expect("no panics hold it").is_empty()
-            };
-            let stop = || give_up() || finished();
-            loop {
-                match read_frame(&mut rs, &mut buf, &stop) {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(Stop::Deadline) => break,
-                    Err(Stop::Io(e)) => {
-                        eprintln!("homa-perf: tcp read: {e}");
-                        rconn.broken.store(true, Ordering::SeqCst);
-                        break;
-                    }
-                }
-                let t = clock.ns();
-                let Some(a) = rconn.fifo.lock().expect("no panics hold it").pop_front() else {
-                    eprintln!("homa-perf: tcp: a response nobody asked for");
-                    rconn.broken.store(true, Ordering::SeqCst);
-                    break;
-                };
-                let ok = !verify || {
-                    fill_response(
-                        &mut expect,
-                        Header {
-                            reply_len,
-                            seed: a.seed,
-                        },
-                        a.len as usize,
-                    );
-                    expect == buf
-                };
-                res.completed += 1;
-                res.request_bytes += u64::from(a.len);
-                res.response_bytes += buf.len() as u64;
-                {
-                    let mut l = live.lock().expect("no panics hold it");
-                    l.completed += 1;
-                    l.corrupt += u64::from(!ok);
-                    if ok {
-                        l.rtt.record(t.saturating_sub(a.at_ns));
-                    }
-                }
-                if ok {
-                    rtt.record(a.size, t.saturating_sub(a.at_ns));
-                } else {
-                    res.corrupt += 1;
-                    if !quiet {
-                        eprintln!(
-                            "homa-perf: tcp response to a {} B request is corrupt",
-                            a.len
-                        );
-                    }
-                }
-                let _ = done_tx.send(());
-            }
-            if rconn.broken.load(Ordering::SeqCst) {
-                // What was sent on a broken connection will not be answered.
-                res.failed += rconn
-                    .fifo
-                    .lock()
-                    .expect("no panics hold it")
-                    .drain(..)
-                    .count() as u64;
-            }
-            res.rtt = Some(rtt);
-            res
-        }));
+        readers.push(thread::spawn(move || reader.run(s, bounds)));
     }
     drop(done_tx);
-
-    // Dispatch arrivals to the connections in turn.
-    let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
-    let mut issued = 0u64;
-    let send = |a: Arrival| {
-        let i = (a.index % senders.len() as u64) as usize;
-        let _ = senders[i].send(a);
-    };
-    match o.pace {
-        Pace::Poisson { .. } => loop {
-            let a = arrivals.next_arrival();
-            if a.at_ns >= dur_ns {
-                break;
-            }
-            while clock.ns() < a.at_ns {
-                if sys::stop_requested() {
-                    break;
-                }
-                let wait = (a.at_ns - clock.ns()).min(50_000_000);
-                thread::sleep(StdDuration::from_nanos(wait));
-            }
-            if sys::stop_requested() {
-                break;
-            }
-            issued += 1;
-            send(a);
-        },
-        Pace::Closed { outstanding } => {
-            for _ in 0..outstanding {
-                let mut a = arrivals.next_arrival();
-                a.at_ns = clock.ns();
-                issued += 1;
-                send(a);
-            }
-            while clock.ns() < dur_ns && !sys::stop_requested() {
-                let left = StdDuration::from_nanos(dur_ns.saturating_sub(clock.ns()));
-                match done_rx.recv_timeout(left.min(TICK)) {
-                    Ok(()) => {
-                        let mut a = arrivals.next_arrival();
-                        a.at_ns = clock.ns();
-                        issued += 1;
-                        send(a);
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                }
-            }
-        }
-    }
+    let issued = dispatch(o, clock, dur_ns, &senders, &done_rx);
     drop(senders);
     for w in writers {
         let _ = w.join();
     }
-    let mut r = ClientReport {
-        protocol: "tcp".into(),
-        workload: o.dist.name().to_string(),
-        pace: pace_text(o.pace),
-        duration_s: o.duration_s,
-        elapsed_s: 0.0,
-        issued,
-        completed: 0,
-        failed: 0,
-        corrupt: 0,
-        unfinished: 0,
-        request_bytes: 0,
-        response_bytes: 0,
-        rtt: SizeBuckets::new(o.dist.bucket_bounds()),
-        cpu_s: (0.0, 0.0),
-        extra: json!({}),
-    };
     let results: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
     finished.store(true, Ordering::SeqCst);
     if let Some(p) = progress {
         let _ = p.join();
     }
+    let mut r = empty_report("tcp", o);
+    r.issued = issued;
     for res in results {
         let res = res.map_err(|_| "a reader thread panicked")?;
         r.completed += res.completed;
@@ -420,6 +265,207 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         .count();
     r.extra = json!({ "connections": conns.len(), "broken_connections": broken });
     Ok(r)
+}
+
+/// One connection to each target.
+fn connect(o: &ClientOpts) -> Result<Vec<TcpStream>, String> {
+    o.targets
+        .iter()
+        .map(|t| {
+            let s = TcpStream::connect_timeout(t, StdDuration::from_secs(5))
+                .map_err(|e| format!("connect {t}: {e}"))?;
+            stream_for(&s)?;
+            Ok(s)
+        })
+        .collect()
+}
+
+/// A connection's writer: sends each request the dispatcher hands over,
+/// noting it in the connection's FIFO first.
+fn write_requests(
+    mut s: TcpStream,
+    conn: &Conn,
+    rx: &mpsc::Receiver<Arrival>,
+    reply_len: u32,
+    deadline: Deadline,
+) {
+    let give_up = || deadline.passed();
+    let (mut msg, mut out) = (Vec::new(), Vec::new());
+    loop {
+        let a = match rx.recv_timeout(TICK) {
+            Ok(a) => a,
+            Err(mpsc::RecvTimeoutError::Timeout) if !give_up() => continue,
+            Err(_) => break,
+        };
+        if conn.broken.load(Ordering::SeqCst) {
+            break;
+        }
+        let header = Header {
+            reply_len,
+            seed: a.seed,
+        };
+        fill_request(&mut msg, header, a.len as usize);
+        frame(&mut out, &msg);
+        conn.fifo.lock().expect("no panics hold it").push_back(a);
+        match write_all(&mut s, &out, &give_up) {
+            Ok(()) => {}
+            Err(Stop::Deadline) => break,
+            Err(Stop::Io(e)) => {
+                eprintln!("homa-perf: tcp write: {e}");
+                conn.broken.store(true, Ordering::SeqCst);
+                break;
+            }
+        }
+    }
+    conn.writer_done.store(true, Ordering::SeqCst);
+}
+
+/// A connection's reader: matches responses to the requests in its FIFO.
+struct Reader {
+    conn: Arc<Conn>,
+    clock: Clock,
+    deadline: Deadline,
+    reply_len: u32,
+    verify: bool,
+    quiet: bool,
+    /// Told of every response, for a closed loop to issue the next RPC.
+    done: mpsc::Sender<()>,
+    live: Arc<Mutex<Live>>,
+}
+
+impl Reader {
+    fn run(self, mut s: TcpStream, bounds: Vec<u32>) -> ReaderResult {
+        let conn = &self.conn;
+        let mut res = ReaderResult::default();
+        let mut rtt = SizeBuckets::new(bounds);
+        let (mut buf, mut expect) = (Vec::new(), Vec::new());
+        let finished = || {
+            conn.writer_done.load(Ordering::SeqCst)
+                && conn.fifo.lock().expect("no panics hold it").is_empty()
+        };
+        let stop = || self.deadline.passed() || finished();
+        loop {
+            match read_frame(&mut s, &mut buf, &stop) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(Stop::Deadline) => break,
+                Err(Stop::Io(e)) => {
+                    eprintln!("homa-perf: tcp read: {e}");
+                    conn.broken.store(true, Ordering::SeqCst);
+                    break;
+                }
+            }
+            let t = self.clock.ns();
+            let Some(a) = conn.fifo.lock().expect("no panics hold it").pop_front() else {
+                eprintln!("homa-perf: tcp: a response nobody asked for");
+                conn.broken.store(true, Ordering::SeqCst);
+                break;
+            };
+            let ok = !self.verify || {
+                let header = Header {
+                    reply_len: self.reply_len,
+                    seed: a.seed,
+                };
+                fill_response(&mut expect, header, a.len as usize);
+                expect == buf
+            };
+            res.completed += 1;
+            res.request_bytes += u64::from(a.len);
+            res.response_bytes += buf.len() as u64;
+            self.count_live(ok, t.saturating_sub(a.at_ns));
+            if ok {
+                rtt.record(a.size, t.saturating_sub(a.at_ns));
+            } else {
+                res.corrupt += 1;
+                if !self.quiet {
+                    eprintln!(
+                        "homa-perf: tcp response to a {} B request is corrupt",
+                        a.len
+                    );
+                }
+            }
+            let _ = self.done.send(());
+        }
+        if conn.broken.load(Ordering::SeqCst) {
+            // What was sent on a broken connection will not be answered.
+            res.failed += conn
+                .fifo
+                .lock()
+                .expect("no panics hold it")
+                .drain(..)
+                .count() as u64;
+        }
+        res.rtt = Some(rtt);
+        res
+    }
+
+    /// Counts a response for the progress line.
+    fn count_live(&self, ok: bool, rtt_ns: u64) {
+        let mut l = self.live.lock().expect("no panics hold it");
+        l.completed += 1;
+        l.corrupt += u64::from(!ok);
+        if ok {
+            l.rtt.record(rtt_ns);
+        }
+    }
+}
+
+/// Hands the arrivals to the connections in turn until the run's duration
+/// ends: Poisson arrivals at their times, or a closed loop's next RPC as
+/// each response comes back. Returns how many were issued.
+fn dispatch(
+    o: &ClientOpts,
+    clock: Clock,
+    dur_ns: u64,
+    senders: &[mpsc::Sender<Arrival>],
+    done_rx: &mpsc::Receiver<()>,
+) -> u64 {
+    let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
+    let mut issued = 0u64;
+    let mut send = |a: Arrival| {
+        issued += 1;
+        let i = (a.index % senders.len() as u64) as usize;
+        let _ = senders[i].send(a);
+    };
+    // A closed loop's RPC is due as soon as it is issued.
+    let next_now = |arrivals: &mut Arrivals| {
+        let mut a = arrivals.next_arrival();
+        a.at_ns = clock.ns();
+        a
+    };
+    match o.pace {
+        Pace::Poisson { .. } => loop {
+            let a = arrivals.next_arrival();
+            if a.at_ns >= dur_ns {
+                break;
+            }
+            while clock.ns() < a.at_ns {
+                if sys::stop_requested() {
+                    break;
+                }
+                let wait = (a.at_ns - clock.ns()).min(50_000_000);
+                thread::sleep(StdDuration::from_nanos(wait));
+            }
+            if sys::stop_requested() {
+                break;
+            }
+            send(a);
+        },
+        Pace::Closed { outstanding } => {
+            for _ in 0..outstanding {
+                send(next_now(&mut arrivals));
+            }
+            while clock.ns() < dur_ns && !sys::stop_requested() {
+                let left = StdDuration::from_nanos(dur_ns.saturating_sub(clock.ns()));
+                match done_rx.recv_timeout(left.min(TICK)) {
+                    Ok(()) => send(next_now(&mut arrivals)),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        }
+    }
+    issued
 }
 
 /// Totals of the server's connection threads.

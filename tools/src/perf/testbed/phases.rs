@@ -3,6 +3,7 @@
 //! CPU's counters taken around it, and the verdict on what set the pace.
 
 use std::net::SocketAddr;
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -210,52 +211,107 @@ pub(super) fn run_phase(
     load: &Load,
 ) -> Result<Phase, String> {
     let homa = protocol == "homa";
-    let v6 = o.ipv6;
-    let sargs = server_args(o, homa);
-    let (si, sout, sready) = tb.spawn("s0", &sargs)?;
+    let (si, sout, sready) = tb.spawn("s0", &server_args(o, homa))?;
     if sready.recv_timeout(Duration::from_secs(10)).is_err() {
         return Err(format!("the {protocol} server did not start within 10 s"));
     }
     let start_ms = unix_ms() + 1500;
-    let target = if homa {
-        SocketAddr::new(homa_ip(0, v6), HOMA_PORT).to_string()
-    } else {
-        SocketAddr::new(kernel_ip(0, v6), TCP_PORT).to_string()
-    };
     let mut clients = Vec::new();
     for c in 1..=o.clients {
-        let mut a = strings(&[
-            "client",
-            "--json",
-            "--quiet",
-            "--server",
-            &target,
-            "--workload",
-            &o.workload,
-            "--duration",
-            &load.duration_s.to_string(),
-            "--drain",
-            &load.drain_s.to_string(),
-            "--reply-len",
-            &o.reply_len.to_string(),
-            "--seed",
-            &(o.seed * 1000 + c as u64).to_string(),
-            "--start-at-ms",
-            &start_ms.to_string(),
-        ]);
-        a.extend(load.pace.iter().cloned());
-        if homa {
-            a.extend(homa_device_args(o, c));
-            a.extend(strings(&[
-                "--neighbor",
-                &neighbors(o, &mut std::iter::once(0)),
-            ]));
-        } else {
-            a.push("--tcp".into());
-        }
-        clients.push(tb.spawn(&format!("c{c}"), &a)?);
+        let args = client_args(o, c, homa, load, start_ms);
+        let (i, out, _) = tb.spawn(&format!("c{c}"), &args)?;
+        clients.push((i, out));
     }
-    // Measure over the issuing period.
+    let counters = measure(tb, o, load, start_ms)?;
+    if sys::stop_requested() {
+        return Err("stopped by a signal".into());
+    }
+    let limit = Instant::now() + Duration::from_secs_f64(load.drain_s + 20.0);
+    let mut merged: Option<ClientReport> = None;
+    for (i, out) in clients {
+        tb.wait_child(i, limit)?;
+        let rep = ClientReport::from_json(&report(&out, protocol, "client")?)?;
+        match &mut merged {
+            None => merged = Some(rep),
+            Some(m) => m.merge(&rep)?,
+        }
+    }
+    sys::kill(tb.children[si].id(), libc::SIGTERM);
+    tb.wait_child(si, Instant::now() + Duration::from_secs(10))?;
+    let server = ServerReport::from_json(&report(&sout, protocol, "server")?)?;
+    Ok(Phase {
+        protocol: protocol.to_string(),
+        clients: merged.ok_or("no clients")?,
+        server,
+        bottleneck: counters.bottleneck,
+        seconds: counters.seconds,
+        machine_busy: counters.machine_busy,
+        tap_drops: counters.tap_drops,
+        experiment_cpu: counters.experiment_cpu,
+        offered_mbps: load.offered_mbps,
+    })
+}
+
+/// The command line of client `c` for the protocol, paced by `load` and
+/// starting at the Unix time `start_ms`.
+fn client_args(o: &TestbedOpts, c: usize, homa: bool, load: &Load, start_ms: u64) -> Vec<String> {
+    let target = if homa {
+        SocketAddr::new(homa_ip(0, o.ipv6), HOMA_PORT)
+    } else {
+        SocketAddr::new(kernel_ip(0, o.ipv6), TCP_PORT)
+    };
+    let mut a = strings(&[
+        "client",
+        "--json",
+        "--quiet",
+        "--server",
+        &target.to_string(),
+        "--workload",
+        &o.workload,
+        "--duration",
+        &load.duration_s.to_string(),
+        "--drain",
+        &load.drain_s.to_string(),
+        "--reply-len",
+        &o.reply_len.to_string(),
+        "--seed",
+        &(o.seed * 1000 + c as u64).to_string(),
+        "--start-at-ms",
+        &start_ms.to_string(),
+    ]);
+    a.extend(load.pace.iter().cloned());
+    if homa {
+        a.extend(homa_device_args(o, c));
+        a.extend(strings(&[
+            "--neighbor",
+            &neighbors(o, &mut std::iter::once(0)),
+        ]));
+    } else {
+        a.push("--tcp".into());
+    }
+    a
+}
+
+/// The JSON report a process printed on `out`.
+fn report(out: &mpsc::Receiver<String>, protocol: &str, who: &str) -> Result<Value, String> {
+    let text = out.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{protocol} {who} printed no report ({e}): {text:?}"))
+}
+
+/// What the counters around a phase's issuing period say.
+struct Counters {
+    bottleneck: Bottleneck,
+    seconds: f64,
+    machine_busy: f64,
+    tap_drops: (u64, u64),
+    experiment_cpu: f64,
+}
+
+/// Waits for the clients' start at `start_ms`, then reads the bottleneck's,
+/// the TAP queues' and the CPU's counters before and after the issuing
+/// period.
+fn measure(tb: &Testbed, o: &TestbedOpts, load: &Load, start_ms: u64) -> Result<Counters, String> {
     let sw = tb.ns("sw");
     let wait_start = start_ms.saturating_sub(unix_ms());
     thread::sleep(Duration::from_millis(wait_start));
@@ -291,46 +347,15 @@ pub(super) fn run_phase(
     let cpu1 = machine_jiffies();
     let procs1 = children_cpu(tb);
     let seconds = t0.elapsed().as_secs_f64();
-    if sys::stop_requested() {
-        return Err("stopped by a signal".into());
-    }
-    let limit = Instant::now() + Duration::from_secs_f64(load.drain_s + 20.0);
-    let mut merged: Option<ClientReport> = None;
-    for (i, out, _) in clients {
-        tb.wait_child(i, limit)?;
-        let text = out.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{protocol} client printed no report ({e}): {text:?}"))?;
-        let rep = ClientReport::from_json(&v)?;
-        match &mut merged {
-            None => merged = Some(rep),
-            Some(m) => m.merge(&rep)?,
-        }
-    }
-    sys::kill(tb.children[si].id(), libc::SIGTERM);
-    tb.wait_child(si, Instant::now() + Duration::from_secs(10))?;
-    let text = sout
-        .recv_timeout(Duration::from_secs(5))
-        .unwrap_or_default();
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{protocol} server printed no report ({e}): {text:?}"))?;
-    let server = ServerReport::from_json(&v)?;
-    let bottleneck = after.since(&before);
     let d = |a: u64, b: u64| a.saturating_sub(b);
     let total = d(cpu1.total, cpu0.total).max(1) as f64;
-    let busy = d(cpu1.busy, cpu0.busy) as f64 / total;
     let softirq = d(cpu1.softirq, cpu0.softirq) as f64 / total;
-    let experiment_cpu = (procs1 - procs0) / (seconds * cores()) + softirq;
-    Ok(Phase {
-        protocol: protocol.to_string(),
-        clients: merged.ok_or("no clients")?,
-        server,
-        bottleneck,
+    Ok(Counters {
+        bottleneck: after.since(&before),
         seconds,
-        machine_busy: busy,
+        machine_busy: d(cpu1.busy, cpu0.busy) as f64 / total,
         tap_drops: (tap_drops[0], tap_drops[1..].iter().sum()),
-        experiment_cpu,
-        offered_mbps: load.offered_mbps,
+        experiment_cpu: (procs1 - procs0) / (seconds * cores()) + softirq,
     })
 }
 
