@@ -735,24 +735,3 @@ impl<'a> Endpoint<'a> {
         }
     }
 }
-
-impl MsgIn {
-    /// A new incoming message; `incoming` is the sender's unscheduled bytes
-    /// as the first packet seen announces them. That claim is not checked,
-    /// so it counts for at most our own `unsched_bytes`: a forged packet
-    /// claiming a whole megabyte cannot take the grant headroom (bytes that
-    /// arrive beyond it are still accepted, grants are not enforced).
-    pub(super) fn new(length: u32, incoming: u32, unsched_bytes: u32) -> MsgIn {
-        let granted = incoming.min(length).min(unsched_bytes);
-        MsgIn {
-            buf: None,
-            length,
-            asm: crate::storage::Holes::new(length),
-            resend_from: 0,
-            scheduled: granted < length,
-            granted,
-            grant_priority: 0,
-            grant_pending: false,
-        }
-    }
-}
