@@ -120,27 +120,85 @@ impl Ration {
 /// The outgoing message of an RPC.
 #[derive(Debug)]
 pub(crate) struct MsgOut {
-    pub buf: MessageBuf,
-    pub length: u32,
+    pub(super) buf: MessageBuf,
+    pub(super) length: u32,
     /// Payload bytes per packet for this message (fixed for its life so
     /// retransmissions keep the original boundaries).
-    pub seg: u32,
+    pub(super) seg: u32,
     /// Bytes sent without grants.
-    pub unscheduled: u32,
+    pub(super) unscheduled: u32,
     /// Bytes the receiver lets us send.
-    pub granted: u32,
+    pub(super) granted: u32,
     /// First byte not yet handed to the NIC (Linux `tx_end`).
-    pub next_xmit: u32,
+    pub(super) next_xmit: u32,
     /// Priority of scheduled packets, from the last GRANT.
-    pub sched_priority: u8,
+    pub(super) sched_priority: u8,
     /// Packets to send again (from RESEND or RPC_UNKNOWN), exactly those
     /// asked for: a bitmap over this message's packet grid.
-    pub resend: ResendSet,
+    pub(super) resend: ResendSet,
     /// What RESENDs and restarts may still make it send again.
-    pub ration: Ration,
+    pub(super) ration: Ration,
 }
 
 impl MsgOut {
+    /// A message of `length` bytes in `buf`, cut in packets of `seg`
+    /// payload bytes (until its first transmission cuts it for the device
+    /// as it is then), of which `unscheduled` go without grants.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    #[cfg_attr(target_os = "none", inline(never))]
+    pub(in crate::endpoint) fn new(
+        buf: MessageBuf,
+        length: u32,
+        seg: u32,
+        unscheduled: u32,
+    ) -> MsgOut {
+        MsgOut {
+            buf,
+            length,
+            seg,
+            unscheduled,
+            granted: unscheduled,
+            next_xmit: 0,
+            sched_priority: 0,
+            resend: ResendSet::new(PacketGrid::new(seg, unscheduled, length)),
+            ration: Ration::new(),
+        }
+    }
+
+    /// The message's length in bytes.
+    pub fn length(&self) -> u32 {
+        self.length
+    }
+    /// Payload bytes per packet.
+    pub fn seg(&self) -> u32 {
+        self.seg
+    }
+    /// Bytes sent without grants.
+    pub fn unscheduled(&self) -> u32 {
+        self.unscheduled
+    }
+    /// Bytes the receiver lets us send.
+    pub fn granted(&self) -> u32 {
+        self.granted
+    }
+    /// First byte not yet handed to the NIC.
+    pub fn next_xmit(&self) -> u32 {
+        self.next_xmit
+    }
+    /// Priority of scheduled packets, from the last GRANT.
+    pub fn sched_priority(&self) -> u8 {
+        self.sched_priority
+    }
+    /// Whether packets wait to be sent again.
+    pub fn has_resend(&self) -> bool {
+        !self.resend.is_empty()
+    }
+    /// The next packet to send again, and its priority.
+    pub fn next_resend(&self) -> Option<(u32, u32, u8)> {
+        let (start, end) = self.resend.next(0)?;
+        Some((start, end, self.resend.priority()))
+    }
+
     /// Bytes not yet sent once.
     pub fn bytes_left(&self) -> u32 {
         self.length - self.next_xmit
@@ -157,7 +215,7 @@ impl MsgOut {
     /// to be sent again, as far as the message's ration allows for
     /// windows of `cap` bytes every `interval` ticks; packets already
     /// queued are not queued twice. False when the ration allowed nothing.
-    pub fn request_resend(
+    pub(super) fn request_resend(
         &mut self,
         start: u32,
         end: u32,
@@ -181,7 +239,7 @@ impl MsgOut {
     }
 
     /// Fixes the packet size at the first transmission.
-    pub fn cut(&mut self, seg: u32) {
+    pub(super) fn cut(&mut self, seg: u32) {
         self.seg = seg;
         self.resend = ResendSet::new(PacketGrid::new(seg, self.unscheduled, self.length));
     }
