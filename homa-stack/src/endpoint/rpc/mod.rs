@@ -13,6 +13,8 @@
 mod msg_in;
 mod msg_out;
 mod table;
+#[cfg(test)]
+mod tests;
 
 use crate::stats::DropReason;
 use crate::storage::holes::AddOutcome;
