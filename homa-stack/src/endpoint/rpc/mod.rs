@@ -1079,7 +1079,7 @@ pub(crate) enum News {
 }
 
 /// What an RPC_UNKNOWN naming a client request may do (see
-/// [`Rpc::restart`]).
+/// [`Rpc::on_rpc_unknown`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Restart {
     /// Send the request again.
