@@ -6,7 +6,7 @@
 use core::fmt;
 
 use super::rpc::client_id;
-use super::rpc::{MsgOut, Rpc, State, READY};
+use super::rpc::{MsgOut, News, Rpc, State, READY};
 use super::Endpoint;
 use super::{BindError, RpcError, SendError};
 use crate::config::Config;
@@ -207,20 +207,23 @@ impl<'a> Endpoint<'a> {
     pub fn rpc_info(&self) -> impl Iterator<Item = RpcInfo> + '_ {
         self.live
             .iter(&self.rpcs[..])
-            .filter_map(|i| self.rpcs[usize::from(i)].rpc.as_ref())
-            .map(|r| RpcInfo {
-                id: r.id,
-                peer: r.peer_addr,
-                peer_port: r.peer_port,
-                state: r.state.name(),
-                out_length: r.out.as_ref().map_or(0, |o| o.length),
-                out_sent: r.out.as_ref().map_or(0, |o| o.next_xmit),
-                out_granted: r.out.as_ref().map_or(0, |o| o.granted),
-                in_length: r.inp.as_ref().map_or(0, |m| m.length),
-                in_received: r.inp.as_ref().map_or(0, |m| m.received()),
-                in_granted: r.inp.as_ref().map_or(0, |m| m.granted),
-                in_has_buffer: r.inp.as_ref().is_some_and(|m| m.buf.is_some()),
-                silent_ticks: r.silent_ticks,
+            .filter_map(|i| self.rpc_at(usize::from(i)))
+            .map(|r| {
+                let (out, inp) = (r.outgoing(), r.incoming());
+                RpcInfo {
+                    id: r.id(),
+                    peer: r.peer_addr(),
+                    peer_port: r.peer_port(),
+                    state: r.state().name(),
+                    out_length: out.map_or(0, |o| o.length()),
+                    out_sent: out.map_or(0, |o| o.next_xmit()),
+                    out_granted: out.map_or(0, |o| o.granted()),
+                    in_length: inp.map_or(0, |m| m.length()),
+                    in_received: inp.map_or(0, |m| m.received()),
+                    in_granted: inp.map_or(0, |m| m.granted()),
+                    in_has_buffer: inp.is_some_and(|m| m.buf().is_some()),
+                    silent_ticks: r.silent_ticks(),
+                }
             })
     }
 
@@ -340,7 +343,7 @@ impl<'a> Endpoint<'a> {
         while let Some(i) = cursor {
             cursor = self.live.next_of(&self.rpcs[..], i);
             let i = usize::from(i);
-            if matches!(&self.rpcs[i].rpc, Some(r) if r.socket == socket.0) {
+            if self.rpc_at(i).is_some_and(|r| r.socket() == socket.0) {
                 self.free_rpc(i);
             }
         }
@@ -417,19 +420,17 @@ impl<'a> Endpoint<'a> {
         let id = client_id(self.next_seq, slot);
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.births += 1;
-        // Built in its slot, not moved there.
-        let rpc = self.rpcs[slot].rpc.insert(Rpc::new(
+        let rpc = Rpc::client(
             id,
             socket.0,
             peer,
             dest,
             port,
             sock.client_port,
-            State::ClientOutgoing,
             self.births,
-        ));
-        rpc.out = Some(out);
-        self.insert_rpc(slot, None);
+            out,
+        );
+        self.insert_rpc(slot, rpc, None);
         net_trace!(
             "homa: rpc {} request of {} bytes to {}:{}",
             id,
@@ -480,70 +481,48 @@ impl<'a> Endpoint<'a> {
         {
             p.last_used = self.now;
         }
-        Ok(MsgOut {
-            buf,
-            length,
-            seg,
-            unscheduled,
-            granted: unscheduled,
-            next_xmit: 0,
-            sched_priority: 0,
-            resend: crate::storage::resend::ResendSet::new(
-                crate::storage::resend::PacketGrid::new(seg, unscheduled, length),
-            ),
-            ration: super::rpc::Ration::new(),
-        })
+        Ok(MsgOut::new(buf, length, seg, unscheduled))
     }
 
     /// The next event for `socket`: a request to serve, a response, or a
     /// failed RPC, oldest first.
     pub fn recv(&mut self, socket: SocketHandle) -> Option<Event> {
         // The socket's ready queue, in the order its RPCs became ready.
-        let i = loop {
+        loop {
             let sock = self.sockets.get_mut(usize::from(socket.0))?.sock.as_mut()?;
             let i = usize::from(sock.ready.pop_front(&mut self.rpcs[..])?);
-            let ready = self
-                .rpcs
-                .get(i)
-                .and_then(|s| s.rpc.as_ref())
-                .is_some_and(|r| {
-                    !r.reported && matches!(r.state, State::ServerReady | State::ClientDone)
-                });
-            if ready {
-                break i;
-            }
-        };
-        let r = self.rpcs[i].rpc.as_mut()?;
-        r.reported = true;
-        let rpc = RpcHandle {
-            slot: i as u16,
-            id: r.id,
-            birth: r.birth,
-        };
-        let len = r.inp.as_ref().map_or(0, |m| m.length as usize);
-        Some(match (r.state, r.error) {
-            (State::ServerReady, _) => {
-                r.state = State::ServerInService;
-                Event::Request {
+            let Some(mut r) = self.steady(i) else {
+                continue;
+            };
+            let Some(news) = r.take_event() else {
+                continue;
+            };
+            let rpc = RpcHandle {
+                slot: i as u16,
+                id: r.id(),
+                birth: r.birth(),
+            };
+            return Some(match news {
+                News::Request(len) => Event::Request {
                     rpc,
-                    peer: r.peer_addr,
-                    port: r.peer_port,
+                    peer: r.peer_addr(),
+                    port: r.peer_port(),
                     len,
-                }
-            }
-            (_, Some(error)) => Event::Failed { rpc, error },
-            _ => Event::Response { rpc, len },
-        })
+                },
+                News::Response(len) => Event::Response { rpc, len },
+                News::Failed(error) => Event::Failed { rpc, error },
+            });
+        }
     }
 
     /// The received message of an RPC: the request of a server RPC in
     /// service, or the response of a completed client RPC.
     pub fn message(&self, rpc: RpcHandle) -> Option<MessageRef<'_>> {
         let r = self.rpc(rpc)?;
-        if !matches!(r.state, State::ServerInService | State::ClientDone) {
+        if !matches!(r.state(), State::ServerInService | State::ClientDone) {
             return None;
         }
-        let buf = r.inp.as_ref()?.buf.as_ref()?;
+        let buf = r.incoming()?.buf()?;
         Some(self.pool.message(buf))
     }
 
@@ -569,7 +548,7 @@ impl<'a> Endpoint<'a> {
         fill: impl FnOnce(&mut MessageWriter<'_, 'a>),
     ) -> Result<(), SendError> {
         let peer = match self.rpc(rpc) {
-            Some(r) if r.state == State::ServerInService => r.peer,
+            Some(r) if matches!(r.state(), State::ServerInService) => r.peer(),
             _ => return Err(SendError::NoSuchRpc),
         };
         let slot = usize::from(rpc.slot);
@@ -580,44 +559,28 @@ impl<'a> Endpoint<'a> {
             // The request's own pages may be what the response needs:
             // give them up only if that makes room, so a failed reply
             // leaves the request readable for a retry.
-            let request_pages = self.rpcs[slot]
-                .rpc
-                .as_ref()
-                .and_then(|r| r.inp.as_ref()?.buf.as_ref())
+            let request_pages = self
+                .rpc_at(slot)
+                .and_then(|r| r.incoming()?.buf())
                 .map_or(0, |b| b.page_count());
             if pages + request_pages < needed {
                 return Err(SendError::PoolFull);
             }
-            self.free_request(slot);
+            self.with_rpc(slot, |r, pool| r.free_request(pool));
         }
         let out = self.new_msgout(peer, len, fill)?;
-        self.free_request(slot);
-        self.update_rpc(slot, |r| {
-            r.out = Some(out);
-            r.state = State::ServerOutgoing;
-            r.silent_ticks = 0;
-            r.done_ticks = 0;
-        });
+        self.with_rpc(slot, |r, pool| r.reply(out, pool));
         Ok(())
-    }
-
-    /// Gives a server RPC's request pages back to the pool.
-    fn free_request(&mut self, slot: usize) {
-        if let Some(inp) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.take()) {
-            if let Some(b) = inp.buf {
-                self.pool.free(b);
-            }
-        }
     }
 
     /// Frees a finished client RPC (after its response was read or its
     /// failure seen), and queues the ack that lets the server free its side.
     pub fn release(&mut self, rpc: RpcHandle) -> Result<(), SendError> {
-        let (state, error) = match self.rpc(rpc) {
-            Some(r) if r.state.is_client() => (r.state, r.error),
+        let state = match self.rpc(rpc) {
+            Some(r) if r.state().is_client() => r.state(),
             _ => return Err(SendError::NoSuchRpc),
         };
-        if state == State::ClientDone && error.is_none() {
+        if matches!(state, State::ClientDone) {
             self.queue_ack(usize::from(rpc.slot));
         }
         self.free_rpc(usize::from(rpc.slot));

@@ -22,7 +22,6 @@ use heapless::Vec;
 
 use super::timers::Timer;
 use crate::phy::TxToken;
-use crate::wire::homa::{Kind, Repr};
 use crate::wire::EthernetAddress;
 
 /// The hard cap on messages granted to at once (Linux `HOMA_MAX_GRANTS`).
@@ -363,37 +362,30 @@ impl<'a> super::Endpoint<'a> {
 
     /// The RPC in slot `i` as the scheduler sees it.
     fn candidate(&self, i: u16) -> Option<Candidate> {
-        let r = self.rpcs.get(usize::from(i))?.rpc.as_ref()?;
-        let m = r.inp.as_ref()?;
+        let r = self.rpc_at(usize::from(i))?;
+        let m = r.incoming()?;
         Some(Candidate {
             key: i,
-            peer: r.peer,
-            length: m.length,
+            peer: r.peer(),
+            length: m.length(),
             received: m.received(),
-            granted: m.granted,
-            birth: r.birth,
+            granted: m.granted(),
+            birth: r.birth(),
         })
     }
 
     pub(super) fn apply_grant(&mut self, d: Decision) {
         let slot = usize::from(d.key);
-        let raises = self.rpcs[slot]
-            .rpc
-            .as_ref()
-            .and_then(|r| r.inp.as_ref())
-            .is_some_and(|m| d.granted > m.granted);
+        let raises = self
+            .rpc_at(slot)
+            .and_then(|r| r.incoming())
+            .is_some_and(|m| d.granted > m.granted());
         if !raises {
             return;
         }
         // The scheduler's own grant is no reason to run it again.
         let dirty = self.grants_dirty;
-        self.update_rpc(slot, |r| {
-            if let Some(m) = r.inp.as_mut() {
-                m.granted = d.granted;
-                m.grant_priority = d.priority;
-                m.grant_pending = true;
-            }
-        });
+        self.with_rpc(slot, |r, _| r.grant(d.granted, d.priority));
         self.grants_dirty = dirty;
         self.control_due(slot);
     }
@@ -405,21 +397,11 @@ impl<'a> super::Endpoint<'a> {
         mac: EthernetAddress,
         slot: usize,
     ) {
-        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+        let Some(mut r) = self.steady(slot) else {
             return;
         };
-        let Some(m) = r.inp.as_mut() else { return };
-        m.grant_pending = false;
-        let repr = Repr {
-            sport: r.local_port,
-            dport: r.peer_port,
-            sender_id: r.id,
-            kind: Kind::Grant {
-                offset: m.granted,
-                priority: m.grant_priority,
-            },
-        };
-        let (dst, local) = (r.peer_addr, r.local);
+        let Some(repr) = r.take_grant() else { return };
+        let (dst, local) = (r.peer_addr(), r.local());
         self.emit_control(now, tx, mac, dst, local, &repr);
     }
 }

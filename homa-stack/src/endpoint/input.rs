@@ -6,12 +6,11 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
-use super::rpc::{MsgIn, Restart, Rpc, State};
+use super::rpc::{leaves_tiny_hole, DataVerdict, MsgIn, Rpc, State, UnknownVerdict};
 use super::types::{IpHeader, Local, Reply, Sender, Unreachable};
 use super::{CtrlKind, Endpoint, RpcError};
 use crate::stats::DropReason;
-use crate::storage::holes::AddOutcome;
-use crate::storage::PoolStore;
+use crate::storage::MessageBuf;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
 use crate::wire::{EthernetAddress, IpAddr};
@@ -92,59 +91,43 @@ impl<'a> Endpoint<'a> {
                 },
             });
         };
-        // The handler returns the RPC the packet named, when it exists: it
-        // is the one packet handlers change (others they can only free), and
-        // the queues are brought in step with it afterwards.
-        // Borrowed, not moved into the closure: moving the packet in costs
-        // the firmware some 120 bytes of code.
-        let kind = &repr.kind;
-        self.update_found(|ep| match *kind {
-            Kind::Data { header, payload } => ep.data_pkt(now, from, socket, &header, payload),
-            Kind::Grant { offset, priority } => ep.grant_pkt(from, offset, priority),
+        // Each handler changes the RPC the packet names through the RPC
+        // table, which brings the queues in step with it.
+        match repr.kind {
+            Kind::Data { header, payload } => self.data_pkt(now, from, socket, &header, payload),
+            Kind::Grant { offset, priority } => self.grant_pkt(from, offset, priority),
             Kind::Resend {
                 offset,
                 length,
                 priority,
-            } => ep.resend_pkt(from, offset, length, priority),
-            Kind::RpcUnknown => ep.rpc_unknown_pkt(from),
-            Kind::Busy => {
-                let i = ep.find_rpc(from.addr, from.local_id, from.dport);
-                match i {
-                    // Only a server sends BUSY (docs/protocol.md 4.7): one
-                    // naming our server RPC is no sign of life, and must not
-                    // keep the RPC (and its pages) from timing out.
-                    Some(i) if from.local_id & 1 == 0 => {
-                        ep.heard(i, from.mac);
-                        if let Some(r) = ep.rpc_mut(i) {
-                            r.silent_ticks = 0;
-                        }
-                    }
-                    Some(_) => ep.count_drop(DropReason::WrongState),
-                    None => ep.count_drop(DropReason::UnknownRpc),
-                }
-                i
-            }
+            } => self.resend_pkt(from, offset, length, priority),
+            Kind::RpcUnknown => self.rpc_unknown_pkt(from),
+            Kind::Busy => self.busy_pkt(from),
             Kind::Cutoffs {
                 unsched_cutoffs,
                 version,
-            } => {
-                ep.cutoffs_pkt(from, unsched_cutoffs, version);
-                None
-            }
-            Kind::Freeze => {
-                ep.count_drop(DropReason::NotHandled);
-                None
-            }
-            Kind::NeedAck => {
-                ep.need_ack_pkt(from);
-                None
-            }
-            Kind::Ack { ref acks } => {
-                ep.ack_pkt(from, acks);
-                None
-            }
-        });
+            } => self.cutoffs_pkt(from, unsched_cutoffs, version),
+            Kind::Freeze => self.count_drop(DropReason::NotHandled),
+            Kind::NeedAck => self.need_ack_pkt(from),
+            Kind::Ack { ref acks } => self.ack_pkt(from, acks),
+        }
         None
+    }
+
+    /// BUSY: the server of our client RPC is alive. Only a server sends
+    /// BUSY (docs/protocol.md 4.7): one naming our server RPC is no sign
+    /// of life, and must not keep the RPC (and its pages) from timing out.
+    fn busy_pkt(&mut self, from: Sender) {
+        match self.find_rpc(from.addr, from.local_id, from.dport) {
+            Some(i) if from.local_id & 1 == 0 => {
+                self.heard(i, from.mac);
+                if let Some(mut r) = self.steady(i) {
+                    r.on_busy();
+                }
+            }
+            Some(_) => self.count_drop(DropReason::WrongState),
+            None => self.count_drop(DropReason::UnknownRpc),
+        }
     }
 
     /// A packet naming our client RPC `from.local_id` came to a server
@@ -216,8 +199,7 @@ impl<'a> Endpoint<'a> {
     pub(super) fn find_rpc(&self, addr: IpAddr, id: u64, port: u16) -> Option<usize> {
         if id & 1 == 0 {
             let slot = super::rpc::client_slot(id);
-            let named =
-                |s: &&super::RpcSlot| s.rpc.as_ref().is_some_and(|r| r.names(addr, id, port));
+            let named = |s: &&super::RpcSlot| s.rpc().is_some_and(|r| r.names(addr, id, port));
             return self.rpcs.get(slot).filter(named).map(|_| slot);
         }
         self.find_server_rpc(addr, id, port, self.hash.rpc(addr, id))
@@ -226,7 +208,7 @@ impl<'a> Endpoint<'a> {
     /// The slot of the server RPC `id` from `addr` at `port`, whose index
     /// hash `h` the caller has (to insert the RPC under it when it is new).
     fn find_server_rpc(&self, addr: IpAddr, id: u64, port: u16, h: u64) -> Option<usize> {
-        let is = |s: &super::RpcSlot| s.rpc.as_ref().is_some_and(|r| r.names(addr, id, port));
+        let is = |s: &super::RpcSlot| s.rpc().is_some_and(|r| r.names(addr, id, port));
         #[cfg(any(test, fuzzing))]
         let is = self.counting(is);
         self.servers.find(&self.rpcs[..], h, is).map(usize::from)
@@ -262,18 +244,12 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    /// The RPC in `slot` (slots come from `find_rpc` or a scan, so it is
-    /// there; `None` rather than a panic if not).
-    pub(super) fn rpc_mut(&mut self, slot: usize) -> Option<&mut Rpc> {
-        self.rpcs.get_mut(slot)?.rpc.as_mut()
-    }
-
     /// The peer-table index of the RPC in `slot`, if there is one.
     pub(super) fn rpc_peer(&self, slot: usize) -> Option<u16> {
-        Some(self.rpcs.get(slot)?.rpc.as_ref()?.peer)
+        Some(self.rpc_at(slot)?.peer())
     }
 
-    /// A DATA packet: returns the RPC it named (found or created).
+    /// A DATA packet, for the RPC it names (found or created).
     fn data_pkt(
         &mut self,
         now: Instant,
@@ -281,7 +257,7 @@ impl<'a> Endpoint<'a> {
         socket: u16,
         h: &DataHeader,
         payload: &[u8],
-    ) -> Option<usize> {
+    ) {
         // What the packet's own fields can be judged by is judged before
         // any state is made or changed: an RPC, its state, a link address.
         let fits = u32::try_from(payload.len())
@@ -294,8 +270,7 @@ impl<'a> Endpoint<'a> {
             || h.message_length as usize > self.pool.capacity_bytes()
             || !fits
         {
-            self.count_drop(DropReason::BadRange);
-            return None;
+            return self.count_drop(DropReason::BadRange);
         }
         // The ack it carries is believed only now (and before a new RPC
         // needs a slot, which it may free).
@@ -303,16 +278,17 @@ impl<'a> Endpoint<'a> {
             self.ack_rpc(from.addr, ack.client_id ^ 1, ack.server_port);
         }
         let slot = if from.local_id & 1 == 1 {
-            self.data_server_rpc(now, from, socket, h)?
+            self.data_server_rpc(now, from, socket, h)
         } else {
-            let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
+            let i = self.find_rpc(from.addr, from.local_id, from.dport);
+            if i.is_none() {
                 self.count_drop(DropReason::UnknownRpc);
-                return None;
-            };
+            }
             i
         };
-        self.store_data(now, slot, from, h, payload);
-        Some(slot)
+        if let Some(slot) = slot {
+            self.store_data(now, slot, from, h, payload);
+        }
     }
 
     /// DATA for the RPC in `slot`: its message begins, or gets bytes.
@@ -324,87 +300,56 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
         payload: &[u8],
     ) {
-        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+        let Some(r) = self.rpc_at(slot) else {
             return;
         };
         // Every check against the RPC comes before anything changes.
-        if !matches!(
-            r.state,
-            State::ClientOutgoing | State::ClientIncoming | State::ServerIncoming
-        ) {
-            return self.count_drop(DropReason::WrongState);
-        }
-        match r.inp.as_ref() {
-            Some(m) if m.length != h.message_length => {
-                return self.count_drop(DropReason::BadRange)
-            }
-            // The message's first bytes: reassembly must be able to begin there.
-            None if leaves_tiny_hole(h.offset) => return self.count_drop(DropReason::TooManyGaps),
-            _ => {}
+        if let Err(why) = r.accepts_data(h) {
+            return self.count_drop(why);
         }
         self.heard(slot, from.mac);
         self.check_cutoff_version(now, slot, from, h.cutoff_version);
         let unsched = self.config.unsched_bytes;
-        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
-            return;
+        // Messages that wait for pool space get it first (`give_pages`).
+        let mut alloc = self.waiters.is_empty();
+        // The pages `give_pages` found, for a second turn (one call of
+        // `on_data` in the code keeps the firmware small).
+        let (mut given, mut second) = (None, false);
+        let verdict = loop {
+            let verdict = self.with_rpc(slot, |r, pool| {
+                if let Some(buf) = given.take() {
+                    r.give_pages(buf, pool);
+                }
+                r.on_data(h, payload, pool, unsched, alloc)
+            });
+            match verdict {
+                Some(DataVerdict::NeedPages { len, server }) if !second => {
+                    let Some(buf) = self.give_pages(slot, len as usize, server) else {
+                        self.waiters.push_back(&mut self.rpcs[..], slot as u16);
+                        // Linux drops the data and restarts the flow with
+                        // RESEND(0, all) once space frees (give_waiting_buffers).
+                        self.count_drop(DropReason::NoBuffer);
+                        self.give_waiting_buffers();
+                        return;
+                    };
+                    (given, second, alloc) = (Some(buf), true, false);
+                }
+                v => break v,
+            }
         };
-        if r.state == State::ClientOutgoing {
-            // The server answers only a whole request, so the request's
-            // pages can go back to the pool for the response.
-            r.state = State::ClientIncoming;
-            if let Some(out) = r.out.take() {
-                self.pool.free(out.buf);
+        match verdict {
+            Some(DataVerdict::Stored) => self.stats.rx_data_bytes += payload.len() as u64,
+            Some(DataVerdict::Completed) => {
+                self.stats.rx_data_bytes += payload.len() as u64;
+                // Our client RPCs have even ids.
+                if from.local_id & 1 == 0 {
+                    self.stats.client_completed += 1;
+                }
+                self.mark_ready(slot);
             }
-        }
-        let server = !r.state.is_client();
-        let m = r
-            .inp
-            .get_or_insert_with(|| MsgIn::new(h.message_length, h.incoming, unsched));
-        if m.buf.is_none() {
-            let len = m.length as usize;
-            if !self.give_pages(slot, len, server) {
-                self.waiters.push_back(&mut self.rpcs[..], slot as u16);
-                // Linux drops the data and restarts the flow with
-                // RESEND(0, all) once space frees (give_waiting_buffers).
-                self.count_drop(DropReason::NoBuffer);
-                self.give_waiting_buffers();
-                return;
-            }
-        }
-        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
-            return;
-        };
-        let Some(m) = r.inp.as_mut() else { return };
-        let len = payload.len() as u32;
-        let Some(buf) = m.buf.as_mut() else { return };
-        match m
-            .asm
-            .add(h.offset, len, &mut PoolStore::new(&mut self.pool, buf))
-        {
-            // Only new bytes are progress: a replayed packet must not keep
-            // an RPC (and its pool pages) alive.
-            AddOutcome::New => r.silent_ticks = 0,
-            AddOutcome::Duplicate => return self.count_drop(DropReason::Duplicate),
-            AddOutcome::OutOfRange | AddOutcome::StoreFailed => {
-                return self.count_drop(DropReason::BadRange)
-            }
-            AddOutcome::TooManyGaps | AddOutcome::TinyHole | AddOutcome::TooFar => {
-                return self.count_drop(DropReason::TooManyGaps)
-            }
-        }
-        // Cannot fail: the tracker accepted the range inside the message.
-        let _ = self.pool.write_at(buf, h.offset as usize, payload);
-        self.stats.rx_data_bytes += u64::from(len);
-        // The sender may overshoot a grant to the end of a packet that
-        // began inside it. A packet beyond the grant (a lie, or bytes the
-        // sender took) grants nothing: counted as granted, its end would
-        // make the whole message granted-but-missing and take the grant
-        // headroom from every other message.
-        if h.offset < m.granted {
-            m.granted = m.granted.max(h.offset + len);
-        }
-        if m.is_complete() {
-            self.message_complete(slot);
+            Some(DataVerdict::Dropped(why)) => self.count_drop(why),
+            Some(DataVerdict::NeedPages { .. }) => self.count_drop(DropReason::NoBuffer),
+            None => {}
         }
     }
 
@@ -412,8 +357,8 @@ impl<'a> Endpoint<'a> {
     /// Messages that wait for pool space get it first, in the order they
     /// began to wait: a newcomer (a forged replay, say) must not take what
     /// a waiting message is owed, unless pages were freed for a request
-    /// from a peer within its share (see `share`). False: none now.
-    fn give_pages(&mut self, slot: usize, len: usize, server: bool) -> bool {
+    /// from a peer within its share (see `share`). `None`: none now.
+    fn give_pages(&mut self, slot: usize, len: usize, server: bool) -> Option<MessageBuf> {
         let mut got = if self.waiters.is_empty() {
             self.pool.alloc(len).ok()
         } else {
@@ -422,12 +367,7 @@ impl<'a> Endpoint<'a> {
         if got.is_none() && server && self.make_pages(slot, len) {
             got = self.pool.alloc(len).ok();
         }
-        let Some(buf) = got else { return false };
-        match self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
-            Some(m) => m.buf = Some(buf),
-            None => self.pool.free(buf),
-        }
-        true
+        got
     }
 
     /// The server RPC a request's DATA names, found or made. The one found
@@ -441,7 +381,7 @@ impl<'a> Endpoint<'a> {
         h: &DataHeader,
     ) -> Option<usize> {
         let last = usize::from(self.last_server);
-        let is_last = self.rpcs.get(last).and_then(|s| s.rpc.as_ref());
+        let is_last = self.rpc_at(last);
         if is_last.is_some_and(|r| r.names(from.addr, from.local_id, from.dport)) {
             return Some(last);
         }
@@ -475,21 +415,19 @@ impl<'a> Endpoint<'a> {
         let peer = self.peer_index(from.addr, now)?;
         self.births += 1;
         let inp = MsgIn::new(h.message_length, h.incoming, self.config.unsched_bytes);
-        // Built in its slot, not moved there.
-        let rpc = self.rpcs[slot].rpc.insert(Rpc::new(
+        // Answers leave from the address the request came to.
+        let rpc = Rpc::server(
             from.local_id,
             socket,
             peer,
             from.addr,
             from.sport,
             from.dport,
-            State::ServerIncoming,
             self.births,
-        ));
-        // Answers leave from the address the request came to.
-        rpc.local = from.local;
-        rpc.inp = Some(inp);
-        self.insert_rpc(slot, Some(hash));
+            from.local,
+            inp,
+        );
+        self.insert_rpc(slot, rpc, Some(hash));
         net_trace!(
             "homa: new server rpc {} from {}:{}",
             from.local_id,
@@ -497,19 +435,6 @@ impl<'a> Endpoint<'a> {
             from.sport
         );
         Some(slot)
-    }
-
-    fn message_complete(&mut self, slot: usize) {
-        let Some(r) = self.rpc_mut(slot) else { return };
-        match r.state {
-            State::ClientIncoming => {
-                r.state = State::ClientDone;
-                self.stats.client_completed += 1;
-            }
-            State::ServerIncoming => r.state = State::ServerReady,
-            _ => return,
-        }
-        self.mark_ready(slot);
     }
 
     /// A sender echoing an old cutoff version gets our CUTOFFS, at most once
@@ -536,90 +461,44 @@ impl<'a> Endpoint<'a> {
         self.push_answer(&from, CtrlKind::Cutoffs);
     }
 
-    fn grant_pkt(&mut self, from: Sender, offset: u32, priority: u8) -> Option<usize> {
+    fn grant_pkt(&mut self, from: Sender, offset: u32, priority: u8) {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-            self.count_drop(DropReason::UnknownRpc);
-            return None;
+            return self.count_drop(DropReason::UnknownRpc);
         };
         let top = self.config.highest_priority();
-        let unsched_bytes = self.config.unsched_bytes;
-        let r = self.rpc_mut(i)?;
-        let sending = matches!(r.state, State::ClientOutgoing | State::ServerOutgoing);
-        match r.out.as_mut() {
-            Some(out) if sending => {
-                let left = out.next_xmit < out.length;
-                let cap = super::resend::resend_cap(unsched_bytes, out.seg);
-                out.ration.granted(offset.min(out.length), cap, out.seg);
-                out.granted = out.granted.max(offset.min(out.length));
-                out.sched_priority = priority.min(top);
-                // Only a GRANT for a message we still send is a sign of
-                // life: one for a request still arriving, or for a message
-                // sent whole (repeated instead of an ACK), must not keep the
-                // RPC and its pages alive.
-                if left {
-                    r.silent_ticks = 0;
-                }
-                self.heard(i, from.mac);
-            }
-            _ => self.count_drop(DropReason::WrongState),
+        let unsched = self.config.unsched_bytes;
+        match self.with_rpc(i, |r, _| r.on_grant(offset, priority, top, unsched)) {
+            Some(true) => self.heard(i, from.mac),
+            Some(false) => self.count_drop(DropReason::WrongState),
+            None => {}
         }
-        Some(i)
     }
 
-    fn rpc_unknown_pkt(&mut self, from: Sender) -> Option<usize> {
+    fn rpc_unknown_pkt(&mut self, from: Sender) {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-            self.count_drop(DropReason::UnknownRpc);
-            return None;
+            return self.count_drop(DropReason::UnknownRpc);
         };
         let interval = self.config.resend_interval;
-        let r = self.rpc_mut(i)?;
-        match r.state {
-            State::ClientOutgoing => match r.restarts.restart(interval) {
-                Restart::Now => self.restart_request(i),
-                Restart::TooSoon => {
-                    net_debug!("homa: RPC_UNKNOWN for rpc {}: restarted lately", r.id);
-                    self.count_drop(DropReason::RateLimited);
-                }
-                Restart::Exhausted => {
-                    net_debug!("homa: rpc {} failed: RPC_UNKNOWN once too often", r.id);
-                    self.fail_client_rpc(i, RpcError::ServerForgot);
-                }
-            },
-            s if !s.is_client() => {
+        let unsched = self.config.unsched_bytes;
+        // The priority a restarted request's unscheduled packets go at.
+        let num_priorities = self.config.num_priorities;
+        let Some(r) = self.rpc_at(i) else { return };
+        let length = r.outgoing().map_or(0, |o| o.length());
+        let prio = self
+            .peers
+            .get(usize::from(r.peer()))
+            .and_then(|s| s.peer.as_ref())
+            .map_or(0, |p| p.unsched_priority(length, num_priorities));
+        match self.with_rpc(i, |r, _| r.on_rpc_unknown(interval, prio, unsched)) {
+            Some(UnknownVerdict::Restarted) | None => {}
+            Some(UnknownVerdict::TooSoon) => self.count_drop(DropReason::RateLimited),
+            Some(UnknownVerdict::Exhausted) => self.fail_client_rpc(i, RpcError::ServerForgot),
+            Some(UnknownVerdict::Forgotten) => {
                 self.free_rpc(i);
                 self.stats.server_freed += 1;
             }
-            _ => {
-                net_debug!("homa: RPC_UNKNOWN for rpc {} ignored", from.local_id);
-                self.count_drop(DropReason::WrongState);
-            }
+            Some(UnknownVerdict::Ignored) => self.count_drop(DropReason::WrongState),
         }
-        Some(i)
-    }
-
-    /// The server lost the request in `slot`: it starts again. Linux sends
-    /// everything sent so far again; like a RESEND(0, all) here that is at
-    /// most the unscheduled bytes (a 28-byte packet, easily forged, must not
-    /// buy a megabyte), and the server's RESENDs ask for the rest
-    /// (docs/protocol.md 4.7).
-    fn restart_request(&mut self, slot: usize) {
-        let num_priorities = self.config.num_priorities;
-        let unsched_bytes = self.config.unsched_bytes;
-        let interval = self.config.resend_interval;
-        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
-            return;
-        };
-        let Some(out) = r.out.as_mut() else {
-            return;
-        };
-        let prio = self
-            .peers
-            .get(usize::from(r.peer))
-            .and_then(|s| s.peer.as_ref())
-            .map_or(0, |p| p.unsched_priority(out.length, num_priorities));
-        let cap = super::resend::resend_cap(unsched_bytes, out.seg);
-        out.ration.restart();
-        let _ = out.request_resend(0, out.next_xmit.min(cap), prio, cap, interval);
     }
 
     fn need_ack_pkt(&mut self, from: Sender) {
@@ -635,8 +514,8 @@ impl<'a> Endpoint<'a> {
             return self.count_drop(why);
         }
         if let Some(i) = rpc {
-            let Some(r) = self.rpc_mut(i) else { return };
-            if matches!(r.state, State::ClientOutgoing | State::ClientIncoming) {
+            let Some(r) = self.rpc_at(i) else { return };
+            if matches!(r.state(), State::ClientOutgoing | State::ClientIncoming) {
                 // Still missing response bytes: ask for them instead of acking.
                 self.request_retrans(i);
                 return;
@@ -673,23 +552,16 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.find_rpc(addr, id, port) else {
             return false;
         };
-        let Some(r) = self.rpc_mut(i) else {
+        let Some(r) = self.rpc_at(i) else {
             return false;
         };
-        if r.state != State::ServerOutgoing {
+        if !matches!(r.state(), State::ServerOutgoing) {
             return false;
         }
         self.free_rpc(i);
         self.stats.server_freed += 1;
         true
     }
-}
-
-/// Whether the first bytes of a message arriving at `offset` would leave a
-/// hole before them too short to hold its descriptor (`storage::holes`):
-/// such a packet can never be accepted, so it must not begin anything.
-fn leaves_tiny_hole(offset: u32) -> bool {
-    offset != 0 && offset < crate::storage::holes::DESCRIPTOR_LEN
 }
 
 impl<'a> Endpoint<'a> {
@@ -713,46 +585,25 @@ impl<'a> Endpoint<'a> {
         while let Some(i) = cursor {
             cursor = self.live.next_of(&self.rpcs[..], i);
             let slot = usize::from(i);
-            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            let Some(r) = self.rpc_at(slot) else {
                 continue;
             };
-            let matches = r.peer_addr == addr
-                && r.local_port == local_port
-                && peer_port.is_none_or(|p| p == r.peer_port);
+            let matches = r.peer_addr() == addr
+                && r.local_port() == local_port
+                && peer_port.is_none_or(|p| p == r.peer_port());
             if !matches {
                 continue;
             }
-            if r.state.is_client() {
-                if r.state != State::ClientDone {
-                    net_debug!("homa: rpc {} aborted by ICMP: {}", r.id, error);
+            if r.state().is_client() {
+                if !r.state().is_finished() {
+                    net_debug!("homa: rpc {} aborted by ICMP: {}", r.id(), error);
                     self.fail_client_rpc(slot, error);
                 }
-            } else if r.state == State::ServerOutgoing {
-                net_debug!("homa: server rpc {} freed by ICMP: {}", r.id, error);
+            } else if matches!(r.state(), State::ServerOutgoing) {
+                net_debug!("homa: server rpc {} freed by ICMP: {}", r.id(), error);
                 self.free_rpc(slot);
                 self.stats.server_freed += 1;
             }
-        }
-    }
-}
-
-impl MsgIn {
-    /// A new incoming message; `incoming` is the sender's unscheduled bytes
-    /// as the first packet seen announces them. That claim is not checked,
-    /// so it counts for at most our own `unsched_bytes`: a forged packet
-    /// claiming a whole megabyte cannot take the grant headroom (bytes that
-    /// arrive beyond it are still accepted, grants are not enforced).
-    pub(super) fn new(length: u32, incoming: u32, unsched_bytes: u32) -> MsgIn {
-        let granted = incoming.min(length).min(unsched_bytes);
-        MsgIn {
-            buf: None,
-            length,
-            asm: crate::storage::Holes::new(length),
-            resend_from: 0,
-            scheduled: granted < length,
-            granted,
-            grant_priority: 0,
-            grant_pending: false,
         }
     }
 }

@@ -52,3 +52,60 @@ pub(crate) struct HeapKeys {
     /// Bytes still to receive.
     pub(crate) grant: u32,
 }
+
+/// What the queues and the peers' shares last counted for the RPC in a
+/// slot, kept beside its links (written by `queues` and `share` alone):
+/// the heaps order by its keys, and freeing it takes back its counts. The
+/// keys are stored flat (not as a `HeapKeys`), which keeps the slot small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placed {
+    /// Its send key at the last refresh: no retransmission pending, and
+    /// bytes left to send once.
+    no_resend: bool,
+    left: u32,
+    /// Its grant key at the last refresh: bytes still to receive.
+    grant: u32,
+    /// Its share of the endpoint's incoming total.
+    pub(crate) counted: u32,
+    /// Has DATA to send but its peer is unresolved.
+    pub(crate) parked: bool,
+    /// Server: the pool pages its messages hold, as its peer's share last
+    /// counted them (see `share`; 16 bits keep the slot small).
+    pub(crate) pages: u16,
+}
+
+impl Placed {
+    /// Nothing counted: a new or empty slot.
+    pub(crate) const EMPTY: Placed = Placed {
+        no_resend: false,
+        left: 0,
+        grant: 0,
+        counted: 0,
+        parked: false,
+        pages: 0,
+    };
+
+    /// Its heap keys at the last refresh.
+    #[inline(always)]
+    pub(crate) fn keys(&self) -> HeapKeys {
+        HeapKeys {
+            send: (self.no_resend, self.left),
+            grant: self.grant,
+        }
+    }
+
+    /// Stores the heap keys a refresh computed.
+    #[inline(always)]
+    pub(crate) fn set_keys(&mut self, keys: HeapKeys) {
+        (self.no_resend, self.left) = keys.send;
+        self.grant = keys.grant;
+    }
+
+    /// Stores a new send key, and returns the one it replaces.
+    #[inline(always)]
+    pub(crate) fn replace_send(&mut self, send: (bool, u32)) -> (bool, u32) {
+        let old = (self.no_resend, self.left);
+        (self.no_resend, self.left) = send;
+        old
+    }
+}

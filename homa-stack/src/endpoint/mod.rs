@@ -419,11 +419,10 @@ impl<'a> Endpoint<'a> {
         if let Some(top) = top {
             // DATA the pacer does not hold, or a retransmission, which it
             // never holds, goes at once.
-            let resend = self.rpcs[usize::from(top)]
-                .rpc
-                .as_ref()
-                .and_then(|r| r.out.as_ref())
-                .is_some_and(|o| !o.resend.is_empty());
+            let resend = self
+                .rpc_at(usize::from(top))
+                .and_then(|r| r.outgoing())
+                .is_some_and(|o| o.has_resend());
             if resend || self.timers.get(Timer::Pacer).is_none() {
                 return Some(Instant::ZERO);
             }
@@ -449,12 +448,11 @@ impl<'a> Endpoint<'a> {
     fn give_waiting_buffers(&mut self) {
         while let Some(i) = self.waiters.front() {
             let slot = usize::from(i);
-            let len = self.rpcs[slot]
-                .rpc
-                .as_ref()
-                .and_then(|r| r.inp.as_ref())
-                .filter(|m| m.buf.is_none())
-                .map(|m| m.length);
+            let len = self
+                .rpc_at(slot)
+                .and_then(|r| r.incoming())
+                .filter(|m| m.buf().is_none())
+                .map(|m| m.length());
             let Some(len) = len else {
                 // Not waiting any more (cannot happen: leaving the wait
                 // takes it off the list); drop it from the list.
@@ -466,23 +464,20 @@ impl<'a> Endpoint<'a> {
             };
             self.waiters.pop_front(&mut self.rpcs[..]);
             let prio = self.config.num_priorities.saturating_sub(2);
-            let resend = self.update_rpc(slot, |r| {
-                if let Some(m) = r.inp.as_mut() {
-                    m.buf = Some(buf);
-                }
-                r.silent_ticks = 0;
+            let resend = self.with_rpc(slot, |r, pool| {
+                r.pages_came(buf, pool);
                 Ctrl {
-                    addr: r.peer_addr,
+                    addr: r.peer_addr(),
                     link_addr: None,
-                    sport: r.local_port,
-                    dport: r.peer_port,
-                    sender_id: r.id,
+                    sport: r.local_port(),
+                    dport: r.peer_port(),
+                    sender_id: r.id(),
                     kind: CtrlKind::Resend {
                         offset: 0,
                         length: crate::wire::homa::RESEND_ALL,
                         priority: prio,
                     },
-                    local: r.local,
+                    local: r.local(),
                 }
             });
             if let Some(c) = resend {
@@ -496,11 +491,10 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.waiters.front() else {
             return false;
         };
-        let len = self.rpcs[usize::from(i)]
-            .rpc
-            .as_ref()
-            .and_then(|r| r.inp.as_ref())
-            .map_or(0, |m| m.length as usize);
+        let len = self
+            .rpc_at(usize::from(i))
+            .and_then(|r| r.incoming())
+            .map_or(0, |m| m.length() as usize);
         crate::storage::pages_for(len, self.pool.page_size()) <= self.pool.free_pages()
     }
 }

@@ -11,7 +11,7 @@ use super::Endpoint;
 use crate::phy::{Device, PacketMeta, TxToken};
 use crate::stats::DropReason;
 use crate::time::Instant;
-use crate::wire::homa::{self, DataHeader, Kind, PacketType, Repr};
+use crate::wire::homa::{self, Kind, PacketType, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol};
 
 impl<'a> Endpoint<'a> {
@@ -56,7 +56,7 @@ impl<'a> Endpoint<'a> {
             let Some(tx) = device.transmit(now) else {
                 return;
             };
-            self.update_sent(pick.slot, |ep| ep.emit_data(now, tx, &pick));
+            self.emit_data(now, tx, &pick);
             budget -= 1;
         }
     }
@@ -68,9 +68,10 @@ impl<'a> Endpoint<'a> {
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {
         let payload_len = (pick.end - pick.start) as usize;
-        let Some(dst) = self.rpcs[pick.slot].rpc.as_ref().map(|r| r.peer_addr) else {
+        let Some(r) = self.rpc_at(pick.slot).filter(|r| r.outgoing().is_some()) else {
             return;
         };
+        let (dst, local, client, pi) = (r.peer_addr(), r.local(), r.state().is_client(), r.peer());
         let frame_len = link_header_len(&self.config)
             + ip_header_len(dst)
             + homa::DATA_HEADER_LEN
@@ -78,10 +79,6 @@ impl<'a> Endpoint<'a> {
         if !self.fits(frame_len) {
             // Cut for a larger MTU than the device now has (it shrank while
             // the message was out): its packets can never go.
-            let client = self.rpcs[pick.slot]
-                .rpc
-                .as_ref()
-                .is_some_and(|r| r.state.is_client());
             if client {
                 self.fail_client_rpc(pick.slot, super::RpcError::MtuShrank);
             } else {
@@ -91,96 +88,65 @@ impl<'a> Endpoint<'a> {
             return;
         }
         let max_payload = self.payload_for(dst);
-        let Endpoint {
-            config,
-            caps,
-            rpcs,
-            peers,
-            pool,
-            stats,
-            pacer,
-            ..
-        } = self;
-        let Some(r) = rpcs[pick.slot].rpc.as_mut() else {
-            return;
-        };
-        let Some(peer) = peers[usize::from(r.peer)].peer.as_mut() else {
+        let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
             return;
         };
         let Some(mac) = peer.link_addr else { return };
-        let Some(out) = r.out.as_mut() else { return };
-        if !pick.retransmit && out.next_xmit == 0 {
-            // Cut at the first transmission, for the device as it is now.
-            out.cut(max_payload);
-        }
-        // A retransmission announces the end of what was asked for (Linux
-        // sends the end of the resent range), a first transmission the
-        // unscheduled bytes.
-        let incoming = if pick.retransmit {
-            out.resend.last_end().max(pick.end)
-        } else {
-            out.unscheduled
-        };
-        let repr = Repr {
-            sport: r.local_port,
-            dport: r.peer_port,
-            sender_id: r.id,
-            kind: Kind::Data {
-                header: DataHeader {
-                    message_length: out.length,
-                    incoming,
-                    ack: peer.acks.pop(),
-                    cutoff_version: peer.cutoff_version,
-                    retransmit: pick.retransmit,
-                    offset: pick.start,
-                },
-                payload: &[],
-            },
-        };
+        let (ack, cutoff_version) = (peer.acks.pop(), peer.cutoff_version);
         let homa_len = homa::DATA_HEADER_LEN + payload_len;
         tx.set_meta(PacketMeta::with_priority(pick.priority));
-        let (dst, local) = (r.peer_addr, r.local);
-        let src = src_for(config, dst, local);
-        tx.consume(frame_len, |frame| {
-            let at = emit_headers(
-                config,
-                caps,
-                frame,
-                &Route {
-                    dst_mac: mac,
-                    dst,
-                    protocol: IpProtocol::Homa,
-                    ip_payload_len: homa_len,
-                    priority: pick.priority,
-                    hop_limit: HOP_LIMIT,
-                    src_v6: local.v6(config),
-                },
+        let sent = self.with_sent(pick.slot, |r, pool, config, caps| {
+            let mut header = r.data_header(pick.start, pick.end, pick.retransmit, max_payload)?;
+            header.ack = ack;
+            header.cutoff_version = cutoff_version;
+            let repr = r.repr(Kind::Data {
+                header,
+                payload: &[],
+            });
+            let src = src_for(config, dst, local);
+            tx.consume(frame_len, |frame| {
+                let at = emit_headers(
+                    config,
+                    caps,
+                    frame,
+                    &Route {
+                        dst_mac: mac,
+                        dst,
+                        protocol: IpProtocol::Homa,
+                        ip_payload_len: homa_len,
+                        priority: pick.priority,
+                        hop_limit: HOP_LIMIT,
+                        src_v6: local.v6(config),
+                    },
+                );
+                let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
+                repr.emit(&mut packet);
+                let payload = &mut packet.payload_mut()[..payload_len];
+                // Copied, then summed: the copy moves whole vector registers and
+                // the sum rereads the bytes from the L1 cache, fewer instructions
+                // than one pass that sums as it copies, and no slower.
+                r.read_out(pool, pick.start, payload);
+                if config.homa_checksum_tx && caps.checksum.homa.tx() {
+                    packet.fill_checksum(&src, &dst);
+                }
+            });
+            net_trace!(
+                "homa: tx {}",
+                repr.display_with(src, dst, Some(pick.priority))
             );
-            let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
-            repr.emit(&mut packet);
-            let payload = &mut packet.payload_mut()[..payload_len];
-            // Copied, then summed: the copy moves whole vector registers and
-            // the sum rereads the bytes from the L1 cache, fewer instructions
-            // than one pass that sums as it copies, and no slower. The read
-            // cannot fail: the range lies inside the message.
-            let _ = pool.read_at(&mut out.buf, pick.start as usize, payload);
-            if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                packet.fill_checksum(&src, &dst);
-            }
+            r.data_sent(pick.start, pick.end, pick.retransmit);
+            Some(())
         });
-        pacer.on_transmit(now, frame_len);
+        if sent.flatten().is_none() {
+            return;
+        }
+        self.pacer.on_transmit(now, frame_len);
+        let stats = &mut self.stats;
         stats.tx.data += 1;
         stats.tx_frames += 1;
         stats.tx_data_bytes += payload_len as u64;
-        net_trace!(
-            "homa: tx {}",
-            repr.display_with(src, dst, Some(pick.priority))
-        );
         if pick.retransmit {
             stats.retransmissions += 1;
-            let _ = out.resend.clear(pick.start);
-        } else {
-            out.next_xmit = pick.end;
         }
     }
 
@@ -201,21 +167,19 @@ impl<'a> Endpoint<'a> {
         while let Some(i) = cursor {
             cursor = self.ctrl_due.next_of(&self.rpcs[..], i);
             let slot = usize::from(i);
-            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            let Some(r) = self.rpc_at(slot) else {
                 self.ctrl_due.remove(&mut self.rpcs[..], i);
                 continue;
             };
-            let grant = r.inp.as_ref().is_some_and(|m| m.grant_pending);
-            if !(grant || r.resend_due || r.need_ack_due) {
+            let (grant, resend_due, need_ack_due) = r.control_due();
+            if !(grant || resend_due || need_ack_due) {
                 self.ctrl_due.remove(&mut self.rpcs[..], i);
                 continue;
             }
-            let Some(mac) = self.link_addr_of(r.peer_addr) else {
+            let Some(mac) = self.link_addr_of(r.peer_addr()) else {
                 blocked += 1;
                 continue;
             };
-            let resend_due = r.resend_due;
-            let need_ack_due = r.need_ack_due;
             let due = [
                 (grant, PacketType::Grant),
                 (resend_due, PacketType::Resend),
@@ -257,17 +221,13 @@ impl<'a> Endpoint<'a> {
         mac: EthernetAddress,
         slot: usize,
     ) {
-        let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+        let Some(mut r) = self.steady(slot) else {
             return;
         };
-        r.need_ack_due = false;
-        let repr = Repr {
-            sport: r.local_port,
-            dport: r.peer_port,
-            sender_id: r.id,
-            kind: Kind::NeedAck,
+        let Some(repr) = r.take_need_ack() else {
+            return;
         };
-        let (dst, local) = (r.peer_addr, r.local);
+        let (dst, local) = (r.peer_addr(), r.local());
         self.emit_control(now, tx, mac, dst, local, &repr);
     }
 

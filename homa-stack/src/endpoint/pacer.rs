@@ -12,7 +12,6 @@
 //! are never held back: they go first, in the order they became ready, as
 //! Linux sends them from `sendmsg`.
 
-use super::rpc::State;
 use super::timers::Timer;
 use crate::time::{Duration, Instant};
 
@@ -129,14 +128,6 @@ impl Pacer {
     }
 }
 
-/// States in which an RPC sends its outgoing message.
-pub(super) fn sending(state: State) -> bool {
-    matches!(
-        state,
-        State::ClientOutgoing | State::ClientIncoming | State::ServerOutgoing
-    )
-}
-
 /// A DATA packet chosen by the pacer.
 pub(super) struct DataPick {
     pub(super) slot: usize,
@@ -157,11 +148,9 @@ impl<'a> super::Endpoint<'a> {
     pub(super) fn pick_data(&mut self, now: Instant, fifo_turn: bool) -> Option<DataPick> {
         let best = self.send.peek(&self.rpcs[..]).map(usize::from);
         if let Some(best) = best.filter(|&b| {
-            self.rpcs
-                .get(b)
-                .and_then(|s| s.rpc.as_ref())
-                .and_then(|r| r.out.as_ref())
-                .is_some_and(|o| !o.resend.is_empty())
+            self.rpc_at(b)
+                .and_then(|r| r.outgoing())
+                .is_some_and(|o| o.has_resend())
         }) {
             return self.resend_pick(best);
         }
@@ -191,9 +180,7 @@ impl<'a> super::Endpoint<'a> {
 
     /// The next packet of `slot`'s pending retransmission.
     pub(super) fn resend_pick(&self, slot: usize) -> Option<DataPick> {
-        let out = self.rpcs[slot].rpc.as_ref()?.out.as_ref()?;
-        let (start, end) = out.resend.next(0)?;
-        let priority = out.resend.priority();
+        let (start, end, priority) = self.rpc_at(slot)?.outgoing()?.next_resend()?;
         Some(DataPick {
             slot,
             start,
@@ -205,8 +192,8 @@ impl<'a> super::Endpoint<'a> {
 
     /// The next new packet of `slot`, if the pacer lets it go now.
     pub(super) fn new_data_pick(&self, now: Instant, slot: usize) -> Option<DataPick> {
-        let r = self.rpcs[slot].rpc.as_ref()?;
-        let out = r.out.as_ref()?;
+        let r = self.rpc_at(slot)?;
+        let out = r.outgoing()?;
         let c = &self.config;
         if !self.pacer.may_send(
             now,
@@ -218,17 +205,18 @@ impl<'a> super::Endpoint<'a> {
         }
         // A message not started yet is cut for the device as it is now
         // (it may have been queued before the first poll saw the device).
-        let seg = if out.next_xmit == 0 {
-            self.payload_for(r.peer_addr)
+        let seg = if out.next_xmit() == 0 {
+            self.payload_for(r.peer_addr())
         } else {
-            out.seg
+            out.seg()
         };
-        let (start, end) = super::rpc::packet_at(out.next_xmit, seg, out.unscheduled, out.length);
-        let priority = if start < out.unscheduled {
-            let peer = self.peers.get(usize::from(r.peer))?.peer.as_ref()?;
-            peer.unsched_priority(out.length, c.num_priorities)
+        let (start, end) =
+            super::rpc::packet_at(out.next_xmit(), seg, out.unscheduled(), out.length());
+        let priority = if start < out.unscheduled() {
+            let peer = self.peers.get(usize::from(r.peer()))?.peer.as_ref()?;
+            peer.unsched_priority(out.length(), c.num_priorities)
         } else {
-            out.sched_priority
+            out.sched_priority()
         };
         Some(DataPick {
             slot,

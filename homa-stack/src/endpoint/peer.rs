@@ -431,14 +431,14 @@ impl<'a> super::Endpoint<'a> {
 
     /// Queues the ack of a completed client RPC on its peer.
     pub(super) fn queue_ack(&mut self, slot: usize) {
-        let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+        let Some(r) = self.rpc_at(slot) else {
             return;
         };
         let ack = Ack {
-            client_id: r.id,
-            server_port: r.peer_port,
+            client_id: r.id(),
+            server_port: r.peer_port(),
         };
-        let (pi, addr, sport) = (r.peer, r.peer_addr, r.local_port);
+        let (pi, addr, sport) = (r.peer(), r.peer_addr(), r.local_port());
         self.add_ack(pi, addr, sport, ack, false);
     }
 

@@ -1,5 +1,6 @@
 //! The ordered queues an RPC sits in because of its state, kept in step with
-//! it in one place ([`Endpoint::refresh`]), so the pacer and the grant
+//! it in one place (`refresh`, which the RPC table runs after every change
+//! it lends an RPC for), so the pacer and the grant
 //! scheduler read their next choice off the top of a heap instead of
 //! walking the RPCs (docs/architecture.md, "Memory and bounds").
 //!
@@ -22,21 +23,21 @@
 //!   the others, so one copy of the heap code serves all five.
 //! - `incoming`: the sum over scheduled messages with pool space of their
 //!   granted-but-missing bytes, which grants may not push past
-//!   `max_incoming`; each RPC remembers its share (`Rpc::counted`).
+//!   `max_incoming`; each RPC's slot remembers its share (`Placed::counted`).
 //! - parking: an RPC with DATA to send to a peer whose link address is not
 //!   known yet is in neither send heap, and its peer counts it; when the
 //!   peer resolves, its parked RPCs are put back (one pass over the live
 //!   RPCs, once per peer resolution and only when some are parked).
 //!
 //! Every change of what decides these (an RPC's state, its messages'
-//! offsets, its resend set, its pool space) goes through one of the
-//! `update_*` methods below, which run the change and then `refresh`
-//! (private to this file, so no caller can forget it); the tests check after every poll that the queues match a recomputation from
-//! the RPCs ([`Endpoint::check_queues`]).
+//! offsets, its resend set, its pool space) goes through the RPC table
+//! (`rpc::table`), the one place that lends an RPC for a change: it runs
+//! the change and then `refresh` (or `refresh_sent` after DATA went out),
+//! so no caller can forget it; the tests check after every poll that the
+//! queues match a recomputation from the RPCs ([`Endpoint::check_queues`]).
 
 use super::links::{HeapKeys, GRANT, GRANT_BEST, SEND};
-use super::pacer::sending;
-use super::rpc::{Rpc, RpcSlot, State};
+use super::rpc::RpcSlot;
 use super::Endpoint;
 use crate::storage::{HeapLink, HeapNode, MeldLink, MeldNode, NONE};
 
@@ -58,21 +59,22 @@ impl HeapNode for RpcSlot {
     }
     #[inline(always)]
     fn heap_key(&self, heap: u8) -> u128 {
-        let Some(r) = &self.rpc else {
+        let Some(r) = self.rpc() else {
             return u128::MAX;
         };
-        // The keys as the RPC's last refresh computed them (`Rpc::keys`):
+        let keys = self.placed.keys();
+        // The keys as the RPC's last refresh computed them (`Placed::keys`):
         // what the heaps are ordered by, read without walking its messages.
         // The high half is what the heap orders by first (none for the
         // by-age heaps), the birth breaks ties: one shift and one or
         // whichever the heap, as this runs twice per level of every sift.
-        let (no_resend, left) = r.keys.send;
+        let (no_resend, left) = keys.send;
         let high = match heap {
             SEND => u64::from(no_resend) << 32 | u64::from(left),
-            GRANT | GRANT_BEST => u64::from(r.keys.grant),
+            GRANT | GRANT_BEST => u64::from(keys.grant),
             _ => 0,
         };
-        u128::from(high) << 64 | u128::from(r.birth)
+        u128::from(high) << 64 | u128::from(r.birth())
     }
 }
 
@@ -121,73 +123,23 @@ struct Placement {
 
 impl<'a> Endpoint<'a> {
     fn placement(&self, slot: usize) -> Option<Placement> {
-        let r = self.rpcs.get(slot)?.rpc.as_ref()?;
-        let wants_send = r
-            .out
-            .as_ref()
-            .is_some_and(|o| !o.resend.is_empty() || (sending(r.state) && o.can_send_new()));
-        let inp = r.inp.as_ref().filter(|m| m.buf.is_some());
-        let grant = matches!(r.state, State::ClientIncoming | State::ServerIncoming)
-            && inp.is_some_and(|m| m.granted < m.length);
-        let counted = inp.filter(|m| m.scheduled).map_or(0, |m| m.outstanding());
-        let keys = HeapKeys {
-            send: r
-                .out
-                .as_ref()
-                .map_or((true, u32::MAX), |o| (o.resend.is_empty(), o.bytes_left())),
-            grant: r.inp.as_ref().map_or(u32::MAX, |m| m.length - m.received()),
-        };
+        let r = self.rpc_at(slot)?;
+        let wants_send = r.wants_send();
+        let keys = r.keys();
         Some(Placement {
             wants_send,
             short: wants_send && self.short(keys.send),
-            resolved: self.peer_resolved(r.peer),
-            grant,
-            counted,
+            resolved: self.peer_resolved(r.peer()),
+            grant: r.grant_candidate(),
+            counted: r.counted(),
             keys,
         })
     }
 
-    /// Runs `f` on the RPC in `slot` (`None` when the slot is empty) and
-    /// then brings the queues in step with it.
-    pub(super) fn update_rpc<R>(
-        &mut self,
-        slot: usize,
-        f: impl FnOnce(&mut Rpc) -> R,
-    ) -> Option<R> {
-        let out = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()).map(f);
-        self.refresh(slot);
-        out
-    }
-
-    /// Runs `f`, a change to the RPC in `slot` that also needs the rest of
-    /// the endpoint (its pool, its lists), then brings the queues in step
-    /// with that RPC.
-    pub(super) fn update_slot<R>(&mut self, slot: usize, f: impl FnOnce(&mut Self) -> R) -> R {
-        let out = f(self);
-        self.refresh(slot);
-        out
-    }
-
-    /// Runs `f`, which changes at most the RPC whose slot it returns (a
-    /// packet's handler, which learns the RPC as it goes), then brings the
-    /// queues in step with that RPC.
-    pub(super) fn update_found(&mut self, f: impl FnOnce(&mut Self) -> Option<usize>) {
-        if let Some(slot) = f(self) {
-            self.refresh(slot);
-        }
-    }
-
-    /// Runs `f`, which only sends DATA of the RPC in `slot`, then moves
-    /// the RPC in the send queues alone ([`refresh_sent`](Endpoint::refresh_sent)).
-    pub(super) fn update_sent<R>(&mut self, slot: usize, f: impl FnOnce(&mut Self) -> R) -> R {
-        let out = f(self);
-        self.refresh_sent(slot);
-        out
-    }
-
     /// Brings the queues in step with the RPC in `slot` after a change to
-    /// it (a slot with no RPC leaves them all). O(log n).
-    fn refresh(&mut self, slot: usize) {
+    /// it (a slot with no RPC leaves them all). O(log n). For the RPC
+    /// table alone, after the changes it lends the RPC for.
+    pub(super) fn refresh(&mut self, slot: usize) {
         self.share_pages(slot);
         let i = slot as u16;
         let p = self.placement(slot).unwrap_or(Placement {
@@ -198,15 +150,16 @@ impl<'a> Endpoint<'a> {
             counted: 0,
             keys: HeapKeys::default(),
         });
-        let (old_keys, peer) = self
-            .rpcs
-            .get(slot)
-            .and_then(|s| s.rpc.as_ref())
-            .map_or((None, NONE), |r| (Some(r.keys), r.peer));
-        // The heaps read the keys stored in the RPC: store the new ones
+        let Some(s) = self.rpcs.get_mut(slot) else {
+            return;
+        };
+        let (old_keys, peer) = s
+            .rpc()
+            .map_or((None, NONE), |r| (Some(s.placed.keys()), r.peer()));
+        // The heaps read the keys stored in the slot: store the new ones
         // before any insert or sift.
-        if let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) {
-            r.keys = p.keys;
+        if old_keys.is_some() {
+            s.placed.set_keys(p.keys);
         }
         self.queue_send(
             i,
@@ -232,9 +185,10 @@ impl<'a> Endpoint<'a> {
         }
         let rpcs = &mut self.rpcs[..];
         let park = p.wants_send && !p.resolved;
-        let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+        let Some(s) = rpcs.get_mut(slot).filter(|s| s.rpc().is_some()) else {
             return;
         };
+        let r = &mut s.placed;
         let old = core::mem::replace(&mut r.counted, p.counted);
         self.incoming = self.incoming - u64::from(old) + u64::from(p.counted);
         // Any change to a candidate, or to the headroom, may change grants.
@@ -243,8 +197,11 @@ impl<'a> Endpoint<'a> {
         }
         if park != r.parked {
             r.parked = park;
-            let peer = usize::from(r.peer);
-            if let Some(peer) = self.peers.get_mut(peer).and_then(|s| s.peer.as_mut()) {
+            if let Some(peer) = self
+                .peers
+                .get_mut(usize::from(peer))
+                .and_then(|s| s.peer.as_mut())
+            {
                 peer.parked = if park {
                     peer.parked.saturating_add(1)
                 } else {
@@ -262,21 +219,19 @@ impl<'a> Endpoint<'a> {
     /// send did not happen for want of a link address (then the full
     /// `refresh` parks it). The tests' queue check after every poll covers
     /// this shortcut as it does `refresh`.
-    fn refresh_sent(&mut self, slot: usize) {
+    pub(super) fn refresh_sent(&mut self, slot: usize) {
         let i = slot as u16;
         if !self.rpc_peer(slot).is_some_and(|p| self.peer_resolved(p)) {
             return self.refresh(slot);
         }
-        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+        let Some(s) = self.rpcs.get_mut(slot) else {
             return;
         };
-        let (wants_send, key) = r.out.as_ref().map_or((false, (true, u32::MAX)), |o| {
-            (
-                !o.resend.is_empty() || (sending(r.state) && o.can_send_new()),
-                (o.resend.is_empty(), o.bytes_left()),
-            )
-        });
-        let old = core::mem::replace(&mut r.keys.send, key);
+        let Some(r) = s.rpc() else {
+            return;
+        };
+        let (wants_send, key) = (r.wants_send(), r.send_key());
+        let old = s.placed.replace_send(key);
         let short = wants_send && self.short(key);
         self.queue_send(i, wants_send, short, old != key);
     }
@@ -326,24 +281,24 @@ impl<'a> Endpoint<'a> {
         if self.grant.remove(rpcs, i) {
             self.grant_fifo.remove(rpcs, i);
             self.grants_dirty = true;
-            let peer = rpcs
-                .get(slot)
-                .and_then(|s| s.rpc.as_ref())
-                .map_or(NONE, |r| r.peer);
+            let peer = self.rpc_peer(slot).unwrap_or(NONE);
             self.peer_candidate(peer, i, Change::Remove);
         }
-        let rpcs = &mut self.rpcs[..];
-        let Some(r) = rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+        let Some(peer) = self.rpc_peer(slot) else {
             return;
         };
+        let r = &mut self.rpcs[slot].placed;
         let counted = core::mem::take(&mut r.counted);
         if counted != 0 {
             self.incoming -= u64::from(counted);
             self.grants_dirty = true;
         }
         if core::mem::take(&mut r.parked) {
-            let peer = usize::from(r.peer);
-            if let Some(p) = self.peers.get_mut(peer).and_then(|s| s.peer.as_mut()) {
+            if let Some(p) = self
+                .peers
+                .get_mut(usize::from(peer))
+                .and_then(|s| s.peer.as_mut())
+            {
                 p.parked = p.parked.saturating_sub(1);
             }
         }
@@ -394,12 +349,10 @@ impl<'a> Endpoint<'a> {
         while let Some(i) = cursor {
             cursor = self.live.next_of(&self.rpcs[..], i);
             let slot = usize::from(i);
-            if self.rpcs[slot]
-                .rpc
-                .as_ref()
-                .is_some_and(|r| r.parked && r.peer == pi)
-            {
-                self.refresh(slot);
+            let s = &self.rpcs[slot];
+            if s.placed.parked && s.rpc().is_some_and(|r| r.peer() == pi) {
+                // Nothing to change but its place.
+                self.with_rpc(slot, |_, _| ());
             }
         }
     }
@@ -426,9 +379,10 @@ impl<'a> Endpoint<'a> {
                 }
                 continue;
             };
-            let Some(r) = rpcs[slot].rpc.as_ref() else {
+            let Some(r) = rpcs[slot].rpc() else {
                 continue;
             };
+            let placed = &rpcs[slot].placed;
             let short = p.wants_send && p.resolved && p.short;
             let sends = p.wants_send && p.resolved && !p.short;
             if self.send.contains(rpcs, i) != sends || self.send_fifo.contains(rpcs, i) != sends {
@@ -443,17 +397,17 @@ impl<'a> Endpoint<'a> {
             {
                 return Err("grant heaps disagree with an RPC's state");
             }
-            if (sends || short || p.grant) && r.keys != p.keys {
+            if (sends || short || p.grant) && placed.keys() != p.keys {
                 return Err("an RPC's heap keys changed without a refresh");
             }
-            if r.counted != p.counted {
+            if placed.counted != p.counted {
                 return Err("an RPC's incoming share is stale");
             }
-            if r.parked != (p.wants_send && !p.resolved) {
+            if placed.parked != (p.wants_send && !p.resolved) {
                 return Err("an RPC's parking is stale");
             }
-            if r.parked {
-                if let Some(c) = parked.get_mut(usize::from(r.peer)) {
+            if placed.parked {
+                if let Some(c) = parked.get_mut(usize::from(r.peer())) {
                     *c += 1;
                 }
             }
@@ -479,7 +433,7 @@ impl<'a> Endpoint<'a> {
                         up => n = up,
                     }
                 }
-                let own = self.peers.get(usize::from(r.peer)).map(|s| s.grants);
+                let own = self.peers.get(usize::from(r.peer())).map(|s| s.grants);
                 if own.and_then(|h| h.peek()) != Some(n) {
                     return Err("a candidate is not in its peer's heap");
                 }

@@ -4,90 +4,43 @@
 //! were sent; BUSY when it owes nothing yet), at most the unscheduled
 //! bytes per RESEND.
 
-use super::rpc::State;
+use super::rpc::ResendVerdict;
 use super::types::Sender;
 use super::{CtrlKind, Endpoint};
 use crate::phy::Device;
 use crate::stats::DropReason;
-use crate::storage::PoolStore;
 use crate::time::Instant;
-use crate::wire::homa::{self, Kind, Repr, RESEND_ALL};
+use crate::wire::homa::Kind;
 use crate::wire::EthernetAddress;
 
 impl<'a> Endpoint<'a> {
-    pub(super) fn resend_pkt(
-        &mut self,
-        from: Sender,
-        offset: u32,
-        length: u32,
-        priority: u8,
-    ) -> Option<usize> {
+    pub(super) fn resend_pkt(&mut self, from: Sender, offset: u32, length: u32, priority: u8) {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
             self.push_answer(&from, CtrlKind::RpcUnknown);
-            return None;
+            return;
         };
         self.heard(i, from.mac);
         let top = self.config.highest_priority();
-        let unsched_bytes = self.config.unsched_bytes;
+        let unsched = self.config.unsched_bytes;
         let interval = self.config.resend_interval;
-        let r = self.rpc_mut(i)?;
-        let out = match r.out.as_mut() {
-            // A server still receiving or computing owes its response: BUSY
-            // keeps the client from timing out (docs/protocol.md 4.7).
-            Some(out)
-                if r.state != State::ServerIncoming
-                    && r.state != State::ServerReady
-                    && r.state != State::ServerInService =>
-            {
-                out
-            }
-            _ => {
-                // A client asking while its request waits for our pool
-                // space is alive: the wait is ours, not its silence. (Not
-                // a server naming our client RPC: only a message's
-                // receiver asks, so that is no sign of life.)
-                if !r.state.is_client() && r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
-                    r.silent_ticks = 0;
-                }
+        let verdict = self.with_rpc(i, |r, _| {
+            r.on_resend(offset, length, priority, top, unsched, interval)
+        });
+        match verdict {
+            Some(ResendVerdict::Busy) => {
                 self.push_answer(&from, CtrlKind::Busy);
-                return Some(i);
             }
-        };
-        // The receiver is alive and waiting for us: not silence.
-        r.silent_ticks = 0;
-        let tx_end = out.next_xmit;
-        let end = if length == RESEND_ALL {
-            tx_end
-        } else {
-            offset.saturating_add(length)
-        };
-        // One RESEND schedules at most `cap` bytes again, and grants at
-        // most `cap` beyond what was sent (see `resend_cap`).
-        let cap = resend_cap(unsched_bytes, out.seg);
-        let end = end.min(out.length).min(offset.saturating_add(cap));
-        // Lost-GRANT recovery: asking for bytes means they are granted.
-        let grant = end.min(tx_end.saturating_add(cap));
-        if grant > out.granted {
-            out.granted = grant;
+            Some(ResendVerdict::Rationed) => self.count_drop(DropReason::RateLimited),
+            Some(ResendVerdict::Queued) | None => {}
         }
-        if offset >= tx_end {
-            self.push_answer(&from, CtrlKind::Busy);
-            return Some(i);
-        }
-        if !out.request_resend(offset, end, priority.min(top), cap, interval) {
-            // Still a sign of life (above), but no more bytes this interval.
-            net_debug!("homa: RESEND for rpc {}: over its ration", r.id);
-            self.count_drop(DropReason::RateLimited);
-        }
-        Some(i)
     }
 
     /// Asks for everything an incoming message misses: the next egress
     /// sends the RESENDs (see `emit_resends`). A flag, not a queue entry, so
     /// no RPC's request can be crowded out by others.
     pub(super) fn request_retrans(&mut self, slot: usize) {
-        if let Some(r) = self.rpcs[slot].rpc.as_mut() {
-            r.resend_due = true;
+        if let Some(mut r) = self.steady(slot) {
+            r.ask_resend();
             self.control_due(slot);
         }
     }
@@ -108,36 +61,15 @@ impl<'a> Endpoint<'a> {
         let top = self.config.highest_priority();
         let mut first = true;
         loop {
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            let Some((mut r, pool)) = self.steady_pool(slot) else {
                 return true;
             };
             let mut ranges: heapless::Vec<(u32, u32), CHUNK> = heapless::Vec::new();
-            let mut more = false;
-            match r.inp.as_mut() {
-                Some(m) => {
-                    let (asm, granted, from) = (m.asm, m.granted, m.resend_from);
-                    // Waiting for pool space (no pages): the sender must wait too.
-                    if let Some(buf) = m.buf.as_mut() {
-                        let mut store = PoolStore::new(&mut self.pool, buf);
-                        for g in asm.missing(granted, &mut store) {
-                            let Ok(g) = g else { break };
-                            if g.end <= from {
-                                continue;
-                            }
-                            if ranges.is_full() {
-                                more = true;
-                                break;
-                            }
-                            let _ = ranges.push((g.start, g.end - g.start));
-                        }
-                    }
-                }
-                None => {
-                    let _ = ranges.push((0, homa::RESEND_ALL));
-                }
-            }
-            let (sport, dport, id, dst, local) =
-                (r.local_port, r.peer_port, r.id, r.peer_addr, r.local);
+            // Waiting for pool space (no pages): the sender must wait too.
+            let more = r.resend_ranges(pool, &mut ranges);
+            let (dst, local) = (r.peer_addr(), r.local());
+            // Each RESEND's header: this one's with the range in.
+            let mut repr = r.repr(Kind::NeedAck);
             for &(offset, length) in ranges.iter() {
                 if !first {
                     // The caller counts one frame; count the rest here.
@@ -152,15 +84,10 @@ impl<'a> Endpoint<'a> {
                     return false;
                 };
                 first = false;
-                let repr = Repr {
-                    sport,
-                    dport,
-                    sender_id: id,
-                    kind: Kind::Resend {
-                        offset,
-                        length,
-                        priority: top,
-                    },
+                repr.kind = Kind::Resend {
+                    offset,
+                    length,
+                    priority: top,
                 };
                 self.emit_control(now, tx, mac, dst, local, &repr);
                 self.stats.resends_requested += 1;
@@ -168,30 +95,21 @@ impl<'a> Endpoint<'a> {
             let last_end = ranges
                 .last()
                 .map_or(0, |&(o, l)| o.saturating_add(l).max(o.saturating_add(1)));
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            let Some(mut r) = self.steady(slot) else {
                 return true;
             };
-            if more {
-                if let Some(m) = r.inp.as_mut() {
-                    m.resend_from = last_end;
-                }
-                continue;
+            r.resend_sent(more, last_end);
+            if !more {
+                return true;
             }
-            if let Some(m) = r.inp.as_mut() {
-                m.resend_from = 0;
-            }
-            r.resend_due = false;
-            return true;
         }
     }
 
     /// A RESEND round stopped before the range at `offset`: the next one
     /// starts there, so no range is asked for twice in a round.
     fn resend_resume(&mut self, slot: usize, offset: u32) {
-        if let Some(m) = self.rpcs[slot].rpc.as_mut().and_then(|r| r.inp.as_mut()) {
-            // Ranges ending at or before `resend_from` are skipped, and the
-            // ones before this end before its start.
-            m.resend_from = offset;
+        if let Some(mut r) = self.steady(slot) {
+            r.resend_resume(offset);
         }
     }
 }

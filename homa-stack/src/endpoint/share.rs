@@ -107,23 +107,18 @@ impl<'a> Endpoint<'a> {
     /// its peer's count follows (called at every refresh, so at every
     /// change of its messages).
     pub(super) fn share_pages(&mut self, slot: usize) {
-        let Some(r) = self.rpcs.get_mut(slot).and_then(|s| s.rpc.as_mut()) else {
+        let Some(s) = self.rpcs.get_mut(slot) else {
             return;
         };
-        if r.state.is_client() {
+        let Some(r) = s.rpc().filter(|r| !r.state().is_client()) else {
+            return;
+        };
+        let held = u16::try_from(r.pages_held()).unwrap_or(u16::MAX);
+        if held == s.placed.pages {
             return;
         }
-        let held = r
-            .inp
-            .as_ref()
-            .and_then(|m| m.buf.as_ref())
-            .map_or(0, |b| b.page_count())
-            + r.out.as_ref().map_or(0, |o| o.buf.page_count());
-        let held = u16::try_from(held).unwrap_or(u16::MAX);
-        if held == r.pages {
-            return;
-        }
-        let (was, pi) = (core::mem::replace(&mut r.pages, held), r.peer);
+        let pi = r.peer();
+        let was = core::mem::replace(&mut s.placed.pages, held);
         if let Some(p) = peer_in(&mut self.peers, pi) {
             p.pages = (p.pages + u32::from(held)).saturating_sub(u32::from(was));
         }
@@ -147,18 +142,19 @@ impl<'a> Endpoint<'a> {
             let i = cursor?;
             cursor = servers.next_of(&self.rpcs[..], i);
             let slot = usize::from(i);
-            let Some(r) = self.rpcs[slot].rpc.as_ref() else {
+            let s = &self.rpcs[slot];
+            let Some(r) = s.rpc() else {
                 continue;
             };
-            if r.state == State::ServerInService || (with_pages && r.pages == 0) {
+            if matches!(r.state(), State::ServerInService) || (with_pages && s.placed.pages == 0) {
                 continue;
             }
             net_debug!(
                 "homa: server rpc {} from {} freed: its peer holds more than its share",
-                r.id,
-                r.peer_addr
+                r.id(),
+                r.peer_addr()
             );
-            let pages = usize::from(r.pages);
+            let pages = usize::from(s.placed.pages);
             self.free_rpc(slot);
             self.stats.server_evicted += 1;
             self.stats.server_freed += 1;
@@ -224,19 +220,19 @@ impl Endpoint<'_> {
     pub(super) fn check_shares(&self) -> Result<(), &'static str> {
         let (mut servers, mut pages) = (0usize, 0u64);
         for (i, s) in self.rpcs.iter().enumerate() {
-            let Some(r) = s.rpc.as_ref().filter(|r| !r.state.is_client()) else {
+            let Some(r) = s.rpc().filter(|r| !r.state().is_client()) else {
                 continue;
             };
             let listed = self
                 .peers
-                .get(usize::from(r.peer))
+                .get(usize::from(r.peer()))
                 .and_then(|p| p.peer.as_ref())
                 .is_some_and(|p| p.servers.contains(&self.rpcs[..], i as u16));
             if !listed {
                 return Err("a server RPC is not in its peer's list");
             }
             servers += 1;
-            pages += u64::from(r.pages);
+            pages += u64::from(s.placed.pages);
         }
         let (mut listed, mut counted, mut loaded) = (0usize, 0u64, 0usize);
         for (pi, p) in self.peers.iter().enumerate() {

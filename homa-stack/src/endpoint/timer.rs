@@ -27,7 +27,7 @@
 //! but neither is progress: after [`RESEND_LIFE_TIMEOUTS`] timeouts
 //! without any, the RPC is freed.
 
-use super::rpc::State;
+use super::rpc::{TickRules, TickVerdict};
 use super::{Endpoint, RpcError, ICMP_PER_TICK};
 
 /// How many silence timeouts (`Config::timeout_ticks` each) a client's
@@ -48,174 +48,102 @@ use super::{Endpoint, RpcError, ICMP_PER_TICK};
 /// [`Stats::server_resend_limited`]: crate::stats::Stats::server_resend_limited
 pub const RESEND_LIFE_TIMEOUTS: u32 = 10;
 
-/// What the tick does with one RPC.
-enum Verdict {
-    /// Nothing: not silent.
-    Quiet,
-    /// Waiting on our own grants: count, and repeat the GRANT at RESEND times.
-    OwnGrants,
-    /// Silent on the peer.
-    Silent,
-}
-
 impl<'a> Endpoint<'a> {
+    /// The 1 ms tick: the per-tick ICMP budgets refill, then every live
+    /// RPC counts its silence and the endpoint does what each one's
+    /// verdict asks.
     pub(super) fn tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
         self.icmp_in_budget = ICMP_PER_TICK;
-        let now = self.now;
-        // One pass over the live RPCs, not the table; the cursor moves on
-        // before an RPC may be freed.
+        self.tick_rpcs();
+    }
+
+    /// What the tick judges silence by, from the configuration.
+    fn tick_rules(&self) -> TickRules {
+        let c = &self.config;
+        TickRules {
+            timeout: c.timeout_ticks,
+            resend: c.resend_ticks,
+            // Validated non-zero; `max` tells the compiler.
+            interval: c.resend_interval.max(1),
+            request_ack: c.request_ack_ticks,
+            stale: c
+                .timeout_ticks
+                .saturating_mul(RESEND_LIFE_TIMEOUTS)
+                .min(u32::from(u16::MAX)),
+        }
+    }
+
+    /// One pass over the live RPCs, not the table: each one ticks, and its
+    /// verdict is acted on (the cursor moves on before an RPC may be freed).
+    fn tick_rpcs(&mut self) {
+        let rules = self.tick_rules();
         let mut cursor = self.live.front();
-        // A control packet falls due while the RPC is borrowed: queue it
-        // on the next turn.
-        let mut due: Option<usize> = None;
-        loop {
-            if let Some(slot) = due.take() {
-                self.control_due(slot);
-            }
-            let Some(i) = cursor else { break };
+        while let Some(i) = cursor {
             cursor = self.live.next_of(&self.rpcs[..], i);
             let slot = usize::from(i);
-            let Some(r) = self.rpcs[slot].rpc.as_mut() else {
+            let Some(peer) = self.rpc_peer(slot) else {
                 continue;
             };
-            r.restarts.tick();
-            if let Some(out) = r.out.as_mut() {
-                out.ration.tick();
-            }
-            let resolved = self
-                .peers
-                .get(usize::from(r.peer))
-                .and_then(|s| s.peer.as_ref())
-                .is_some_and(|p| p.resolved());
-            if !r.state.is_client() {
-                // What RESENDs reset the silence of, they may not keep for
-                // ever: only progress resets this count.
-                let progress = match r.state {
-                    State::ServerOutgoing => {
-                        resolved && r.out.as_ref().is_some_and(|o| o.can_send_new())
-                    }
-                    State::ServerIncoming => r.inp.as_ref().is_some_and(|m| m.buf.is_some()),
-                    _ => true,
-                };
-                if progress {
-                    r.stale_ticks = 0;
-                } else {
-                    let limit = self
-                        .config
-                        .timeout_ticks
-                        .saturating_mul(RESEND_LIFE_TIMEOUTS)
-                        .min(u32::from(u16::MAX));
-                    if u32::from(r.stale_ticks) + 1 >= limit {
-                        net_debug!(
-                            "homa: server rpc {} freed: RESENDs without progress for {} ticks",
-                            r.id,
-                            limit
-                        );
-                        self.stats.server_resend_limited += 1;
-                        self.free_rpc(slot);
-                        self.stats.server_freed += 1;
-                        continue;
-                    }
-                    r.stale_ticks += 1;
-                }
-            }
-            let verdict = match r.state {
-                State::ClientDone | State::ServerReady | State::ServerInService => Verdict::Quiet,
-                State::ServerOutgoing | State::ClientOutgoing => {
-                    if r.state == State::ServerOutgoing {
-                        let sent = r
-                            .out
-                            .as_ref()
-                            .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
-                        if sent {
-                            r.done_ticks = r.done_ticks.saturating_add(1);
-                            if u32::from(r.done_ticks) >= self.config.request_ack_ticks.min(0xFFFF)
-                            {
-                                r.need_ack_due = true;
-                                due = Some(slot);
-                            }
-                        } else {
-                            r.done_ticks = 0;
-                        }
-                    }
-                    let busy = r
-                        .out
-                        .as_ref()
-                        .is_some_and(|o| o.can_send_new() || !o.resend.is_empty());
-                    if busy && resolved {
-                        Verdict::Quiet
-                    } else {
-                        Verdict::Silent
-                    }
-                }
-                State::ClientIncoming | State::ServerIncoming => {
-                    // Waiting for pool space counts as silence (unlike in
-                    // Linux): with a bounded pool a message that can never
-                    // fit would wait for ever.
-                    let waiting_on_us = r.inp.as_ref().is_some_and(|m| {
-                        m.buf.is_some() && m.asm.hole_count() == 0 && m.asm.recv_end() >= m.granted
-                    });
-                    if waiting_on_us && resolved {
-                        Verdict::OwnGrants
-                    } else {
-                        Verdict::Silent
-                    }
-                }
+            let resolved = self.peer_resolved(peer);
+            let Some(verdict) = self.steady(slot).map(|mut r| r.on_tick(&rules, resolved)) else {
+                continue;
             };
-            if matches!(verdict, Verdict::Quiet) {
-                r.silent_ticks = 0;
-                continue;
-            }
-            // Saturating: a message waiting on our own grants never times
-            // out, and a tick a millisecond wraps a u32 in 49.7 days.
-            r.silent_ticks = r.silent_ticks.saturating_add(1);
-            let silent = r.silent_ticks;
-            let resend_time = silent >= self.config.resend_ticks
-                // (Validated non-zero; `max` tells the compiler.)
-                && (silent - self.config.resend_ticks).is_multiple_of(self.config.resend_interval.max(1));
-            if matches!(verdict, Verdict::OwnGrants) {
-                if resend_time {
-                    if let Some(m) = r.inp.as_mut() {
-                        m.grant_pending = true;
-                        due = Some(slot);
-                    }
-                }
-                continue;
-            }
-            if silent >= self.config.timeout_ticks {
-                let error = if resolved {
-                    RpcError::TimedOut
-                } else {
-                    RpcError::Unresolved
-                };
-                if r.state.is_client() {
-                    net_debug!("homa: rpc {} failed: {}", r.id, error);
-                    self.stats.timeouts += 1;
-                    self.fail_client_rpc(slot, error);
-                } else {
-                    net_debug!("homa: server rpc {} timed out", r.id);
-                    self.stats.server_timeouts += 1;
-                    self.free_rpc(slot);
-                    self.stats.server_freed += 1;
-                }
-            } else if resend_time {
-                let peer = r.peer;
-                // A sender has nothing to ask for: its peer's RESENDs and
-                // GRANTs drive it, and the timeout ends it.
-                let asks = !matches!(r.state, State::ServerOutgoing);
-                if let Some(p) = self
-                    .peers
-                    .get_mut(usize::from(peer))
-                    .and_then(|s| s.peer.as_mut())
-                {
-                    p.silent(now, self.config.reachable_time);
-                }
-                self.peer_doubted(peer);
-                if asks && resolved {
-                    self.request_retrans(slot);
-                }
-            }
+            self.tick_verdict(slot, peer, verdict);
         }
+    }
+
+    /// Does what the tick's `verdict` on the RPC in `slot` (with peer
+    /// `peer`) asks.
+    fn tick_verdict(&mut self, slot: usize, peer: u16, verdict: TickVerdict) {
+        match verdict {
+            TickVerdict::Quiet | TickVerdict::Silent => {}
+            TickVerdict::Due => self.control_due(slot),
+            TickVerdict::Doubt { due } => {
+                self.peer_silent(peer);
+                if due {
+                    self.control_due(slot);
+                }
+            }
+            TickVerdict::Stale => {
+                self.stats.server_resend_limited += 1;
+                self.free_rpc(slot);
+                self.stats.server_freed += 1;
+            }
+            TickVerdict::TimedOut(error) => self.timed_out(slot, error),
+        }
+    }
+
+    /// The RPC in `slot` was silent for the timeout: a client RPC fails
+    /// with `error`, a server RPC is freed.
+    fn timed_out(&mut self, slot: usize, error: RpcError) {
+        let Some(r) = self.rpc_at(slot) else {
+            return;
+        };
+        if r.state().is_client() {
+            net_debug!("homa: rpc {} failed: {}", r.id(), error);
+            self.stats.timeouts += 1;
+            self.fail_client_rpc(slot, error);
+        } else {
+            net_debug!("homa: server rpc {} timed out", r.id());
+            self.stats.server_timeouts += 1;
+            self.free_rpc(slot);
+            self.stats.server_freed += 1;
+        }
+    }
+
+    /// An RPC with peer `pi` is silent at a RESEND time: the peer's link
+    /// address may be stale, so it is probed when the doubt is reason
+    /// enough (see `peer`).
+    fn peer_silent(&mut self, pi: u16) {
+        let (now, reachable) = (self.now, self.config.reachable_time);
+        if let Some(p) = self
+            .peers
+            .get_mut(usize::from(pi))
+            .and_then(|s| s.peer.as_mut())
+        {
+            p.silent(now, reachable);
+        }
+        self.peer_doubted(pi);
     }
 }

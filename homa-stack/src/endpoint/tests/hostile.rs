@@ -879,10 +879,10 @@ fn a_failed_rpc_the_application_holds_does_not_keep_arp_going() {
 
 /// The one RPC in `ep`: (local id, our port).
 fn only_rpc(ep: &Endpoint<'static>) -> (u64, u16) {
-    let mut live = ep.rpcs.iter().filter_map(|s| s.rpc.as_ref());
+    let mut live = ep.rpcs.iter().filter_map(|s| s.rpc());
     let r = live.next().expect("an RPC");
     assert!(live.next().is_none(), "one RPC");
-    (r.id, r.local_port)
+    (r.id(), r.local_port())
 }
 
 #[test]

@@ -393,10 +393,11 @@ fn tick_counters_at_their_limit_saturate_and_the_rpc_still_times_out() {
     });
     assert!(answered);
     let mut held = 0;
-    for r in p.b.rpcs.iter_mut().filter_map(|s| s.rpc.as_mut()) {
-        r.done_ticks = u16::MAX;
-        r.silent_ticks = u32::MAX;
-        held += 1;
+    for slot in 0..p.b.rpcs.len() {
+        if let Some(mut r) = p.b.steady(slot) {
+            r.saturate_ticks();
+            held += 1;
+        }
     }
     assert_eq!(held, 1, "the server holds the RPC until it is acked");
     let later = p.now + Duration::from_millis(5);

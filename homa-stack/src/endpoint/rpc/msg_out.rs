@@ -1,0 +1,297 @@
+//! The outgoing message of an RPC: packetisation, granted bytes, the next
+//! byte to send, priorities, and what it may send again.
+
+use crate::storage::resend::{PacketGrid, ResendSet};
+use crate::storage::MessageBuf;
+
+/// How many times a message's [`resend_cap`](super::super::resend::resend_cap) bytes may go out again, by
+/// RESEND or by restarts after RPC_UNKNOWN, without its receiver showing
+/// progress (a GRANT above the highest one yet earns back what it grants
+/// beyond).
+///
+/// A receiver that misses bytes asks for them once per
+/// `Config::resend_interval`, and each answer delivers most of them: at
+/// 30 % loss a window goes out again about 0.4 times, and what a longer
+/// message needs again its receiver pays for with GRANTs as the bytes
+/// arrive. A forger that names the RPC buys this many windows, then as
+/// much as the GRANTs it also forges climb: at most the message once more
+/// for each restart the server asks for (`MAX_RESTARTS`).
+pub(crate) const RESEND_WINDOWS: u32 = 8;
+
+/// What one outgoing message may still send again (see
+/// [`RESEND_WINDOWS`]): forged RESENDs or RPC_UNKNOWNs from the peer's
+/// address, however many, buy at most [`RESEND_PER_INTERVAL`] windows of
+/// [`resend_cap`](super::super::resend::resend_cap) bytes per RESEND interval (an honest receiver asks once
+/// per interval) and [`RESEND_WINDOWS`] of them beyond what the receiver's
+/// GRANTs earned back. Counted in packets and KiB to keep the RPC slot
+/// small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ration {
+    /// Packets earned back by GRANTs less packets sent again.
+    balance: i16,
+    /// Packets left in the current interval.
+    window: u16,
+    /// Ticks before a new interval starts.
+    hold: u16,
+    /// The highest GRANT offset from the receiver, in KiB.
+    heard: u16,
+}
+
+/// How many windows of [`resend_cap`](super::super::resend::resend_cap) bytes one message may send again per
+/// RESEND interval. An honest receiver's round asks for every range it
+/// misses below its grant, which after a burst of losses can be more than
+/// one window; a forger gains only speed, not bytes (those
+/// [`RESEND_WINDOWS`] bounds).
+pub(crate) const RESEND_PER_INTERVAL: u32 = 2;
+
+/// `bytes` in packets of `seg` bytes, rounded up, saturating.
+fn packets(bytes: u32, seg: u32) -> u16 {
+    u16::try_from(bytes.div_ceil(seg.max(1))).unwrap_or(u16::MAX)
+}
+
+impl Ration {
+    /// A message that has gone out no more than once.
+    pub const fn new() -> Ration {
+        Ration {
+            balance: 0,
+            window: 0,
+            hold: 0,
+            heard: 0,
+        }
+    }
+
+    /// One tick passed.
+    pub fn tick(&mut self) {
+        self.hold = self.hold.saturating_sub(1);
+    }
+
+    /// How many bytes a request to send `want` bytes (in packets of `seg`)
+    /// again may have now, for windows of `cap` bytes and RESENDs
+    /// `interval` ticks apart; the caller then `spend`s what it queued.
+    pub fn allow(&mut self, want: u32, cap: u32, interval: u32, seg: u32) -> u32 {
+        if self.hold == 0 && want > 0 {
+            // The receiver's next round comes `interval` ticks after this
+            // one by its own clock: one tick less here keeps the two
+            // clocks' phases from holding back an honest round.
+            self.hold = u16::try_from(interval.saturating_sub(1).max(1)).unwrap_or(u16::MAX);
+            self.window = packets(cap.saturating_mul(RESEND_PER_INTERVAL), seg);
+        }
+        let total = i32::from(packets(cap.saturating_mul(RESEND_WINDOWS), seg));
+        let credit = u32::try_from(total + i32::from(self.balance)).unwrap_or(0);
+        let allowed = credit.min(u32::from(self.window));
+        want.min(allowed.saturating_mul(seg.max(1)))
+    }
+
+    /// `n` packets were queued to go out again.
+    pub fn spend(&mut self, n: u32) {
+        let n = u16::try_from(n).unwrap_or(u16::MAX);
+        self.window = self.window.saturating_sub(n);
+        self.balance = self
+            .balance
+            .saturating_sub(i16::try_from(n).unwrap_or(i16::MAX));
+    }
+
+    /// The receiver granted up to `offset`: what it granted beyond the
+    /// highest GRANT yet it is taking in, so as many bytes (in packets of
+    /// `seg`) may go out again.
+    pub fn granted(&mut self, offset: u32, cap: u32, seg: u32) {
+        let kib = u16::try_from(offset >> 10).unwrap_or(u16::MAX);
+        if kib > self.heard {
+            let more = packets(u32::from(kib - self.heard) << 10, seg);
+            self.heard = kib;
+            // Kept for later losses, but no more than the reserve: what
+            // an early GRANT earned must not buy a forger a whole message.
+            let most =
+                i16::try_from(packets(cap.saturating_mul(RESEND_WINDOWS), seg)).unwrap_or(i16::MAX);
+            self.balance = self
+                .balance
+                .saturating_add(i16::try_from(more).unwrap_or(i16::MAX))
+                .min(most);
+        }
+    }
+
+    /// The receiver lost the message and starts over: its GRANTs count
+    /// from the start again.
+    pub fn restart(&mut self) {
+        self.heard = 0;
+    }
+}
+
+/// The outgoing message of an RPC.
+#[derive(Debug)]
+pub(crate) struct MsgOut {
+    pub(super) buf: MessageBuf,
+    pub(super) length: u32,
+    /// Payload bytes per packet for this message (fixed for its life so
+    /// retransmissions keep the original boundaries).
+    pub(super) seg: u32,
+    /// Bytes sent without grants.
+    pub(super) unscheduled: u32,
+    /// Bytes the receiver lets us send.
+    pub(super) granted: u32,
+    /// First byte not yet handed to the NIC (Linux `tx_end`).
+    pub(super) next_xmit: u32,
+    /// Priority of scheduled packets, from the last GRANT.
+    pub(super) sched_priority: u8,
+    /// Packets to send again (from RESEND or RPC_UNKNOWN), exactly those
+    /// asked for: a bitmap over this message's packet grid.
+    pub(super) resend: ResendSet,
+    /// What RESENDs and restarts may still make it send again.
+    pub(super) ration: Ration,
+}
+
+impl MsgOut {
+    /// A message of `length` bytes in `buf`, cut in packets of `seg`
+    /// payload bytes (until its first transmission cuts it for the device
+    /// as it is then), of which `unscheduled` go without grants.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    #[cfg_attr(target_os = "none", inline(never))]
+    pub(in crate::endpoint) fn new(
+        buf: MessageBuf,
+        length: u32,
+        seg: u32,
+        unscheduled: u32,
+    ) -> MsgOut {
+        MsgOut {
+            buf,
+            length,
+            seg,
+            unscheduled,
+            granted: unscheduled,
+            next_xmit: 0,
+            sched_priority: 0,
+            resend: ResendSet::new(PacketGrid::new(seg, unscheduled, length)),
+            ration: Ration::new(),
+        }
+    }
+
+    /// The message's length in bytes.
+    pub fn length(&self) -> u32 {
+        self.length
+    }
+    /// Payload bytes per packet.
+    pub fn seg(&self) -> u32 {
+        self.seg
+    }
+    /// Bytes sent without grants.
+    pub fn unscheduled(&self) -> u32 {
+        self.unscheduled
+    }
+    /// Bytes the receiver lets us send.
+    pub fn granted(&self) -> u32 {
+        self.granted
+    }
+    /// First byte not yet handed to the NIC.
+    pub fn next_xmit(&self) -> u32 {
+        self.next_xmit
+    }
+    /// Priority of scheduled packets, from the last GRANT.
+    pub fn sched_priority(&self) -> u8 {
+        self.sched_priority
+    }
+    /// Whether packets wait to be sent again.
+    pub fn has_resend(&self) -> bool {
+        !self.resend.is_empty()
+    }
+    /// The next packet to send again, and its priority.
+    pub fn next_resend(&self) -> Option<(u32, u32, u8)> {
+        let (start, end) = self.resend.next(0)?;
+        Some((start, end, self.resend.priority()))
+    }
+
+    /// Bytes not yet sent once.
+    pub fn bytes_left(&self) -> u32 {
+        self.length - self.next_xmit
+    }
+
+    /// Whether a first transmission is allowed now: the next packet starts
+    /// below the granted offset (a whole packet goes even if the grant ends
+    /// inside it).
+    pub fn can_send_new(&self) -> bool {
+        self.next_xmit < self.length && self.next_xmit < self.granted
+    }
+
+    /// Queues the packets of `[start, end)` (cut at the bytes sent so far)
+    /// to be sent again, as far as the message's ration allows for
+    /// windows of `cap` bytes every `interval` ticks; packets already
+    /// queued are not queued twice. False when the ration allowed nothing.
+    pub(super) fn request_resend(
+        &mut self,
+        start: u32,
+        end: u32,
+        priority: u8,
+        cap: u32,
+        interval: u32,
+    ) -> bool {
+        let end = end.min(self.next_xmit);
+        if start >= end {
+            return true;
+        }
+        let allowed = self.ration.allow(end - start, cap, interval, self.seg);
+        if allowed == 0 {
+            return false;
+        }
+        let added = self
+            .resend
+            .add(start, start + allowed, self.next_xmit, priority);
+        self.ration.spend(added);
+        true
+    }
+
+    /// Fixes the packet size at the first transmission.
+    pub(super) fn cut(&mut self, seg: u32) {
+        self.seg = seg;
+        self.resend = ResendSet::new(PacketGrid::new(seg, self.unscheduled, self.length));
+    }
+}
+
+/// See [`MsgOut::packet_at`]; the grid's one home is `storage::resend`.
+pub(crate) fn packet_at(offset: u32, seg: u32, unscheduled: u32, length: u32) -> (u32, u32) {
+    crate::storage::resend::packet_at(offset, seg, unscheduled, length)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packets_split_at_the_unscheduled_limit() {
+        // 1424-byte packets, 40000 unscheduled: packet 28 is cut at 40000.
+        assert_eq!(packet_at(0, 1424, 40_000, 100_000), (0, 1424));
+        assert_eq!(packet_at(39_871, 1424, 40_000, 100_000), (38_448, 39_872));
+        assert_eq!(packet_at(39_872, 1424, 40_000, 100_000), (39_872, 40_000));
+        assert_eq!(packet_at(39_999, 1424, 40_000, 100_000), (39_872, 40_000));
+        assert_eq!(packet_at(40_000, 1424, 40_000, 100_000), (40_000, 41_424));
+        assert_eq!(packet_at(99_999, 1424, 40_000, 100_000), (99_808, 100_000));
+    }
+
+    #[test]
+    fn short_messages_are_one_packet() {
+        assert_eq!(packet_at(0, 1424, 100, 100), (0, 100));
+        assert_eq!(packet_at(0, 1424, 1424, 1424), (0, 1424));
+        assert_eq!(packet_at(1424, 1424, 1425, 1425), (1424, 1425));
+    }
+
+    #[test]
+    fn packetisation_covers_every_byte_once() {
+        for &(len, unsched) in &[
+            (1u32, 1u32),
+            (40_001, 40_000),
+            (100_000, 40_000),
+            (3000, 3000),
+            (1_000_000, 40_000),
+        ] {
+            let mut off = 0;
+            let mut n = 0;
+            while off < len {
+                let (s, e) = packet_at(off, 1424, unsched, len);
+                assert_eq!(s, off);
+                assert!(e > s && e - s <= 1424);
+                off = e;
+                n += 1;
+            }
+            assert_eq!(off, len);
+            assert!(n >= len.div_ceil(1424));
+        }
+    }
+}
