@@ -8,7 +8,7 @@
 
 use super::rpc::{MsgIn, Restart, Rpc, State};
 use super::types::{IpHeader, Local, Reply, Sender, Unreachable};
-use super::{CtrlKind, Endpoint, RpcError};
+use super::{Endpoint, RpcError};
 use crate::stats::DropReason;
 use crate::storage::holes::AddOutcome;
 use crate::storage::PoolStore;
@@ -39,7 +39,7 @@ impl<'a> Endpoint<'a> {
         let Ok(repr) = homa::Repr::parse(&packet) else {
             return self.drop_frame(DropReason::Malformed, "bad Homa packet");
         };
-        self.stats.rx.count(u8::from(repr.kind.packet_type()));
+        self.stats.rx.count(repr.kind.packet_type());
         net_trace!("homa: rx {}", repr.display_with(src, dst, None));
         let from = Sender {
             addr: src,
@@ -161,7 +161,7 @@ impl<'a> Endpoint<'a> {
         );
         match kind {
             Kind::Resend { .. } => {
-                self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
+                self.push_answer(&from, Kind::RpcUnknown);
             }
             Kind::NeedAck => self.ack_unknown(from),
             Kind::Ack { acks } => self.ack_pkt(from, &acks),
@@ -533,7 +533,11 @@ impl<'a> Endpoint<'a> {
             return;
         }
         peer.cutoffs_sent = Some(now);
-        self.push_answer(&from, CtrlKind::Cutoffs);
+        let cutoffs = Kind::Cutoffs {
+            unsched_cutoffs: self.config.announced_cutoffs(),
+            version: self.config.cutoff_version,
+        };
+        self.push_answer(&from, cutoffs);
     }
 
     fn grant_pkt(&mut self, from: Sender, offset: u32, priority: u8) -> Option<usize> {
@@ -649,17 +653,23 @@ impl<'a> Endpoint<'a> {
     /// (its ack was lost), with whatever else waits for that peer, in one
     /// packet at the next poll.
     fn ack_unknown(&mut self, from: Sender) {
-        let ack = homa::Ack {
-            client_id: from.local_id,
-            server_port: from.sport,
-        };
         match self.find_peer(from.addr) {
-            Some(pi) => self.add_ack(pi, from.addr, from.dport, ack, true),
+            Some(pi) => {
+                let ack = homa::Ack {
+                    client_id: from.local_id,
+                    server_port: from.sport,
+                };
+                self.add_ack(pi, from.addr, from.dport, ack, true);
+            }
+            // A peer we no longer hold: this ack alone, in the header (the
+            // answer's id and port are the ack's), with no entries.
             None => {
-                // A peer we no longer hold: answer this one alone.
-                let mut one = heapless::Vec::new();
-                let _ = one.push(ack);
-                self.push_answer(&from, CtrlKind::Acks(one));
+                self.push_answer(
+                    &from,
+                    Kind::Ack {
+                        acks: heapless::Vec::new(),
+                    },
+                );
             }
         }
     }

@@ -46,7 +46,7 @@ use crate::storage::{Heap, Index, KeyedHash, List, Pool};
 use crate::time::{Duration, Instant};
 
 pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PORT};
-use ctrl::{Ctrl, CtrlKind, CTRL_QUEUE};
+use ctrl::{Ctrl, CtrlPacket, CTRL_QUEUE};
 pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
 pub use resend::RESEND_MAX_BYTES;
@@ -474,15 +474,17 @@ impl<'a> Endpoint<'a> {
                 Ctrl {
                     addr: r.peer_addr,
                     link_addr: None,
-                    sport: r.local_port,
-                    dport: r.peer_port,
-                    sender_id: r.id,
-                    kind: CtrlKind::Resend {
-                        offset: 0,
-                        length: crate::wire::homa::RESEND_ALL,
-                        priority: prio,
-                    },
                     local: r.local,
+                    packet: CtrlPacket::Homa(crate::wire::homa::Repr {
+                        sport: r.local_port,
+                        dport: r.peer_port,
+                        sender_id: r.id,
+                        kind: crate::wire::homa::Kind::Resend {
+                            offset: 0,
+                            length: crate::wire::homa::RESEND_ALL,
+                            priority: prio,
+                        },
+                    }),
                 }
             });
             if let Some(c) = resend {

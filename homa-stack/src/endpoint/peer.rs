@@ -31,8 +31,8 @@ use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
 use heapless::Vec;
 
+use super::ctrl::{ack_packet, Ctrl, CtrlPacket};
 use super::timers::Timer;
-use super::{Ctrl, CtrlKind};
 
 /// Acks one ACK packet holds in all: its five entries and the RPC its
 /// common header names. A peer collects that many; a full batch moves into
@@ -458,27 +458,26 @@ impl<'a> super::Endpoint<'a> {
         };
         let _ = peer.acks.push(ack);
         let link_addr = peer.link_addr;
-        let kind = if peer.acks.is_full() {
-            CtrlKind::Acks(core::mem::take(&mut peer.acks))
+        let (packet, lost) = if peer.acks.is_full() {
+            let lost = peer.acks.len() as u64;
+            let repr = ack_packet(sport, &peer.acks);
+            peer.acks.clear();
+            let Some(repr) = repr else {
+                return;
+            };
+            (CtrlPacket::Homa(repr), lost)
         } else if now && !peer.ack_flush_queued {
             peer.ack_flush_queued = true;
-            CtrlKind::AcksWaiting
+            (CtrlPacket::AcksWaiting { sport }, 0)
         } else {
             return;
-        };
-        let lost = match &kind {
-            CtrlKind::Acks(batch) => batch.len() as u64,
-            _ => 0,
         };
         let queued = self.push_ctrl(Ctrl {
             addr,
             link_addr,
-            sport,
-            dport: 0,
-            sender_id: 0,
-            kind,
             // Acks are a client's: its chosen address, as its requests.
             local: super::types::Local::CHOSEN,
+            packet,
         });
         if !queued {
             self.stats.acks_dropped += lost;

@@ -6,7 +6,7 @@
 
 use super::rpc::State;
 use super::types::Sender;
-use super::{CtrlKind, Endpoint};
+use super::Endpoint;
 use crate::phy::Device;
 use crate::stats::DropReason;
 use crate::storage::PoolStore;
@@ -23,7 +23,7 @@ impl<'a> Endpoint<'a> {
         priority: u8,
     ) -> Option<usize> {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-            self.push_answer(&from, CtrlKind::RpcUnknown);
+            self.push_answer(&from, Kind::RpcUnknown);
             return None;
         };
         self.heard(i, from.mac);
@@ -49,7 +49,7 @@ impl<'a> Endpoint<'a> {
                 if !r.state.is_client() && r.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
                     r.silent_ticks = 0;
                 }
-                self.push_answer(&from, CtrlKind::Busy);
+                self.push_answer(&from, Kind::Busy);
                 return Some(i);
             }
         };
@@ -71,7 +71,7 @@ impl<'a> Endpoint<'a> {
             out.granted = grant;
         }
         if offset >= tx_end {
-            self.push_answer(&from, CtrlKind::Busy);
+            self.push_answer(&from, Kind::Busy);
             return Some(i);
         }
         if !out.request_resend(offset, end, priority.min(top), cap, interval) {
