@@ -92,6 +92,16 @@ impl<'a> Endpoint<'a> {
         true
     }
 
+    /// Whether a queued control packet waits for the link address of
+    /// `addr` (its peer is asked for once, not until it answers).
+    // Always inlined: out of line, the firmware grows by 172 bytes.
+    #[inline(always)]
+    pub(super) fn ctrl_waits_for(&self, addr: IpAddr) -> bool {
+        self.ctrl
+            .iter()
+            .any(|c| c.addr == addr && c.link_addr.is_none())
+    }
+
     /// Queues `kind` as the answer to the packet `from` describes. Not
     /// inlined: each inlined answer built a whole `Ctrl` of its own.
     #[inline(never)]

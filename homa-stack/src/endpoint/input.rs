@@ -6,6 +6,7 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
+use super::host::{HandUp, HomaIn};
 use super::rpc::{MsgIn, Restart, Rpc, State};
 use super::types::{IpHeader, Local, Reply, Sender, Unreachable};
 use super::{Endpoint, RpcError};
@@ -16,17 +17,26 @@ use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
 use crate::wire::{EthernetAddress, IpAddr};
 
+/// What the host layer hands up comes in here.
+impl HandUp for Endpoint<'_> {
+    fn homa<'f>(&mut self, now: Instant, packet: HomaIn<'f>) -> Option<Reply<'f>> {
+        self.process_homa(now, packet)
+    }
+
+    fn unreachable(&mut self, addr: IpAddr, local_port: u16, peer_port: u16, what: Unreachable) {
+        self.unreachable_pkt(addr, local_port, peer_port, what);
+    }
+}
+
 impl<'a> Endpoint<'a> {
-    /// A Homa packet `body` that came in `ip` (the IP header as received,
-    /// which an ICMP error would quote).
-    pub(super) fn process_homa<'f>(
-        &mut self,
-        now: Instant,
-        mac: EthernetAddress,
-        ip: IpHeader<'f>,
-        body: &'f [u8],
-    ) -> Option<Reply<'f>> {
-        let (src, dst) = ip.addrs();
+    /// A Homa packet the host layer handed up: its `body`, which came in
+    /// `ip` (the IP header as received, which an ICMP error would quote)
+    /// from `mac`.
+    fn process_homa<'f>(&mut self, now: Instant, arrived: HomaIn<'f>) -> Option<Reply<'f>> {
+        // Read in place: the IP header is copied only for a port
+        // unreachable, which quotes it.
+        let (mac, body) = (arrived.mac, arrived.body);
+        let (src, dst) = arrived.ip.addrs();
         let Ok(packet) = homa::Packet::new_checked(body) else {
             return self.drop_frame(DropReason::Malformed, "bad Homa header");
         };
@@ -71,7 +81,7 @@ impl<'a> Endpoint<'a> {
             }
             self.icmp_budget -= 1;
             self.count_drop(DropReason::UnknownPort);
-            return Some(match ip {
+            return Some(match arrived.ip {
                 // IPv4 quotes the header and 8 bytes (RFC 792).
                 IpHeader::V4(header) => Reply::PortUnreachable {
                     dst_mac: mac,

@@ -11,17 +11,16 @@
 //! Inside, one file per concern: [`grant`] (the receiver's scheduler),
 //! [`pacer`] (the sender's order and NIC-queue estimate), `peer`, `rpc`
 //! (state), `input` (handling each Homa packet type), `output` (building
-//! frames), `timer` (RESEND, timeouts, NEED_ACK) and `iface` (Ethernet, ARP,
-//! IPv4, ICMP).
+//! frames), `timer` (RESEND, timeouts, NEED_ACK) and `host` (Ethernet, ARP,
+//! IPv4, IPv6 and neighbour discovery, ICMP: the host layer, which hands
+//! Homa packets up and knows no RPC).
 
 mod api;
 mod ctrl;
 mod error;
 pub mod grant;
-mod iface;
+mod host;
 mod input;
-#[cfg(feature = "ipv6")]
-mod ipv6;
 mod links;
 mod output;
 pub mod pacer;

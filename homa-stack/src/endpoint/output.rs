@@ -3,7 +3,7 @@
 //! and the NIC-queue estimate allows. Each frame is built in place in the
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
-use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
+use super::host::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
 use super::pacer::{DataPick, Pacer};
 use super::timers::Timer;
 use super::types::Local;
@@ -61,7 +61,7 @@ impl HomaTx<'_> {
         let frame_len = link_header_len(config) + ip_header_len(dst) + homa_len;
         if frame_len > caps.max_transmission_unit {
             net_debug!("homa: drop: {}", DropReason::FrameTooBig);
-            stats.drops.frame_too_big += 1;
+            stats.drops.count(DropReason::FrameTooBig);
             return;
         }
         tx.set_meta(PacketMeta::with_priority(route.priority));

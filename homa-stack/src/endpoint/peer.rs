@@ -197,6 +197,14 @@ impl Peer {
             .unwrap_or(0) as u8
     }
 
+    /// Whether its link address is wanted until it comes (asked again
+    /// every `ARP_RETRY`): while an RPC waits to send to it (parked) or,
+    /// with RPCs, while its address is in doubt; not for a finished RPC the
+    /// application has yet to release.
+    pub fn resolve_wanted(&self) -> bool {
+        self.parked > 0 || (self.probe && self.rpcs > 0)
+    }
+
     /// Whether frames can be addressed to the peer.
     pub fn resolved(&self) -> bool {
         self.link_addr.is_some()
@@ -427,6 +435,37 @@ impl<'a> super::Endpoint<'a> {
             self.resolving.push_back(&mut self.peers[..], pi);
             self.timers.set(Timer::Resolve, Instant::ZERO);
         }
+    }
+
+    /// Applies the link address ARP or neighbour discovery gave for a peer
+    /// we hold (no entry is made for a stranger): taken, or refused and
+    /// counted (see `Peer::claimed`); false for a stranger.
+    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) -> bool {
+        let Some(i) = self.find_peer(addr) else {
+            return false;
+        };
+        let Some(p) = self
+            .peers
+            .get_mut(usize::from(i))
+            .and_then(|s| s.peer.as_mut())
+        else {
+            return false;
+        };
+        if p.claimed(mac) == Claim::Refused {
+            net_debug!(
+                "homa: link address claim for {} refused: kept, probed",
+                addr
+            );
+            self.stats.link_addr_claims_refused += 1;
+            self.peer_doubted(i);
+            return true;
+        }
+        match addr {
+            IpAddr::V4(_) => self.stats.arp_learned += 1,
+            IpAddr::V6(_) => self.stats.ndp_learned += 1,
+        }
+        self.peer_resolved_now(i);
+        true
     }
 
     /// Queues the ack of a completed client RPC on its peer.

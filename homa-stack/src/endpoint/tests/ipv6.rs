@@ -259,7 +259,7 @@ fn icmpv6_types_not_handled_are_counted_as_such() {
     let mut p = pair(4, 1 << 16);
     let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
     let router = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 9);
-    let all_mac = super::super::ipv6::multicast_mac(all);
+    let all_mac = super::super::host::ipv6::multicast_mac(all);
     for (ty, good) in [(134u8, true), (130, true), (134, false)] {
         let mut body = vec![0u8; 24];
         body[0] = ty;
@@ -280,8 +280,8 @@ fn icmpv6_types_not_handled_are_counted_as_such() {
 fn neighbour_solicitations_for_our_addresses_are_answered() {
     use crate::wire::Icmpv6Repr;
     let mut p = pair(4, 1 << 16);
-    let group = super::super::ipv6::solicited_node(B6);
-    let group_mac = super::super::ipv6::multicast_mac(group);
+    let group = super::super::host::ipv6::solicited_node(B6);
+    let group_mac = super::super::host::ipv6::multicast_mac(group);
     let ns = Icmpv6Repr::NeighborSolicit {
         target_addr: B6,
         lladdr: Some(A_MAC),
@@ -341,7 +341,7 @@ fn advertisements_from_strangers_and_homa_to_a_group_are_counted() {
     let mut p = pair(4, 1 << 16);
     let _ = p.b.bind(500).unwrap();
     let all: Ipv6Addr = "ff02::1".parse().unwrap();
-    let all_mac = super::super::ipv6::multicast_mac(all);
+    let all_mac = super::super::host::ipv6::multicast_mac(all);
     for (solicited, dst, dst_mac) in [(true, B6, B_MAC), (false, all, all_mac)] {
         let na = Icmpv6Repr::NeighborAdvert {
             router: false,
@@ -381,7 +381,7 @@ fn advertisements_must_name_their_frames_source_and_answer_us() {
         lladdr: Some(mac),
     };
     let all: Ipv6Addr = "ff02::1".parse().unwrap();
-    let all_mac = super::super::ipv6::multicast_mac(all);
+    let all_mac = super::super::host::ipv6::multicast_mac(all);
     let now = p.now;
     // From another MAC than it advertises: dropped, nothing learned.
     p.da.rx
@@ -548,7 +548,7 @@ fn an_advertisement_without_override_does_not_replace_a_known_address() {
 
 /// A forged solicitation for A6 from B6 at `EVIL`, to A6's group.
 fn forged_solicitation() -> Vec<u8> {
-    use super::super::ipv6::{multicast_mac, solicited_node};
+    use super::super::host::ipv6::{multicast_mac, solicited_node};
     let group = solicited_node(A6);
     let ns = crate::wire::Icmpv6Repr::NeighborSolicit {
         target_addr: A6,

@@ -13,9 +13,9 @@
 //! non-goal): we answer other nodes' detection for our addresses, so a
 //! duplicate elsewhere finds us.
 
-use super::iface::{Route, HOP_LIMIT, IPV6_HEADER_LEN};
-use super::types::{IpHeader, Reply, Unreachable};
-use super::Endpoint;
+use super::{HandUp, HomaIn, Route, HOP_LIMIT, IPV6_HEADER_LEN};
+use crate::endpoint::types::{IpHeader, Reply, Unreachable};
+use crate::endpoint::Endpoint;
 use crate::phy::TxToken;
 use crate::stats::DropReason;
 use crate::time::Instant;
@@ -84,6 +84,7 @@ impl<'a> Endpoint<'a> {
         dst == ALL_NODES || self.our_v6().any(|a| a == dst || solicited_node(a) == dst)
     }
 
+    /// An IPv6 packet for us: ICMPv6 is taken in here, Homa handed up.
     pub(super) fn process_ipv6<'f>(
         &mut self,
         now: Instant,
@@ -129,15 +130,17 @@ impl<'a> Endpoint<'a> {
         };
         match IpProtocol::from(next) {
             IpProtocol::Icmpv6 => self.process_icmpv6(src_mac, &ip, body),
-            IpProtocol::Homa if !ip.dst_addr.is_multicast() => self.process_homa(
-                now,
-                src_mac,
-                IpHeader::V6 {
-                    header: ip,
-                    payload: rest,
-                },
-                body,
-            ),
+            IpProtocol::Homa if !ip.dst_addr.is_multicast() => {
+                let packet = HomaIn {
+                    mac: src_mac,
+                    ip: IpHeader::V6 {
+                        header: ip,
+                        payload: rest,
+                    },
+                    body,
+                };
+                self.homa(now, packet)
+            }
             IpProtocol::Homa => self.drop_frame(DropReason::NotForUs, "Homa to a multicast group"),
             _ => self.drop_frame(DropReason::Unsupported, "IPv6 next header not handled"),
         }
@@ -333,8 +336,8 @@ impl<'a> Endpoint<'a> {
         None
     }
 
-    /// A destination unreachable about a Homa packet of ours: its RPCs are
-    /// told, within the tick's budget of ICMP errors acted on.
+    /// A destination unreachable about a Homa packet of ours: handed up,
+    /// within the tick's budget of ICMP errors acted on.
     fn unreachable_v6<'f>(
         &mut self,
         reason: Icmpv6DstUnreachable,
@@ -351,13 +354,15 @@ impl<'a> Endpoint<'a> {
             return self.drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
         }
         self.icmp_in_budget -= 1;
-        let sport = u16::from_be_bytes([data[0], data[1]]);
-        let dport = u16::from_be_bytes([data[2], data[3]]);
         let what = match reason {
             Icmpv6DstUnreachable::PortUnreachable => Unreachable::Port,
             _ => Unreachable::Host,
         };
-        self.unreachable_pkt(IpAddr::V6(header.dst_addr), sport, dport, what);
+        let (sport, dport) = (
+            u16::from_be_bytes([data[0], data[1]]),
+            u16::from_be_bytes([data[2], data[3]]),
+        );
+        self.unreachable(IpAddr::V6(header.dst_addr), sport, dport, what);
         None
     }
 
