@@ -5,6 +5,8 @@
 
 use core::fmt;
 
+use crate::wire::homa::PacketType;
+
 /// Counters indexed by Homa packet type (0x10..=0x18).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -30,19 +32,19 @@ pub struct PerType {
 }
 
 impl PerType {
-    /// Counts one packet of type `code` (0x10..=0x18; others are ignored).
-    pub fn count(&mut self, code: u8) {
-        let c = match code {
-            0x10 => &mut self.data,
-            0x11 => &mut self.grant,
-            0x12 => &mut self.resend,
-            0x13 => &mut self.rpc_unknown,
-            0x14 => &mut self.busy,
-            0x15 => &mut self.cutoffs,
-            0x16 => &mut self.freeze,
-            0x17 => &mut self.need_ack,
-            0x18 => &mut self.ack,
-            _ => return,
+    /// Counts one packet of type `ty` (unknown types are not counted).
+    pub fn count(&mut self, ty: PacketType) {
+        let c = match ty {
+            PacketType::Data => &mut self.data,
+            PacketType::Grant => &mut self.grant,
+            PacketType::Resend => &mut self.resend,
+            PacketType::RpcUnknown => &mut self.rpc_unknown,
+            PacketType::Busy => &mut self.busy,
+            PacketType::Cutoffs => &mut self.cutoffs,
+            PacketType::Freeze => &mut self.freeze,
+            PacketType::NeedAck => &mut self.need_ack,
+            PacketType::Ack => &mut self.ack,
+            PacketType::Unknown(_) => return,
         };
         *c = c.wrapping_add(1);
     }

@@ -1,10 +1,11 @@
-//! The control queue: GRANT-less control packets (RESEND answers, BUSY,
-//! RPC_UNKNOWN, CUTOFFS, ACK) waiting for the next egress, at most
-//! `CTRL_QUEUE` of them; a full queue drops and counts (timers recover).
+//! The control queue: control packets that answer a received one (BUSY,
+//! RPC_UNKNOWN, CUTOFFS) and ACKs, waiting for the next egress as the
+//! `wire::homa` packets they go out as, at most `CTRL_QUEUE` of them; a
+//! full queue drops and counts (timers recover).
 
 use super::timers::Timer;
 use super::types::{Local, Sender};
-use super::{peer, Endpoint};
+use super::Endpoint;
 use crate::phy::TxToken;
 use crate::time::Instant;
 use crate::wire::homa::{Ack, Kind, Repr};
@@ -19,46 +20,61 @@ pub(super) struct Ctrl {
     pub(super) addr: IpAddr,
     /// Link address when known at queue time (replies to strangers).
     pub(super) link_addr: Option<EthernetAddress>,
-    pub(super) sport: u16,
-    pub(super) dport: u16,
-    pub(super) sender_id: u64,
-    pub(super) kind: CtrlKind,
     /// Our address it leaves from (an answer: the one the question came to).
     pub(super) local: Local,
+    pub(super) packet: CtrlPacket,
 }
 
+/// What a queued control packet says.
 #[derive(Debug, Clone)]
-pub(super) enum CtrlKind {
-    Resend {
-        offset: u32,
-        length: u32,
-        priority: u8,
-    },
-    RpcUnknown,
-    Busy,
-    Cutoffs,
-    /// An ACK packet of a full batch of acks: the first names the RPC in
-    /// the header (`sender_id` and `dport` come from it), the rest are its
-    /// entries.
-    Acks(heapless::Vec<Ack, { peer::ACK_BATCH }>),
-    /// An ACK packet of whatever acks wait for the peer when it is sent
-    /// (answering NEED_ACK promptly without one packet per NEED_ACK).
-    AcksWaiting,
+pub(super) enum CtrlPacket {
+    /// The packet as it goes.
+    Homa(Repr<'static>),
+    /// An ACK packet, from our port `sport`, of whatever acks wait for the
+    /// peer when it is sent (answering NEED_ACK promptly without one packet
+    /// per NEED_ACK): known only then, as acks may ride on DATA meanwhile.
+    AcksWaiting { sport: u16 },
 }
 
 impl Sender {
     /// A control packet answering this one: ports swapped, our id.
-    pub(super) fn answer(&self, kind: CtrlKind) -> Ctrl {
+    pub(super) fn answer(&self, kind: Kind<'static>) -> Ctrl {
         Ctrl {
             addr: self.addr,
             link_addr: Some(self.mac),
-            sport: self.dport,
-            dport: self.sport,
-            sender_id: self.local_id,
-            kind,
             local: self.local,
+            packet: CtrlPacket::Homa(Repr {
+                sport: self.dport,
+                dport: self.sport,
+                sender_id: self.local_id,
+                kind,
+            }),
         }
     }
+}
+
+/// The ACK packet of a batch of acks from our port `sport`: the last ack
+/// names the RPC in the header, the others are its entries; `None` for no
+/// acks.
+#[cold]
+pub(super) fn ack_packet(sport: u16, batch: &[Ack]) -> Option<Repr<'static>> {
+    let (header, entries) = batch.split_last()?;
+    let mut repr = Repr {
+        sport,
+        dport: header.server_port,
+        sender_id: header.client_id,
+        kind: Kind::Ack {
+            acks: heapless::Vec::new(),
+        },
+    };
+    // Filled in place (no copy of the entries through the stack). Never
+    // full: a batch holds one ack more than an ACK has entries.
+    if let Kind::Ack { acks } = &mut repr.kind {
+        for &a in entries {
+            let _ = acks.push(a);
+        }
+    }
+    Some(repr)
 }
 
 impl<'a> Endpoint<'a> {
@@ -76,13 +92,24 @@ impl<'a> Endpoint<'a> {
         true
     }
 
+    /// Whether a queued control packet waits for the link address of
+    /// `addr` (its peer is asked for once, not until it answers).
+    // Always inlined: out of line, the firmware grows by 172 bytes.
+    #[inline(always)]
+    pub(super) fn ctrl_waits_for(&self, addr: IpAddr) -> bool {
+        self.ctrl
+            .iter()
+            .any(|c| c.addr == addr && c.link_addr.is_none())
+    }
+
     /// Queues `kind` as the answer to the packet `from` describes. Not
     /// inlined: each inlined answer built a whole `Ctrl` of its own.
     #[inline(never)]
-    pub(super) fn push_answer(&mut self, from: &Sender, kind: CtrlKind) -> bool {
+    pub(super) fn push_answer(&mut self, from: &Sender, kind: Kind<'static>) -> bool {
         self.push_ctrl(from.answer(kind))
     }
 
+    /// Sends a queued control packet to `mac`.
     pub(super) fn emit_ctrl<T: TxToken>(
         &mut self,
         now: Instant,
@@ -90,60 +117,27 @@ impl<'a> Endpoint<'a> {
         mac: EthernetAddress,
         c: Ctrl,
     ) {
-        let (mut sender_id, mut dport) = (c.sender_id, c.dport);
-        let kind = match c.kind {
-            CtrlKind::Resend {
-                offset,
-                length,
-                priority,
-            } => Kind::Resend {
-                offset,
-                length,
-                priority,
-            },
-            CtrlKind::RpcUnknown => Kind::RpcUnknown,
-            CtrlKind::Busy => Kind::Busy,
-            CtrlKind::Cutoffs => Kind::Cutoffs {
-                unsched_cutoffs: self.config.announced_cutoffs(),
-                version: self.config.cutoff_version,
-            },
-            kind @ (CtrlKind::Acks(_) | CtrlKind::AcksWaiting) => {
-                let mut batch = match kind {
-                    CtrlKind::Acks(batch) => batch,
-                    _ => {
-                        // What waits for the peer now (some may have ridden
-                        // on DATA since this was queued).
-                        let Some(pi) = self.find_peer(c.addr) else {
-                            return;
-                        };
-                        let Some(peer) = self
-                            .peers
-                            .get_mut(usize::from(pi))
-                            .and_then(|s| s.peer.as_mut())
-                        else {
-                            return;
-                        };
-                        peer.ack_flush_queued = false;
-                        core::mem::take(&mut peer.acks)
-                    }
-                };
-                // The first ack names the RPC in the header.
-                let Some(first) = batch.pop() else {
+        let repr = match c.packet {
+            CtrlPacket::Homa(repr) => repr,
+            CtrlPacket::AcksWaiting { sport } => {
+                let Some(repr) = self.take_waiting_acks(c.addr, sport) else {
                     return;
                 };
-                sender_id = first.client_id;
-                dport = first.server_port;
-                Kind::Ack {
-                    acks: batch.into_iter().collect(),
-                }
+                repr
             }
         };
-        let repr = Repr {
-            sport: c.sport,
-            dport,
-            sender_id,
-            kind,
-        };
         self.emit_control(now, tx, mac, c.addr, c.local, &repr);
+    }
+
+    /// The ACK packet, from our port `sport`, of the acks waiting for the
+    /// peer at `addr`, which it takes (its queued ACK packet is leaving);
+    /// `None` for none, or a peer we no longer hold.
+    fn take_waiting_acks(&mut self, addr: IpAddr, sport: u16) -> Option<Repr<'static>> {
+        let pi = self.find_peer(addr)?;
+        let peer = self.peers.get_mut(usize::from(pi))?.peer.as_mut()?;
+        peer.ack_flush_queued = false;
+        let repr = ack_packet(sport, &peer.acks);
+        peer.acks.clear();
+        repr
     }
 }

@@ -6,26 +6,36 @@
 //! dropped with a counter and a debug line; nothing here can panic or grow
 //! state beyond the tables.
 
+use super::host::{HandUp, HomaIn};
 use super::rpc::{leaves_tiny_hole, DataVerdict, MsgIn, Rpc, State, UnknownVerdict};
 use super::types::{IpHeader, Local, Reply, Sender, Unreachable};
-use super::{CtrlKind, Endpoint, RpcError};
+use super::{Endpoint, RpcError};
 use crate::stats::DropReason;
 use crate::storage::MessageBuf;
 use crate::time::Instant;
 use crate::wire::homa::{self, DataHeader, Kind, MAX_MESSAGE_LENGTH};
 use crate::wire::{EthernetAddress, IpAddr};
 
+/// What the host layer hands up comes in here.
+impl HandUp for Endpoint<'_> {
+    fn homa<'f>(&mut self, now: Instant, packet: HomaIn<'f>) -> Option<Reply<'f>> {
+        self.process_homa(now, packet)
+    }
+
+    fn unreachable(&mut self, addr: IpAddr, local_port: u16, peer_port: u16, what: Unreachable) {
+        self.unreachable_pkt(addr, local_port, peer_port, what);
+    }
+}
+
 impl<'a> Endpoint<'a> {
-    /// A Homa packet `body` that came in `ip` (the IP header as received,
-    /// which an ICMP error would quote).
-    pub(super) fn process_homa<'f>(
-        &mut self,
-        now: Instant,
-        mac: EthernetAddress,
-        ip: IpHeader<'f>,
-        body: &'f [u8],
-    ) -> Option<Reply<'f>> {
-        let (src, dst) = ip.addrs();
+    /// A Homa packet the host layer handed up: its `body`, which came in
+    /// `ip` (the IP header as received, which an ICMP error would quote)
+    /// from `mac`.
+    fn process_homa<'f>(&mut self, now: Instant, arrived: HomaIn<'f>) -> Option<Reply<'f>> {
+        // Read in place: the IP header is copied only for a port
+        // unreachable, which quotes it.
+        let (mac, body) = (arrived.mac, arrived.body);
+        let (src, dst) = arrived.ip.addrs();
         let Ok(packet) = homa::Packet::new_checked(body) else {
             return self.drop_frame(DropReason::Malformed, "bad Homa header");
         };
@@ -38,7 +48,7 @@ impl<'a> Endpoint<'a> {
         let Ok(repr) = homa::Repr::parse(&packet) else {
             return self.drop_frame(DropReason::Malformed, "bad Homa packet");
         };
-        self.stats.rx.count(u8::from(repr.kind.packet_type()));
+        self.stats.rx.count(repr.kind.packet_type());
         net_trace!("homa: rx {}", repr.display_with(src, dst, None));
         let from = Sender {
             addr: src,
@@ -70,7 +80,7 @@ impl<'a> Endpoint<'a> {
             }
             self.icmp_budget -= 1;
             self.count_drop(DropReason::UnknownPort);
-            return Some(match ip {
+            return Some(match arrived.ip {
                 // IPv4 quotes the header and 8 bytes (RFC 792).
                 IpHeader::V4(header) => Reply::PortUnreachable {
                     dst_mac: mac,
@@ -144,7 +154,7 @@ impl<'a> Endpoint<'a> {
         );
         match kind {
             Kind::Resend { .. } => {
-                self.push_ctrl(from.answer(CtrlKind::RpcUnknown));
+                self.push_answer(&from, Kind::RpcUnknown);
             }
             Kind::NeedAck => self.ack_unknown(from),
             Kind::Ack { acks } => self.ack_pkt(from, &acks),
@@ -458,7 +468,11 @@ impl<'a> Endpoint<'a> {
             return;
         }
         peer.cutoffs_sent = Some(now);
-        self.push_answer(&from, CtrlKind::Cutoffs);
+        let cutoffs = Kind::Cutoffs {
+            unsched_cutoffs: self.config.announced_cutoffs(),
+            version: self.config.cutoff_version,
+        };
+        self.push_answer(&from, cutoffs);
     }
 
     fn grant_pkt(&mut self, from: Sender, offset: u32, priority: u8) {
@@ -528,17 +542,23 @@ impl<'a> Endpoint<'a> {
     /// (its ack was lost), with whatever else waits for that peer, in one
     /// packet at the next poll.
     fn ack_unknown(&mut self, from: Sender) {
-        let ack = homa::Ack {
-            client_id: from.local_id,
-            server_port: from.sport,
-        };
         match self.find_peer(from.addr) {
-            Some(pi) => self.add_ack(pi, from.addr, from.dport, ack, true),
+            Some(pi) => {
+                let ack = homa::Ack {
+                    client_id: from.local_id,
+                    server_port: from.sport,
+                };
+                self.add_ack(pi, from.addr, from.dport, ack, true);
+            }
+            // A peer we no longer hold: this ack alone, in the header (the
+            // answer's id and port are the ack's), with no entries.
             None => {
-                // A peer we no longer hold: answer this one alone.
-                let mut one = heapless::Vec::new();
-                let _ = one.push(ack);
-                self.push_answer(&from, CtrlKind::Acks(one));
+                self.push_answer(
+                    &from,
+                    Kind::Ack {
+                        acks: heapless::Vec::new(),
+                    },
+                );
             }
         }
     }

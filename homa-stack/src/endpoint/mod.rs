@@ -11,17 +11,16 @@
 //! Inside, one file per concern: [`grant`] (the receiver's scheduler),
 //! [`pacer`] (the sender's order and NIC-queue estimate), `peer`, `rpc`
 //! (state), `input` (handling each Homa packet type), `output` (building
-//! frames), `timer` (RESEND, timeouts, NEED_ACK) and `iface` (Ethernet, ARP,
-//! IPv4, ICMP).
+//! frames), `timer` (RESEND, timeouts, NEED_ACK) and `host` (Ethernet, ARP,
+//! IPv4, IPv6 and neighbour discovery, ICMP: the host layer, which hands
+//! Homa packets up and knows no RPC).
 
 mod api;
 mod ctrl;
 mod error;
 pub mod grant;
-mod iface;
+mod host;
 mod input;
-#[cfg(feature = "ipv6")]
-mod ipv6;
 mod links;
 mod output;
 pub mod pacer;
@@ -46,12 +45,11 @@ use crate::storage::{Heap, Index, KeyedHash, List, Pool};
 use crate::time::{Duration, Instant};
 
 pub use api::{Event, RpcHandle, RpcInfo, SocketHandle, SocketSlot, MIN_CLIENT_PORT};
-use ctrl::{Ctrl, CtrlKind, CTRL_QUEUE};
+use ctrl::{Ctrl, CtrlPacket, CTRL_QUEUE};
 pub use error::{BindError, RpcError, SendError, SetupError};
 pub use peer::PeerSlot;
-pub use resend::RESEND_MAX_BYTES;
 pub use resources::{EndpointResources, DEFAULT_PAGE_SIZE};
-pub use rpc::{RpcSlot, MAX_RESTARTS};
+pub use rpc::{RpcSlot, MAX_RESTARTS, RESEND_MAX_BYTES};
 pub use timer::RESEND_LIFE_TIMEOUTS;
 
 /// A Homa endpoint: one IPv4 address, its sockets and RPCs, over any `Device`.
@@ -469,15 +467,17 @@ impl<'a> Endpoint<'a> {
                 Ctrl {
                     addr: r.peer_addr(),
                     link_addr: None,
-                    sport: r.local_port(),
-                    dport: r.peer_port(),
-                    sender_id: r.id(),
-                    kind: CtrlKind::Resend {
-                        offset: 0,
-                        length: crate::wire::homa::RESEND_ALL,
-                        priority: prio,
-                    },
                     local: r.local(),
+                    packet: CtrlPacket::Homa(crate::wire::homa::Repr {
+                        sport: r.local_port(),
+                        dport: r.peer_port(),
+                        sender_id: r.id(),
+                        kind: crate::wire::homa::Kind::Resend {
+                            offset: 0,
+                            length: crate::wire::homa::RESEND_ALL,
+                            priority: prio,
+                        },
+                    }),
                 }
             });
             if let Some(c) = resend {

@@ -3,16 +3,126 @@
 //! and the NIC-queue estimate allows. Each frame is built in place in the
 //! transmit token's buffer; message bytes are copied once, from the pool.
 
-use super::iface::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
-use super::pacer::DataPick;
+use super::host::{emit_headers, ip_header_len, link_header_len, src_for, Route, HOP_LIMIT};
+use super::pacer::{DataPick, Pacer};
 use super::timers::Timer;
 use super::types::Local;
 use super::Endpoint;
-use crate::phy::{Device, PacketMeta, TxToken};
-use crate::stats::DropReason;
+use crate::config::Config;
+use crate::phy::{Device, DeviceCapabilities, PacketMeta, TxToken};
+use crate::stats::{DropReason, Stats};
 use crate::time::Instant;
-use crate::wire::homa::{self, Kind, PacketType, Repr};
+use crate::wire::homa::{self, Kind, Repr};
 use crate::wire::{EthernetAddress, IpAddr, IpProtocol};
+
+/// Where and how a Homa packet goes: the peer's link and IP addresses,
+/// which of our addresses it leaves from, and its priority.
+#[derive(Clone, Copy)]
+pub(super) struct HomaRoute {
+    pub(super) mac: EthernetAddress,
+    pub(super) dst: IpAddr,
+    pub(super) local: Local,
+    pub(super) priority: u8,
+}
+
+/// What building a Homa frame uses of the endpoint, borrowed apart from
+/// the RPC table and the pool (DATA's payload comes from those while its
+/// frame is built).
+pub(super) struct HomaTx<'e> {
+    config: &'e Config,
+    caps: &'e DeviceCapabilities,
+    pacer: &'e mut Pacer,
+    stats: &'e mut Stats,
+}
+
+impl<'e> HomaTx<'e> {
+    /// The frame path over what it reads and counts.
+    pub(super) fn new(
+        config: &'e Config,
+        caps: &'e DeviceCapabilities,
+        pacer: &'e mut Pacer,
+        stats: &'e mut Stats,
+    ) -> Self {
+        HomaTx {
+            config,
+            caps,
+            pacer,
+            stats,
+        }
+    }
+
+    /// Sends one Homa packet, DATA or control, along `route`: link and IP
+    /// headers, the header of `repr`, the `payload_len` bytes `payload`
+    /// writes after it (DATA's message bytes; none for control packets),
+    /// the checksum. The one place Homa frames are built. A frame larger
+    /// than the device takes is counted as a drop and not sent.
+    pub(super) fn emit_homa<T: TxToken>(
+        &mut self,
+        now: Instant,
+        mut tx: T,
+        route: &HomaRoute,
+        repr: &Repr<'_>,
+        payload_len: usize,
+        payload: impl FnOnce(&mut [u8]),
+    ) {
+        let HomaTx {
+            config,
+            caps,
+            pacer,
+            stats,
+        } = self;
+        let dst = route.dst;
+        let homa_len = repr.buffer_len() + payload_len;
+        let frame_len = link_header_len(config) + ip_header_len(dst) + homa_len;
+        if frame_len > caps.max_transmission_unit {
+            net_debug!("homa: drop: {}", DropReason::FrameTooBig);
+            stats.drops.count(DropReason::FrameTooBig);
+            return;
+        }
+        tx.set_meta(PacketMeta::with_priority(route.priority));
+        let src = src_for(config, dst, route.local);
+        tx.consume(frame_len, |frame| {
+            let at = emit_headers(
+                config,
+                caps,
+                frame,
+                &Route {
+                    dst_mac: route.mac,
+                    dst,
+                    protocol: IpProtocol::Homa,
+                    ip_payload_len: homa_len,
+                    priority: route.priority,
+                    hop_limit: HOP_LIMIT,
+                    src_v6: route.local.v6(config),
+                },
+            );
+            let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
+            repr.emit(&mut packet);
+            // Control packets have no payload, nor room for DATA's header.
+            if payload_len > 0 {
+                payload(&mut packet.payload_mut()[..payload_len]);
+            }
+            if config.homa_checksum_tx && caps.checksum.homa.tx() {
+                packet.fill_checksum(&src, &dst);
+            }
+        });
+        pacer.on_transmit(now, frame_len);
+        stats.tx.count(repr.kind.packet_type());
+        stats.tx_frames += 1;
+        net_trace!(
+            "homa: tx {}",
+            repr.display_with(src, dst, Some(route.priority))
+        );
+    }
+}
+
+/// What an RPC can have due at an egress, in the order it goes out.
+#[derive(Clone, Copy)]
+enum Due {
+    Grant,
+    Resend,
+    NeedAck,
+}
 
 impl<'a> Endpoint<'a> {
     pub(super) fn egress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
@@ -66,7 +176,7 @@ impl<'a> Endpoint<'a> {
         self.peers.get(usize::from(pi))?.peer.as_ref()?.link_addr
     }
 
-    fn emit_data<T: TxToken>(&mut self, now: Instant, mut tx: T, pick: &DataPick) {
+    fn emit_data<T: TxToken>(&mut self, now: Instant, tx: T, pick: &DataPick) {
         let payload_len = (pick.end - pick.start) as usize;
         let Some(r) = self.rpc_at(pick.slot).filter(|r| r.outgoing().is_some()) else {
             return;
@@ -93,61 +203,36 @@ impl<'a> Endpoint<'a> {
         };
         let Some(mac) = peer.link_addr else { return };
         let (ack, cutoff_version) = (peer.acks.pop(), peer.cutoff_version);
-        let homa_len = homa::DATA_HEADER_LEN + payload_len;
-        tx.set_meta(PacketMeta::with_priority(pick.priority));
-        let sent = self.with_sent(pick.slot, |r, pool, config, caps| {
-            let mut header = r.data_header(pick.start, pick.end, pick.retransmit, max_payload)?;
+        let route = HomaRoute {
+            mac,
+            dst,
+            local,
+            priority: pick.priority,
+        };
+        self.with_sent(pick.slot, |r, pool, wire| {
+            let Some(mut header) =
+                r.data_header(pick.start, pick.end, pick.retransmit, max_payload)
+            else {
+                return;
+            };
             header.ack = ack;
             header.cutoff_version = cutoff_version;
             let repr = r.repr(Kind::Data {
                 header,
                 payload: &[],
             });
-            let src = src_for(config, dst, local);
-            tx.consume(frame_len, |frame| {
-                let at = emit_headers(
-                    config,
-                    caps,
-                    frame,
-                    &Route {
-                        dst_mac: mac,
-                        dst,
-                        protocol: IpProtocol::Homa,
-                        ip_payload_len: homa_len,
-                        priority: pick.priority,
-                        hop_limit: HOP_LIMIT,
-                        src_v6: local.v6(config),
-                    },
-                );
-                let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
-                repr.emit(&mut packet);
-                let payload = &mut packet.payload_mut()[..payload_len];
-                // Copied, then summed: the copy moves whole vector registers and
-                // the sum rereads the bytes from the L1 cache, fewer instructions
-                // than one pass that sums as it copies, and no slower.
-                r.read_out(pool, pick.start, payload);
-                if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                    packet.fill_checksum(&src, &dst);
-                }
+            // Copied, then summed: the copy moves whole vector registers and
+            // the sum rereads the bytes from the L1 cache, fewer instructions
+            // than one pass that sums as it copies, and no slower.
+            wire.emit_homa(now, tx, &route, &repr, payload_len, |payload| {
+                r.read_out(pool, pick.start, payload)
             });
-            net_trace!(
-                "homa: tx {}",
-                repr.display_with(src, dst, Some(pick.priority))
-            );
+            wire.stats.tx_data_bytes += payload_len as u64;
+            if pick.retransmit {
+                wire.stats.retransmissions += 1;
+            }
             r.data_sent(pick.start, pick.end, pick.retransmit);
-            Some(())
         });
-        if sent.flatten().is_none() {
-            return;
-        }
-        self.pacer.on_transmit(now, frame_len);
-        let stats = &mut self.stats;
-        stats.tx.data += 1;
-        stats.tx_frames += 1;
-        stats.tx_data_bytes += payload_len as u64;
-        if pick.retransmit {
-            stats.retransmissions += 1;
-        }
     }
 
     /// Sends the GRANTs, RESENDs and NEED_ACKs that RPCs have due, in the
@@ -181,23 +266,22 @@ impl<'a> Endpoint<'a> {
                 continue;
             };
             let due = [
-                (grant, PacketType::Grant),
-                (resend_due, PacketType::Resend),
-                (need_ack_due, PacketType::NeedAck),
+                (grant, Due::Grant),
+                (resend_due, Due::Resend),
+                (need_ack_due, Due::NeedAck),
             ];
-            for (due, kind) in due {
+            for (due, what) in due {
                 if !due {
                     continue;
                 }
                 let sent = *budget > 0
-                    && match kind {
-                        PacketType::Grant => device
+                    && match what {
+                        Due::Grant => device
                             .transmit(now)
                             .map(|tx| self.emit_grant(now, tx, mac, slot))
                             .is_some(),
-                        PacketType::Resend => self.emit_resends(now, device, mac, slot, budget),
-                        // NEED_ACK, the only other kind in the list.
-                        _ => device
+                        Due::Resend => self.emit_resends(now, device, mac, slot, budget),
+                        Due::NeedAck => device
                             .transmit(now)
                             .map(|tx| self.emit_need_ack(now, tx, mac, slot))
                             .is_some(),
@@ -235,45 +319,24 @@ impl<'a> Endpoint<'a> {
     pub(super) fn emit_control<T: TxToken>(
         &mut self,
         now: Instant,
-        mut tx: T,
+        tx: T,
         mac: EthernetAddress,
         dst: IpAddr,
         local: Local,
         repr: &Repr<'_>,
     ) {
-        let prio = self.config.highest_priority();
-        let homa_len = repr.buffer_len();
-        let frame_len = link_header_len(&self.config) + ip_header_len(dst) + homa_len;
-        if !self.fits(frame_len) {
-            return;
-        }
-        tx.set_meta(PacketMeta::with_priority(prio));
-        let (config, caps) = (&self.config, &self.caps);
-        let src = src_for(config, dst, local);
-        tx.consume(frame_len, |frame| {
-            let at = emit_headers(
-                config,
-                caps,
-                frame,
-                &Route {
-                    dst_mac: mac,
-                    dst,
-                    protocol: IpProtocol::Homa,
-                    ip_payload_len: homa_len,
-                    priority: prio,
-                    hop_limit: HOP_LIMIT,
-                    src_v6: local.v6(config),
-                },
-            );
-            let mut packet = homa::Packet::new_unchecked(&mut frame[at..]);
-            repr.emit(&mut packet);
-            if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                packet.fill_checksum(&src, &dst);
-            }
-        });
-        self.pacer.on_transmit(now, frame_len);
-        self.stats.tx.count(u8::from(repr.kind.packet_type()));
-        self.stats.tx_frames += 1;
-        net_trace!("homa: tx {}", repr.display_with(src, dst, Some(prio)));
+        let route = HomaRoute {
+            mac,
+            dst,
+            local,
+            priority: self.config.highest_priority(),
+        };
+        let mut wire = HomaTx {
+            config: &self.config,
+            caps: &self.caps,
+            pacer: &mut self.pacer,
+            stats: &mut self.stats,
+        };
+        wire.emit_homa(now, tx, &route, repr, 0, |_| {});
     }
 }

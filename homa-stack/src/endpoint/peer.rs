@@ -31,8 +31,8 @@ use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
 use heapless::Vec;
 
+use super::ctrl::{ack_packet, Ctrl, CtrlPacket};
 use super::timers::Timer;
-use super::{Ctrl, CtrlKind};
 
 /// Acks one ACK packet holds in all: its five entries and the RPC its
 /// common header names. A peer collects that many; a full batch moves into
@@ -195,6 +195,14 @@ impl Peer {
             .rev()
             .find(|&i| self.cutoffs[i] >= length)
             .unwrap_or(0) as u8
+    }
+
+    /// Whether its link address is wanted until it comes (asked again
+    /// every `ARP_RETRY`): while an RPC waits to send to it (parked) or,
+    /// with RPCs, while its address is in doubt; not for a finished RPC the
+    /// application has yet to release.
+    pub fn resolve_wanted(&self) -> bool {
+        self.parked > 0 || (self.probe && self.rpcs > 0)
     }
 
     /// Whether frames can be addressed to the peer.
@@ -429,6 +437,37 @@ impl<'a> super::Endpoint<'a> {
         }
     }
 
+    /// Applies the link address ARP or neighbour discovery gave for a peer
+    /// we hold (no entry is made for a stranger): taken, or refused and
+    /// counted (see `Peer::claimed`); false for a stranger.
+    pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) -> bool {
+        let Some(i) = self.find_peer(addr) else {
+            return false;
+        };
+        let Some(p) = self
+            .peers
+            .get_mut(usize::from(i))
+            .and_then(|s| s.peer.as_mut())
+        else {
+            return false;
+        };
+        if p.claimed(mac) == Claim::Refused {
+            net_debug!(
+                "homa: link address claim for {} refused: kept, probed",
+                addr
+            );
+            self.stats.link_addr_claims_refused += 1;
+            self.peer_doubted(i);
+            return true;
+        }
+        match addr {
+            IpAddr::V4(_) => self.stats.arp_learned += 1,
+            IpAddr::V6(_) => self.stats.ndp_learned += 1,
+        }
+        self.peer_resolved_now(i);
+        true
+    }
+
     /// Queues the ack of a completed client RPC on its peer.
     pub(super) fn queue_ack(&mut self, slot: usize) {
         let Some(r) = self.rpc_at(slot) else {
@@ -458,27 +497,26 @@ impl<'a> super::Endpoint<'a> {
         };
         let _ = peer.acks.push(ack);
         let link_addr = peer.link_addr;
-        let kind = if peer.acks.is_full() {
-            CtrlKind::Acks(core::mem::take(&mut peer.acks))
+        let (packet, lost) = if peer.acks.is_full() {
+            let lost = peer.acks.len() as u64;
+            let repr = ack_packet(sport, &peer.acks);
+            peer.acks.clear();
+            let Some(repr) = repr else {
+                return;
+            };
+            (CtrlPacket::Homa(repr), lost)
         } else if now && !peer.ack_flush_queued {
             peer.ack_flush_queued = true;
-            CtrlKind::AcksWaiting
+            (CtrlPacket::AcksWaiting { sport }, 0)
         } else {
             return;
-        };
-        let lost = match &kind {
-            CtrlKind::Acks(batch) => batch.len() as u64,
-            _ => 0,
         };
         let queued = self.push_ctrl(Ctrl {
             addr,
             link_addr,
-            sport,
-            dport: 0,
-            sender_id: 0,
-            kind,
             // Acks are a client's: its chosen address, as its requests.
             local: super::types::Local::CHOSEN,
+            packet,
         });
         if !queued {
             self.stats.acks_dropped += lost;

@@ -6,7 +6,7 @@
 
 use super::rpc::ResendVerdict;
 use super::types::Sender;
-use super::{CtrlKind, Endpoint};
+use super::Endpoint;
 use crate::phy::Device;
 use crate::stats::DropReason;
 use crate::time::Instant;
@@ -16,7 +16,7 @@ use crate::wire::EthernetAddress;
 impl<'a> Endpoint<'a> {
     pub(super) fn resend_pkt(&mut self, from: Sender, offset: u32, length: u32, priority: u8) {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
-            self.push_answer(&from, CtrlKind::RpcUnknown);
+            self.push_answer(&from, Kind::RpcUnknown);
             return;
         };
         self.heard(i, from.mac);
@@ -28,7 +28,7 @@ impl<'a> Endpoint<'a> {
         });
         match verdict {
             Some(ResendVerdict::Busy) => {
-                self.push_answer(&from, CtrlKind::Busy);
+                self.push_answer(&from, Kind::Busy);
             }
             Some(ResendVerdict::Rationed) => self.count_drop(DropReason::RateLimited),
             Some(ResendVerdict::Queued) | None => {}
@@ -112,34 +112,4 @@ impl<'a> Endpoint<'a> {
             r.resend_resume(offset);
         }
     }
-}
-
-/// The most DATA bytes one received control packet can make us send
-/// again: a RESEND, or an RPC_UNKNOWN restarting a request, schedules again
-/// the packets holding one range of at most this many bytes already sent
-/// (fewer when `Config::unsched_bytes` is smaller, see `resend_cap`), and
-/// a RESEND grants at most as many new ones.
-///
-/// A control packet costs its sender 28 to 70 bytes and proves nothing, so
-/// what it buys must not grow with the message or the configuration: 64 KiB
-/// covers the Linux default of 40,000 unscheduled bytes (and 60,000 at
-/// 9,000-byte MTUs), about 1,000 times the packet that asks. Anything
-/// larger is asked for again in the receiver's next RESEND round.
-pub const RESEND_MAX_BYTES: u32 = 64 * 1024;
-
-/// The most one RESEND may make a sender send: that many bytes again, and
-/// that many new ones granted beyond what was sent (Linux takes the whole
-/// range, docs/protocol.md 4.7).
-///
-/// A RESEND costs 37 bytes and proves nothing, so taken whole it buys a
-/// megabyte (a 27,000-fold reflection towards whoever the RESEND names,
-/// repeatable once the retransmission is out). The bound is what Homa
-/// sends any receiver that has said nothing at all: the unscheduled bytes
-/// (at least one packet of `seg` bytes), and never more than
-/// [`RESEND_MAX_BYTES`]. An honest receiver rarely misses more in one
-/// range (its window is granted a packet at a time as bytes arrive), and
-/// when it does it asks again for what is still missing in its next
-/// round, so recovery takes more rounds but never fails.
-pub(super) fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
-    unsched_bytes.min(RESEND_MAX_BYTES).max(seg).max(1)
 }

@@ -1,7 +1,7 @@
 //! Leaf types the host layer and the engine share: where a packet came
 //! from and went to, which of our addresses answers, and what the host
 //! layer hands up or sends back. They import nothing else from the endpoint,
-//! so the host layer (`iface`, `ipv6`) and the engine (`input`, `ctrl`,
+//! so the host layer (`host`) and the engine (`input`, `ctrl`,
 //! `rpc`, `peer`) both sit above them.
 
 use crate::config::Config;

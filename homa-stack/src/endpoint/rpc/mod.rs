@@ -23,12 +23,13 @@ use crate::wire::homa::{DataHeader, Kind, Repr};
 use crate::wire::IpAddr;
 
 use super::links::HeapKeys;
-use super::resend::resend_cap;
 use super::types::Local;
 use super::RpcError;
 
 pub(in crate::endpoint) use msg_in::leaves_tiny_hole;
 pub(crate) use msg_in::MsgIn;
+use msg_out::resend_cap;
+pub use msg_out::RESEND_MAX_BYTES;
 #[cfg(test)]
 pub(crate) use msg_out::RESEND_WINDOWS;
 pub(crate) use msg_out::{packet_at, MsgOut};

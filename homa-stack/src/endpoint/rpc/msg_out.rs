@@ -4,7 +4,7 @@
 use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::MessageBuf;
 
-/// How many times a message's [`resend_cap`](super::super::resend::resend_cap) bytes may go out again, by
+/// How many times a message's [`resend_cap`](resend_cap) bytes may go out again, by
 /// RESEND or by restarts after RPC_UNKNOWN, without its receiver showing
 /// progress (a GRANT above the highest one yet earns back what it grants
 /// beyond).
@@ -21,7 +21,7 @@ pub(crate) const RESEND_WINDOWS: u32 = 8;
 /// What one outgoing message may still send again (see
 /// [`RESEND_WINDOWS`]): forged RESENDs or RPC_UNKNOWNs from the peer's
 /// address, however many, buy at most [`RESEND_PER_INTERVAL`] windows of
-/// [`resend_cap`](super::super::resend::resend_cap) bytes per RESEND interval (an honest receiver asks once
+/// [`resend_cap`](resend_cap) bytes per RESEND interval (an honest receiver asks once
 /// per interval) and [`RESEND_WINDOWS`] of them beyond what the receiver's
 /// GRANTs earned back. Counted in packets and KiB to keep the RPC slot
 /// small.
@@ -37,7 +37,7 @@ pub(crate) struct Ration {
     heard: u16,
 }
 
-/// How many windows of [`resend_cap`](super::super::resend::resend_cap) bytes one message may send again per
+/// How many windows of [`resend_cap`](resend_cap) bytes one message may send again per
 /// RESEND interval. An honest receiver's round asks for every range it
 /// misses below its grant, which after a burst of losses can be more than
 /// one window; a forger gains only speed, not bytes (those
@@ -248,6 +248,36 @@ impl MsgOut {
 /// See [`MsgOut::packet_at`]; the grid's one home is `storage::resend`.
 pub(crate) fn packet_at(offset: u32, seg: u32, unscheduled: u32, length: u32) -> (u32, u32) {
     crate::storage::resend::packet_at(offset, seg, unscheduled, length)
+}
+
+/// The most DATA bytes one received control packet can make us send
+/// again: a RESEND, or an RPC_UNKNOWN restarting a request, schedules again
+/// the packets holding one range of at most this many bytes already sent
+/// (fewer when `Config::unsched_bytes` is smaller, see `resend_cap`), and
+/// a RESEND grants at most as many new ones.
+///
+/// A control packet costs its sender 28 to 70 bytes and proves nothing, so
+/// what it buys must not grow with the message or the configuration: 64 KiB
+/// covers the Linux default of 40,000 unscheduled bytes (and 60,000 at
+/// 9,000-byte MTUs), about 1,000 times the packet that asks. Anything
+/// larger is asked for again in the receiver's next RESEND round.
+pub const RESEND_MAX_BYTES: u32 = 64 * 1024;
+
+/// The most one RESEND may make a sender send: that many bytes again, and
+/// that many new ones granted beyond what was sent (Linux takes the whole
+/// range, docs/protocol.md 4.7).
+///
+/// A RESEND costs 37 bytes and proves nothing, so taken whole it buys a
+/// megabyte (a 27,000-fold reflection towards whoever the RESEND names,
+/// repeatable once the retransmission is out). The bound is what Homa
+/// sends any receiver that has said nothing at all: the unscheduled bytes
+/// (at least one packet of `seg` bytes), and never more than
+/// [`RESEND_MAX_BYTES`]. An honest receiver rarely misses more in one
+/// range (its window is granted a packet at a time as bytes arrive), and
+/// when it does it asks again for what is still missing in its next
+/// round, so recovery takes more rounds but never fails.
+pub(in crate::endpoint) fn resend_cap(unsched_bytes: u32, seg: u32) -> u32 {
+    unsched_bytes.min(RESEND_MAX_BYTES).max(seg).max(1)
 }
 
 #[cfg(test)]

@@ -3,11 +3,10 @@
 
 use core::ops::Deref;
 
-use crate::config::Config;
-use crate::phy::DeviceCapabilities;
 use crate::storage::{IndexLink, IndexNode, ListLink, ListNode, MeldLink, Pool};
 
 use super::super::links::{Placed, QueueLinks};
+use super::super::output::HomaTx;
 use super::super::{Endpoint, RpcError, RpcHandle};
 use super::{News, Rpc, TickRules, TickVerdict};
 
@@ -211,23 +210,25 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Runs `f`, which sends DATA of the RPC in `slot` and changes nothing
-    /// else of it, with the pool and what building a frame reads; then
+    /// else of it, with the pool and the one path Homa frames take; then
     /// moves the RPC in the send queues alone (see `refresh_sent`).
     #[inline]
     pub(in crate::endpoint) fn with_sent<R>(
         &mut self,
         slot: usize,
-        f: impl FnOnce(&mut Rpc, &Pool<'a>, &Config, &DeviceCapabilities) -> R,
+        f: impl FnOnce(&mut Rpc, &Pool<'a>, &mut HomaTx<'_>) -> R,
     ) -> Option<R> {
         let Endpoint {
             rpcs,
             pool,
             config,
             caps,
+            pacer,
+            stats,
             ..
         } = self;
         let r = rpcs.get_mut(slot)?.rpc.as_mut()?;
-        let out = f(r, pool, config, caps);
+        let out = f(r, pool, &mut HomaTx::new(config, caps, pacer, stats));
         self.refresh_sent(slot);
         Some(out)
     }

@@ -13,9 +13,9 @@
 //! non-goal): we answer other nodes' detection for our addresses, so a
 //! duplicate elsewhere finds us.
 
-use super::iface::{Route, HOP_LIMIT, IPV6_HEADER_LEN};
-use super::types::{IpHeader, Reply, Unreachable};
-use super::Endpoint;
+use super::{HandUp, HomaIn, Route, HOP_LIMIT, IPV6_HEADER_LEN};
+use crate::endpoint::types::{IpHeader, Reply, Unreachable};
+use crate::endpoint::Endpoint;
 use crate::phy::TxToken;
 use crate::stats::DropReason;
 use crate::time::Instant;
@@ -51,6 +51,14 @@ pub fn multicast_mac(addr: Ipv6Addr) -> EthernetAddress {
     EthernetAddress([0x33, 0x33, o[12], o[13], o[14], o[15]])
 }
 
+/// What a neighbour advertisement says of its target.
+struct Advert {
+    target: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+    solicited: bool,
+    override_: bool,
+}
+
 impl<'a> Endpoint<'a> {
     /// Our IPv6 addresses: the link-local one, then the configured ones.
     fn our_v6(&self) -> impl Iterator<Item = Ipv6Addr> + '_ {
@@ -76,6 +84,7 @@ impl<'a> Endpoint<'a> {
         dst == ALL_NODES || self.our_v6().any(|a| a == dst || solicited_node(a) == dst)
     }
 
+    /// An IPv6 packet for us: ICMPv6 is taken in here, Homa handed up.
     pub(super) fn process_ipv6<'f>(
         &mut self,
         now: Instant,
@@ -121,15 +130,17 @@ impl<'a> Endpoint<'a> {
         };
         match IpProtocol::from(next) {
             IpProtocol::Icmpv6 => self.process_icmpv6(src_mac, &ip, body),
-            IpProtocol::Homa if !ip.dst_addr.is_multicast() => self.process_homa(
-                now,
-                src_mac,
-                IpHeader::V6 {
-                    header: ip,
-                    payload: rest,
-                },
-                body,
-            ),
+            IpProtocol::Homa if !ip.dst_addr.is_multicast() => {
+                let packet = HomaIn {
+                    mac: src_mac,
+                    ip: IpHeader::V6 {
+                        header: ip,
+                        payload: rest,
+                    },
+                    body,
+                };
+                self.homa(now, packet)
+            }
             IpProtocol::Homa => self.drop_frame(DropReason::NotForUs, "Homa to a multicast group"),
             _ => self.drop_frame(DropReason::Unsupported, "IPv6 next header not handled"),
         }
@@ -169,23 +180,7 @@ impl<'a> Endpoint<'a> {
                 ident,
                 seq_no,
                 data,
-            } => {
-                if ip.dst_addr.is_multicast() {
-                    return self.drop_frame(DropReason::NotHandled, "multicast echo request");
-                }
-                if self.config.passive_host {
-                    net_trace!("homa: echo request left to the other stack");
-                    return None;
-                }
-                Some(Reply::Echo6 {
-                    dst_mac: src_mac,
-                    src_ip: ip.dst_addr,
-                    dst_ip: ip.src_addr,
-                    ident,
-                    seq_no,
-                    data,
-                })
-            }
+            } => self.echo_request_v6(src_mac, ip, ident, seq_no, data),
             // Neighbour discovery comes from the link itself (RFC 4861 7.1.1).
             Icmpv6Repr::NeighborSolicit { .. } | Icmpv6Repr::NeighborAdvert { .. }
                 if ip.hop_limit != 255 =>
@@ -198,43 +193,7 @@ impl<'a> Endpoint<'a> {
             Icmpv6Repr::NeighborSolicit {
                 target_addr,
                 lladdr,
-            } => {
-                if !self.our_v6().any(|a| a == target_addr) {
-                    return self
-                        .drop_frame(DropReason::NotForUs, "solicitation for another address");
-                }
-                let dad = ip.src_addr.is_unspecified();
-                if let Some(mac) = lladdr {
-                    // As ARP: the option must name the frame's own source.
-                    if dad || mac != src_mac || !mac.is_unicast() {
-                        return self.drop_frame(
-                            DropReason::Malformed,
-                            "solicitation's link address differs from its frame",
-                        );
-                    }
-                    // A stranger's address is not kept; it is answered.
-                    let _ = self.learn(IpAddr::V6(ip.src_addr), mac);
-                }
-                if self.config.passive_host {
-                    return None;
-                }
-                Some(if dad {
-                    // Another node checks the address: tell all nodes it is ours.
-                    Reply::Advert {
-                        dst_mac: multicast_mac(ALL_NODES),
-                        dst_ip: ALL_NODES,
-                        target: target_addr,
-                        solicited: false,
-                    }
-                } else {
-                    Reply::Advert {
-                        dst_mac: src_mac,
-                        dst_ip: ip.src_addr,
-                        target: target_addr,
-                        solicited: true,
-                    }
-                })
-            }
+            } => self.neighbor_solicit(src_mac, ip, target_addr, lladdr),
             Icmpv6Repr::NeighborAdvert {
                 target_addr,
                 lladdr,
@@ -242,75 +201,169 @@ impl<'a> Endpoint<'a> {
                 override_,
                 ..
             } => {
-                // As ARP: the advertised address must be the frame's own
-                // source (no third party redirects a peer), and only an
-                // answer to us (solicited, unicast) is learned; an
-                // unsolicited one for a peer we hold only puts its known
-                // address in doubt, so we ask ourselves.
-                match lladdr {
-                    Some(mac) if mac.is_unicast() && mac == src_mac => {
-                        let held = if solicited && !ip.dst_addr.is_multicast() {
-                            if !override_ && self.known_other(target_addr, mac) {
-                                return self.drop_frame(
-                                    DropReason::NoOverride,
-                                    "advertisement without override for a known, different address",
-                                );
-                            }
-                            self.learn(IpAddr::V6(target_addr), mac)
-                        } else {
-                            self.unsolicited_advert(target_addr, mac)
-                        };
-                        if !held {
-                            return self.drop_frame(
-                                DropReason::UnknownPeer,
-                                "advertisement for a peer we do not hold",
-                            );
-                        }
-                    }
-                    Some(_) => {
-                        return self.drop_frame(
-                            DropReason::Malformed,
-                            "advertisement's link address differs from its frame",
-                        )
-                    }
-                    None => {
-                        return self.drop_frame(
-                            DropReason::Malformed,
-                            "advertisement without a link address",
-                        )
-                    }
-                }
-                None
+                let advert = Advert {
+                    target: target_addr,
+                    lladdr,
+                    solicited,
+                    override_,
+                };
+                self.neighbor_advert(src_mac, ip, advert)
             }
             Icmpv6Repr::DstUnreachable {
                 reason,
                 header,
                 data,
-            } => {
-                self.stats.icmp_unreachable_received += 1;
-                let ours = self.our_v6().any(|a| a == header.src_addr);
-                if header.next_header != IpProtocol::Homa || !ours || data.len() < 4 {
-                    net_trace!("homa: ICMPv6 unreachable for non-Homa traffic ignored");
-                    return None;
-                }
-                if self.icmp_in_budget == 0 {
-                    return self
-                        .drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
-                }
-                self.icmp_in_budget -= 1;
-                let sport = u16::from_be_bytes([data[0], data[1]]);
-                let dport = u16::from_be_bytes([data[2], data[3]]);
-                let what = match reason {
-                    Icmpv6DstUnreachable::PortUnreachable => Unreachable::Port,
-                    _ => Unreachable::Host,
-                };
-                self.unreachable_pkt(IpAddr::V6(header.dst_addr), sport, dport, what);
-                None
-            }
+            } => self.unreachable_v6(reason, &header, data),
             Icmpv6Repr::EchoReply { .. } => {
                 self.drop_frame(DropReason::NotHandled, "ICMPv6 type not handled")
             }
         }
+    }
+
+    /// An echo request to one of our unicast addresses is answered from it
+    /// (unless another stack on the host answers).
+    fn echo_request_v6<'f>(
+        &mut self,
+        src_mac: EthernetAddress,
+        ip: &Ipv6Repr,
+        ident: u16,
+        seq_no: u16,
+        data: &'f [u8],
+    ) -> Option<Reply<'f>> {
+        if ip.dst_addr.is_multicast() {
+            return self.drop_frame(DropReason::NotHandled, "multicast echo request");
+        }
+        if self.config.passive_host {
+            net_trace!("homa: echo request left to the other stack");
+            return None;
+        }
+        Some(Reply::Echo6 {
+            dst_mac: src_mac,
+            src_ip: ip.dst_addr,
+            dst_ip: ip.src_addr,
+            ident,
+            seq_no,
+            data,
+        })
+    }
+
+    /// A neighbour solicitation for one of our addresses: its sender's link
+    /// address is learned if we hold it as a peer, and it is answered (to
+    /// all nodes when it is another node's duplicate address detection).
+    fn neighbor_solicit<'f>(
+        &mut self,
+        src_mac: EthernetAddress,
+        ip: &Ipv6Repr,
+        target: Ipv6Addr,
+        lladdr: Option<EthernetAddress>,
+    ) -> Option<Reply<'f>> {
+        if !self.our_v6().any(|a| a == target) {
+            return self.drop_frame(DropReason::NotForUs, "solicitation for another address");
+        }
+        let dad = ip.src_addr.is_unspecified();
+        if let Some(mac) = lladdr {
+            // As ARP: the option must name the frame's own source.
+            if dad || mac != src_mac || !mac.is_unicast() {
+                return self.drop_frame(
+                    DropReason::Malformed,
+                    "solicitation's link address differs from its frame",
+                );
+            }
+            // A stranger's address is not kept; it is answered.
+            let _ = self.learn(IpAddr::V6(ip.src_addr), mac);
+        }
+        if self.config.passive_host {
+            return None;
+        }
+        Some(if dad {
+            // Another node checks the address: tell all nodes it is ours.
+            Reply::Advert {
+                dst_mac: multicast_mac(ALL_NODES),
+                dst_ip: ALL_NODES,
+                target,
+                solicited: false,
+            }
+        } else {
+            Reply::Advert {
+                dst_mac: src_mac,
+                dst_ip: ip.src_addr,
+                target,
+                solicited: true,
+            }
+        })
+    }
+
+    /// A neighbour advertisement. As ARP: the advertised address must be
+    /// the frame's own source (no third party redirects a peer), and only
+    /// an answer to us (solicited, unicast) is learned; an unsolicited one
+    /// for a peer we hold only puts its known address in doubt, so we ask
+    /// ourselves.
+    fn neighbor_advert<'f>(
+        &mut self,
+        src_mac: EthernetAddress,
+        ip: &Ipv6Repr,
+        advert: Advert,
+    ) -> Option<Reply<'f>> {
+        let Some(mac) = advert.lladdr else {
+            return self.drop_frame(
+                DropReason::Malformed,
+                "advertisement without a link address",
+            );
+        };
+        if !mac.is_unicast() || mac != src_mac {
+            return self.drop_frame(
+                DropReason::Malformed,
+                "advertisement's link address differs from its frame",
+            );
+        }
+        let held = if advert.solicited && !ip.dst_addr.is_multicast() {
+            if !advert.override_ && self.known_other(advert.target, mac) {
+                return self.drop_frame(
+                    DropReason::NoOverride,
+                    "advertisement without override for a known, different address",
+                );
+            }
+            self.learn(IpAddr::V6(advert.target), mac)
+        } else {
+            self.unsolicited_advert(advert.target, mac)
+        };
+        if !held {
+            return self.drop_frame(
+                DropReason::UnknownPeer,
+                "advertisement for a peer we do not hold",
+            );
+        }
+        None
+    }
+
+    /// A destination unreachable about a Homa packet of ours: handed up,
+    /// within the tick's budget of ICMP errors acted on.
+    fn unreachable_v6<'f>(
+        &mut self,
+        reason: Icmpv6DstUnreachable,
+        header: &Ipv6Repr,
+        data: &[u8],
+    ) -> Option<Reply<'f>> {
+        self.stats.icmp_unreachable_received += 1;
+        let ours = self.our_v6().any(|a| a == header.src_addr);
+        if header.next_header != IpProtocol::Homa || !ours || data.len() < 4 {
+            net_trace!("homa: ICMPv6 unreachable for non-Homa traffic ignored");
+            return None;
+        }
+        if self.icmp_in_budget == 0 {
+            return self.drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
+        }
+        self.icmp_in_budget -= 1;
+        let what = match reason {
+            Icmpv6DstUnreachable::PortUnreachable => Unreachable::Port,
+            _ => Unreachable::Host,
+        };
+        let (sport, dport) = (
+            u16::from_be_bytes([data[0], data[1]]),
+            u16::from_be_bytes([data[2], data[3]]),
+        );
+        self.unreachable(IpAddr::V6(header.dst_addr), sport, dport, what);
+        None
     }
 
     /// Whether we hold `target` with a link address other than `mac`. An
