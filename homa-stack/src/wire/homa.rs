@@ -774,23 +774,31 @@ impl<'a> Repr<'a> {
     /// length itself, so it never panics, even on an unchecked packet.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>) -> Result<Repr<'a>> {
         packet.check_len()?;
-        let kind = match packet.packet_type() {
+        // The fixed headers read through arrays of their length (which
+        // `check_len` saw): the compiler then drops every field's check.
+        let bytes = packet.buffer.as_ref();
+        let common =
+            Packet::new_unchecked(&bytes.first_chunk::<COMMON_HEADER_LEN>().ok_or(Error)?[..]);
+        let kind = match common.packet_type() {
             PacketType::Data => {
-                let ack = match packet.ack_client_id() {
+                let data = Packet::new_unchecked(
+                    &bytes.first_chunk::<DATA_HEADER_LEN>().ok_or(Error)?[..],
+                );
+                let ack = match data.ack_client_id() {
                     0 => None,
                     client_id => Some(Ack {
                         client_id,
-                        server_port: packet.ack_server_port(),
+                        server_port: data.ack_server_port(),
                     }),
                 };
                 Kind::Data {
                     header: DataHeader {
-                        message_length: packet.message_length(),
-                        incoming: packet.incoming(),
+                        message_length: data.message_length(),
+                        incoming: data.incoming(),
                         ack,
-                        cutoff_version: packet.cutoff_version(),
-                        retransmit: packet.retransmit(),
-                        offset: packet.offset(),
+                        cutoff_version: data.cutoff_version(),
+                        retransmit: data.retransmit(),
+                        offset: data.offset(),
                     },
                     payload: packet.payload(),
                 }
@@ -831,9 +839,9 @@ impl<'a> Repr<'a> {
             PacketType::Unknown(_) => return Err(Error),
         };
         Ok(Repr {
-            sport: packet.sport(),
-            dport: packet.dport(),
-            sender_id: packet.sender_id(),
+            sport: common.sport(),
+            dport: common.dport(),
+            sender_id: common.sender_id(),
             kind,
         })
     }
