@@ -17,17 +17,81 @@ use super::{IpProtocol, Ipv4Addr, Ipv6Addr};
 /// at the end, and the folded sum is byte-swapped on little-endian
 /// machines. The result equals the word-by-word definition on
 /// every input (a test compares the two).
+///
+/// On 64-bit targets long buffers go through one carry chain instead
+/// ([`sum_chained`]): an add-with-carry per word.
 pub fn sum(data: &[u8]) -> u32 {
-    // Two accumulators: two carry chains the processor runs side by side.
-    let (mut a, mut b) = (0, 0);
-    let mut blocks = data.chunks_exact(BLOCK_BYTES);
-    for block in &mut blocks {
-        a += word(block, 0);
-        b += word(block, 1);
-        a += word(block, 2);
-        b += word(block, 3);
+    #[cfg(target_pointer_width = "64")]
+    {
+        let (mut acc, mut rest) = sum_chained(data);
+        if rest.len() >= BLOCK_BYTES {
+            acc += word(rest, 0) + word(rest, 1) + word(rest, 2) + word(rest, 3);
+            rest = &rest[BLOCK_BYTES..];
+        }
+        finish_native(acc, rest)
     }
-    finish_native(a + b, blocks.remainder())
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        // Two accumulators: two carry chains the processor runs side by side.
+        let (mut a, mut b) = (0, 0);
+        let mut blocks = data.chunks_exact(BLOCK_BYTES);
+        for block in &mut blocks {
+            a += word(block, 0);
+            b += word(block, 1);
+            a += word(block, 2);
+            b += word(block, 3);
+        }
+        finish_native(a + b, blocks.remainder())
+    }
+}
+
+/// Bytes [`sum_chained`] takes per step.
+#[cfg(target_pointer_width = "64")]
+const CHAIN_BYTES: usize = 8 * WORD_BYTES;
+
+/// The sum of `data`'s whole 64-byte blocks as native-endian words, and
+/// what is left. Each block's eight words are added in one carry chain (the
+/// compiler makes it an add and seven adds-with-carry), and the chain's
+/// final carry is counted apart: a carry out of 64 bits is worth 2^64,
+/// which is 1 modulo 2^16 - 1, so the count joins the sum as it is. A
+/// quarter to a third fewer instructions than a word-wide accumulator's
+/// add and add-with-carry per word.
+#[cfg(target_pointer_width = "64")]
+fn sum_chained(data: &[u8]) -> (Acc, &[u8]) {
+    let (mut acc, mut carries) = (0u64, 0u64);
+    let mut blocks = data.chunks_exact(CHAIN_BYTES);
+    for block in &mut blocks {
+        let (s, c) = acc.overflowing_add(native(block, 0));
+        let (s, c) = add_carry(s, native(block, 1), c);
+        let (s, c) = add_carry(s, native(block, 2), c);
+        let (s, c) = add_carry(s, native(block, 3), c);
+        let (s, c) = add_carry(s, native(block, 4), c);
+        let (s, c) = add_carry(s, native(block, 5), c);
+        let (s, c) = add_carry(s, native(block, 6), c);
+        let (s, c) = add_carry(s, native(block, 7), c);
+        acc = s;
+        carries += u64::from(c);
+    }
+    (Acc::from(acc) + Acc::from(carries), blocks.remainder())
+}
+
+/// `a + b + carry` and its carry out, written the way the compiler turns
+/// into one add-with-carry.
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+fn add_carry(a: u64, b: u64, carry: bool) -> (u64, bool) {
+    let (s, c1) = a.overflowing_add(b);
+    let (s, c2) = s.overflowing_add(u64::from(carry));
+    (s, c1 | c2)
+}
+
+/// The `k`th native-endian machine word of a block.
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+fn native(block: &[u8], k: usize) -> u64 {
+    let mut w = [0u8; WORD_BYTES];
+    w.copy_from_slice(&block[WORD_BYTES * k..WORD_BYTES * (k + 1)]);
+    u64::from_ne_bytes(w)
 }
 
 /// A machine word, and the accumulator its sums go into (twice as wide: a
@@ -291,6 +355,13 @@ mod tests {
         // Empty, odd and even lengths, each with uniform and varied bytes.
         check_lengths(0..70);
         assert_eq!(sum(&[]), 0);
+    }
+
+    #[test]
+    fn lengths_over_whole_and_part_blocks_match_the_reference() {
+        // One to three 64-byte blocks of the carry chain, then every
+        // length of what is left (a 32-byte piece among them).
+        check_lengths(64..260);
     }
 
     /// Where sums of 16-bit words reach 2^32: an accumulator too narrow
