@@ -374,10 +374,11 @@ mod tests {
 
     #[test]
     fn lengths_over_whole_and_part_blocks_match_the_reference() {
-        // One to three blocks of the carry chain (128 bytes, then one of
-        // 64), then every length of what is left (a 32-byte piece among
-        // them).
-        check_lengths(64..400);
+        // None to two 128-byte blocks of the carry chain, then what is
+        // left on each side of its 64- and 32-byte steps.
+        check_lengths((0..3).flat_map(|blocks| {
+            [0, 1, 31, 32, 33, 63, 64, 65, 95, 96, 97, 127].map(|rest| 128 * blocks + rest)
+        }));
     }
 
     /// Where sums of 16-bit words reach 2^32: an accumulator too narrow
