@@ -253,7 +253,8 @@ impl Heap {
         let Some(p) = self.position(slots, i) else {
             return false;
         };
-        if !self.sift_up(slots, p) {
+        // A lone element has nowhere to move (one message in flight).
+        if self.len > 1 && !self.sift_up(slots, p) {
             self.sift_down(slots, p);
         }
         true

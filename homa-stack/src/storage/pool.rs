@@ -57,6 +57,11 @@ pub const LINK_BYTES: usize = 4;
 /// End of a chain / empty free list.
 const NIL: u32 = u32::MAX;
 
+/// Whether reads and writes within one page skip the general walk
+/// ([`Pool::in_one_page`]): faster on hosts; left out of the firmware,
+/// whose size the walk alone keeps smaller.
+const ONE_PAGE_PATH: bool = cfg!(not(target_os = "none"));
+
 /// Pages needed to hold `len` bytes: `ceil(len / page_size)`; 0 if
 /// `page_size` is 0.
 pub const fn pages_for(len: usize, page_size: usize) -> usize {
@@ -248,7 +253,8 @@ impl<'a> Pool<'a> {
         if len > MAX_MESSAGE_LEN {
             return Err(PoolError::TooLong);
         }
-        let pages = pages_for(len, self.page_size());
+        // len <= 1_000_000, so the sum cannot overflow.
+        let pages = (len + self.page_size() - 1) >> self.page_shift;
         if pages > self.free_pages() {
             return Err(PoolError::Exhausted);
         }
@@ -297,6 +303,27 @@ impl<'a> Pool<'a> {
         if range.is_empty() {
             return Ok(());
         }
+        if let Some((ord, page, at)) = self.in_one_page(buf, range) {
+            self.storage
+                .get_mut(at)
+                .ok_or(PoolError::OutOfRange)?
+                .copy_from_slice(data);
+            set_cursor(buf, ord, page);
+            return Ok(());
+        }
+        self.write_across(buf, offset, data)
+    }
+
+    /// [`write_at`](Self::write_at) walking the links: a range over
+    /// several pages, or one page away from the first and the cursor.
+    /// Out of line, so the one-page path needs no large stack frame.
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn write_across(
+        &mut self,
+        buf: &mut MessageBuf,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), PoolError> {
         let page_size = self.page_size();
         let (mut ord, mut page) = self.locate(buf, offset >> self.page_shift)?;
         let mut in_page = offset & (page_size - 1);
@@ -339,6 +366,12 @@ impl<'a> Pool<'a> {
         if len == 0 {
             return Ok(());
         }
+        if let Some((ord, page, at)) = self.in_one_page(buf, range.clone()) {
+            let piece = self.storage.get_mut(at).ok_or(PoolError::OutOfRange)?;
+            f(range.start, piece);
+            set_cursor(buf, ord, page);
+            return Ok(());
+        }
         let page_size = self.page_size();
         let (mut ord, mut page) = self.locate(buf, range.start >> self.page_shift)?;
         let mut in_page = range.start & (page_size - 1);
@@ -371,6 +404,23 @@ impl<'a> Pool<'a> {
         if range.is_empty() {
             return Ok(());
         }
+        if let Some((ord, page, at)) = self.in_one_page(buf, range) {
+            out.copy_from_slice(self.storage.get(at).ok_or(PoolError::OutOfRange)?);
+            set_cursor(buf, ord, page);
+            return Ok(());
+        }
+        self.read_across(buf, offset, out)
+    }
+
+    /// [`read_at`](Self::read_at) walking the links (see
+    /// [`write_across`](Self::write_across)).
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn read_across(
+        &self,
+        buf: &mut MessageBuf,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), PoolError> {
         let (ord, page) = self.locate(buf, offset >> self.page_shift)?;
         let mut chunks = Chunks {
             pool: self,
@@ -460,6 +510,42 @@ impl<'a> Pool<'a> {
             .ok_or(PoolError::InvalidBuffer)?;
         // ord < pages <= u16::MAX.
         Ok((ord as u16, page))
+    }
+
+    /// Where the nonempty `range` of `buf` sits in the storage, with its
+    /// page's ordinal and index, when it lies within one page that is found
+    /// without following a link: the first page or the cursor's. `None`
+    /// sends the caller to the general walk. Most messages fit one page, and
+    /// sequential access stays on the cursor's page, so this is the usual
+    /// case.
+    #[inline]
+    fn in_one_page(
+        &self,
+        buf: &MessageBuf,
+        range: Range<usize>,
+    ) -> Option<(u16, u32, Range<usize>)> {
+        if !ONE_PAGE_PATH {
+            return None;
+        }
+        let ord = range.start >> self.page_shift;
+        if (range.end - 1) >> self.page_shift != ord {
+            return None;
+        }
+        let page = if ord == 0 {
+            buf.first
+        } else if ord == buf.cursor_ord as usize {
+            buf.cursor_page
+        } else {
+            return None;
+        };
+        if page >= self.total_pages {
+            return None;
+        }
+        let start = self.total_pages as usize * LINK_BYTES
+            + ((page as usize) << self.page_shift)
+            + (range.start & (self.page_size() - 1));
+        // ord < pages <= u16::MAX.
+        Some((ord as u16, page, start..start + (range.end - range.start)))
     }
 
     /// Follows `steps` links from `page`; `None` if the chain ends early or
@@ -657,6 +743,23 @@ impl<'p> MessageRef<'p> {
     /// Copies the first `min(len(), out.len())` bytes into `out` and returns
     /// how many.
     pub fn copy_to(&self, out: &mut [u8]) -> usize {
+        let n = self.len().min(out.len());
+        if n == 0 {
+            return 0;
+        }
+        if let Some((_, _, at)) = self.pool.in_one_page(self.buf, 0..n) {
+            if let (Some(to), Some(from)) = (out.get_mut(..n), self.pool.storage.get(at)) {
+                to.copy_from_slice(from);
+                return n;
+            }
+        }
+        self.copy_across(out)
+    }
+
+    /// [`copy_to`](Self::copy_to) over page pieces, out of line so the
+    /// one-page path stays small.
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn copy_across(&self, out: &mut [u8]) -> usize {
         let mut done = 0;
         for chunk in self.chunks() {
             let take = chunk.len().min(out.len() - done);

@@ -17,17 +17,96 @@ use super::{IpProtocol, Ipv4Addr, Ipv6Addr};
 /// at the end, and the folded sum is byte-swapped on little-endian
 /// machines. The result equals the word-by-word definition on
 /// every input (a test compares the two).
+///
+/// On 64-bit targets long buffers go through one carry chain instead
+/// ([`sum_chained`]): an add-with-carry per word.
 pub fn sum(data: &[u8]) -> u32 {
-    // Two accumulators: two carry chains the processor runs side by side.
-    let (mut a, mut b) = (0, 0);
-    let mut blocks = data.chunks_exact(BLOCK_BYTES);
-    for block in &mut blocks {
-        a += word(block, 0);
-        b += word(block, 1);
-        a += word(block, 2);
-        b += word(block, 3);
+    #[cfg(target_pointer_width = "64")]
+    {
+        let (acc, rest) = sum_chained(data);
+        finish_native(acc, rest)
     }
-    finish_native(a + b, blocks.remainder())
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        // Two accumulators: two carry chains the processor runs side by side.
+        let (mut a, mut b) = (0, 0);
+        let mut blocks = data.chunks_exact(BLOCK_BYTES);
+        for block in &mut blocks {
+            a += word(block, 0);
+            b += word(block, 1);
+            a += word(block, 2);
+            b += word(block, 3);
+        }
+        finish_native(a + b, blocks.remainder())
+    }
+}
+
+/// Words [`sum_chained`]'s loop adds per step.
+#[cfg(target_pointer_width = "64")]
+const CHAIN_WORDS: usize = 16;
+
+/// The sum of `data` as native-endian words, but for fewer than 32
+/// bytes, which it returns. Each 128-byte block's words are added in one
+/// carry chain (the compiler makes it an add and fifteen adds-with-carry),
+/// then one 64-byte block the same way if there is one, and the chains'
+/// final carries are counted apart: a carry out of 64 bits is worth
+/// 2^64, which is 1 modulo 2^16 - 1, so the count joins the sum as it
+/// is. About 1.3 instructions per 8 bytes, against 2.4 for a word-wide
+/// accumulator's add and add-with-carry per word and the loop.
+#[cfg(target_pointer_width = "64")]
+fn sum_chained(data: &[u8]) -> (Acc, &[u8]) {
+    let (mut acc, mut carries) = (0u64, 0u64);
+    let mut blocks = data.chunks_exact(CHAIN_WORDS * WORD_BYTES);
+    for block in &mut blocks {
+        let (s, c) = chain::<CHAIN_WORDS>(acc, block);
+        acc = s;
+        carries += u64::from(c);
+    }
+    let mut rest = blocks.remainder();
+    let half = CHAIN_WORDS / 2 * WORD_BYTES;
+    if rest.len() >= half {
+        let (s, c) = chain::<{ CHAIN_WORDS / 2 }>(acc, rest);
+        acc = s;
+        carries += u64::from(c);
+        rest = &rest[half..];
+    }
+    let mut acc = Acc::from(acc) + Acc::from(carries);
+    if rest.len() >= BLOCK_BYTES {
+        acc += word(rest, 0) + word(rest, 1) + word(rest, 2) + word(rest, 3);
+        rest = &rest[BLOCK_BYTES..];
+    }
+    (acc, rest)
+}
+
+/// `acc` plus the first `N` words of `block` in one carry chain, and the
+/// chain's carry out.
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+fn chain<const N: usize>(acc: u64, block: &[u8]) -> (u64, bool) {
+    let (mut s, mut c) = acc.overflowing_add(native(block, 0));
+    for k in 1..N {
+        (s, c) = add_carry(s, native(block, k), c);
+    }
+    (s, c)
+}
+
+/// `a + b + carry` and its carry out, written the way the compiler turns
+/// into one add-with-carry.
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+fn add_carry(a: u64, b: u64, carry: bool) -> (u64, bool) {
+    let (s, c1) = a.overflowing_add(b);
+    let (s, c2) = s.overflowing_add(u64::from(carry));
+    (s, c1 | c2)
+}
+
+/// The `k`th native-endian machine word of a block.
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+fn native(block: &[u8], k: usize) -> u64 {
+    let mut w = [0u8; WORD_BYTES];
+    w.copy_from_slice(&block[WORD_BYTES * k..WORD_BYTES * (k + 1)]);
+    u64::from_ne_bytes(w)
 }
 
 /// A machine word, and the accumulator its sums go into (twice as wide: a
@@ -291,6 +370,15 @@ mod tests {
         // Empty, odd and even lengths, each with uniform and varied bytes.
         check_lengths(0..70);
         assert_eq!(sum(&[]), 0);
+    }
+
+    #[test]
+    fn lengths_over_whole_and_part_blocks_match_the_reference() {
+        // None to two 128-byte blocks of the carry chain, then what is
+        // left on each side of its 64- and 32-byte steps.
+        check_lengths((0..3).flat_map(|blocks| {
+            [0, 1, 31, 32, 33, 63, 64, 65, 95, 96, 97, 127].map(|rest| 128 * blocks + rest)
+        }));
     }
 
     /// Where sums of 16-bit words reach 2^32: an accumulator too narrow
