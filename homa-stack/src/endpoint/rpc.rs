@@ -278,7 +278,7 @@ impl Restarts {
         if count >= MAX_RESTARTS {
             return Restart::Exhausted;
         }
-        let hold = u16::try_from(interval).map_or(Self::HOLD, |t| t.min(Self::HOLD));
+        let hold = u16::try_from(interval.min(u32::from(Self::HOLD))).unwrap_or(Self::HOLD);
         self.0 = (u16::from(count + 1) << 12) | hold;
         Restart::Now
     }
@@ -296,6 +296,14 @@ impl Restarts {
 /// arrive. A forger that names the RPC buys this many windows, then as
 /// much as the GRANTs it also forges climb: at most the message once more
 /// for each restart the server asks for (`MAX_RESTARTS`).
+///
+/// A receiver whose NIC drops most of every burst needs more than that
+/// after it has granted the whole message, and has nothing left to pay
+/// with: each RESEND interval in which it asks refills a spent reserve by
+/// one packet, so its RPC still completes, slowly, instead of starving
+/// until it times out. That is one full-size frame for at least one RESEND
+/// (a 71-byte frame): a forger who names the RPC gains one per interval of
+/// its life, however many RESENDs it sends.
 pub(crate) const RESEND_WINDOWS: u32 = 8;
 
 /// What one outgoing message may still send again (see
@@ -307,7 +315,8 @@ pub(crate) const RESEND_WINDOWS: u32 = 8;
 /// small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ration {
-    /// Packets earned back by GRANTs less packets sent again.
+    /// Packets earned back by GRANTs (and RESEND intervals, while
+    /// negative) less packets sent again.
     balance: i16,
     /// Packets left in the current interval.
     window: u16,
@@ -355,6 +364,9 @@ impl Ration {
             // clocks' phases from holding back an honest round.
             self.hold = u16::try_from(interval.saturating_sub(1).max(1)).unwrap_or(u16::MAX);
             self.window = packets(cap.saturating_mul(RESEND_PER_INTERVAL), seg);
+            // A spent reserve refills by a packet each interval (see
+            // `RESEND_WINDOWS`).
+            self.balance += i16::from(self.balance < 0);
         }
         let total = i32::from(packets(cap.saturating_mul(RESEND_WINDOWS), seg));
         let credit = u32::try_from(total + i32::from(self.balance)).unwrap_or(0);
