@@ -1138,7 +1138,7 @@ impl Restarts {
         if count >= MAX_RESTARTS {
             return Restart::Exhausted;
         }
-        let hold = u16::try_from(interval).map_or(Self::HOLD, |t| t.min(Self::HOLD));
+        let hold = u16::try_from(interval.min(u32::from(Self::HOLD))).unwrap_or(Self::HOLD);
         self.0 = (u16::from(count + 1) << 12) | hold;
         Restart::Now
     }

@@ -4,7 +4,7 @@
 use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::MessageBuf;
 
-/// How many times a message's [`resend_cap`](resend_cap) bytes may go out again, by
+/// How many times a message's [`resend_cap`] bytes may go out again, by
 /// RESEND or by restarts after RPC_UNKNOWN, without its receiver showing
 /// progress (a GRANT above the highest one yet earns back what it grants
 /// beyond).
@@ -16,18 +16,27 @@ use crate::storage::MessageBuf;
 /// arrive. A forger that names the RPC buys this many windows, then as
 /// much as the GRANTs it also forges climb: at most the message once more
 /// for each restart the server asks for (`MAX_RESTARTS`).
+///
+/// A receiver whose NIC drops most of every burst needs more than that
+/// after it has granted the whole message, and has nothing left to pay
+/// with: each RESEND interval in which it asks refills a spent reserve by
+/// one packet, so its RPC still completes, slowly, instead of starving
+/// until it times out. That is one full-size frame for at least one RESEND
+/// (a 71-byte frame): a forger who names the RPC gains one per interval of
+/// its life, however many RESENDs it sends.
 pub(crate) const RESEND_WINDOWS: u32 = 8;
 
 /// What one outgoing message may still send again (see
 /// [`RESEND_WINDOWS`]): forged RESENDs or RPC_UNKNOWNs from the peer's
 /// address, however many, buy at most [`RESEND_PER_INTERVAL`] windows of
-/// [`resend_cap`](resend_cap) bytes per RESEND interval (an honest receiver asks once
+/// [`resend_cap`] bytes per RESEND interval (an honest receiver asks once
 /// per interval) and [`RESEND_WINDOWS`] of them beyond what the receiver's
 /// GRANTs earned back. Counted in packets and KiB to keep the RPC slot
 /// small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ration {
-    /// Packets earned back by GRANTs less packets sent again.
+    /// Packets earned back by GRANTs (and RESEND intervals, while
+    /// negative) less packets sent again.
     balance: i16,
     /// Packets left in the current interval.
     window: u16,
@@ -37,7 +46,7 @@ pub(crate) struct Ration {
     heard: u16,
 }
 
-/// How many windows of [`resend_cap`](resend_cap) bytes one message may send again per
+/// How many windows of [`resend_cap`] bytes one message may send again per
 /// RESEND interval. An honest receiver's round asks for every range it
 /// misses below its grant, which after a burst of losses can be more than
 /// one window; a forger gains only speed, not bytes (those
@@ -75,6 +84,9 @@ impl Ration {
             // clocks' phases from holding back an honest round.
             self.hold = u16::try_from(interval.saturating_sub(1).max(1)).unwrap_or(u16::MAX);
             self.window = packets(cap.saturating_mul(RESEND_PER_INTERVAL), seg);
+            // A spent reserve refills by a packet each interval (see
+            // `RESEND_WINDOWS`).
+            self.balance += i16::from(self.balance < 0);
         }
         let total = i32::from(packets(cap.saturating_mul(RESEND_WINDOWS), seg));
         let credit = u32::try_from(total + i32::from(self.balance)).unwrap_or(0);

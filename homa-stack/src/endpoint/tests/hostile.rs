@@ -3053,12 +3053,14 @@ fn resend_flood(
     per
 }
 
-/// The most a flood of RESENDs may buy: `RESEND_WINDOWS` windows of the
-/// 40,000 unscheduled bytes (29 frames of 90 header bytes each, and one
-/// packet more as a window ends inside one) in reserve, and as many earned
-/// back by the receiver's GRANTs.
+/// The most a 200 ms flood of RESENDs may buy: `RESEND_WINDOWS` windows of
+/// the 40,000 unscheduled bytes (29 frames of 90 header bytes each, and
+/// one packet more as a window ends inside one) in reserve, as many earned
+/// back by the receiver's GRANTs, and a packet refilled by each RESEND
+/// interval (one every 4 ticks: 51 in 200 ms).
 const RESEND_FLOOD_MOST: usize =
-    2 * crate::endpoint::rpc::RESEND_WINDOWS as usize * (40_000 + 29 * 90 + 1_600);
+    2 * crate::endpoint::rpc::RESEND_WINDOWS as usize * (40_000 + 29 * 90 + 1_600)
+        + 51 * (1_424 + 90);
 
 #[test]
 #[cfg_attr(miri, ignore = "moves megabytes: too slow under Miri")]
@@ -3067,8 +3069,8 @@ fn forged_resend_floods_buy_a_bounded_resend_of_a_request() {
     // (10,000 packets) naming A's 1 MB request, which B has whole. Each
     // may ask for the unscheduled bytes again, but the request sends at
     // most two windows of them per RESEND interval and `RESEND_WINDOWS` in
-    // all beyond what B's GRANTs earned back (at most as many again); the
-    // RESENDs still keep it alive.
+    // all beyond what B's GRANTs earned back (at most as many again) and
+    // one packet per interval; the RESENDs still keep it alive.
     let (mut ep, mut dev, mut now, client, _) =
         a_request_sent_whole(Config::new(A_IP, A_MAC, SEED));
     let port = ep.client_port(client).unwrap();
@@ -3096,8 +3098,9 @@ fn forged_resend_floods_buy_a_bounded_resend_of_a_request() {
 fn forged_resend_floods_buy_a_bounded_resend_of_a_response() {
     // The other direction: B answered A's request with 40,000 bytes, sent
     // whole unscheduled; RESEND(0, 40,000) forged from A's address every
-    // 20 us for 200 ms buys at most `RESEND_WINDOWS` windows again (the
-    // bound allows as many earned back by GRANTs, which A never sent).
+    // 20 us for 200 ms buys at most `RESEND_WINDOWS` windows again and a
+    // packet per interval (the bound allows as many windows earned back by
+    // GRANTs, which A never sent).
     let (mut ep, mut dev, mut now) = a_response_sent(40_000);
     assert_eq!(ep.rpc_info().next().unwrap().out_sent, 40_000);
     let resend = Repr {
