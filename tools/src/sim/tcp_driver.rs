@@ -31,8 +31,9 @@
 //! delayed ACKs of the spec (homa-sim: 40 us, below the RTO; smoltcp still
 //! acknowledges at once when more than a full segment is unacknowledged);
 //! the socket buffers of the spec, which bound the bytes in flight per
-//! connection; a minimum RTO of 200 us, as the Homa paper's baselines used (smoltcp's fixed 1 s on
-//! a clock that runs 5,000 times as fast, see
+//! connection; client keep-alives every 20 ms ([`KEEP_ALIVE_NS`]); a
+//! minimum RTO of 200 us, as the Homa paper's baselines used (smoltcp's
+//! fixed 1 s on a clock that runs 5,000 times as fast, see
 //! [`CLOCK_SCALE`](super::tcp_device::CLOCK_SCALE)). Fixed by smoltcp 0.13:
 //! fast retransmit after 3 duplicate ACKs; no ECN (so no DCTCP); and no
 //! congestion window on the bytes in flight: its Reno and Cubic controllers
@@ -63,6 +64,15 @@ pub const HEADER: usize = 12;
 /// Client ports are `CLIENT_PORT_BASE + server host * max_conns + i` for
 /// connection `i` of the pair.
 const CLIENT_PORT_BASE: u16 = 10_000;
+
+/// Keep-alive interval of every client socket, ns of fabric time. It stands
+/// in for a zero-window probe that smoltcp 0.13 does not arm: when its
+/// retransmission timer expires while the peer's window is closed, no timer
+/// is left, and a lost window update stalled the connection for good (seen
+/// on `paper` W5 with pias: 11 messages stuck with no deadline). The
+/// keep-alive draws an ACK with the open window. Only idle connections
+/// send it (any segment restarts the interval), and only senders need it.
+pub const KEEP_ALIVE_NS: u64 = 20_000_000;
 
 /// Most handshakes one host has under way during set-up.
 pub const OPEN_WINDOW: usize = 8;
@@ -500,6 +510,7 @@ impl<'m> TcpDriver<'m> {
         };
         let i = pair.clients.len();
         let mut client = socket(&self.spec);
+        client.set_keep_alive(Some(smol_duration(KEEP_ALIVE_NS)));
         let remote = (IpAddress::Ipv4(Ipv4Address::new(a, b, c, d)), TCP_PORT);
         let port = client_port(&self.spec, p, i);
         client
