@@ -185,16 +185,17 @@ fn the_plot_is_drawn_as_svg_and_png() {
     }
 }
 
-/// Switch buffers of 8 frames drop packets of every protocol; each
-/// protocol's own loss recovery still delivers every message intact, and
-/// the drops are reported per protocol. (TCP's retransmission timeouts
-/// start at smoltcp's 10 ms and double, and a stream may lose several in a
-/// row: the drain allows 20 s.)
+/// Switch buffers of 8 frames drop packets of every protocol (the TCP
+/// windows set to 64 KiB, which overflow them); each protocol's own loss
+/// recovery still delivers every message intact within the default 200 ms
+/// drain (TCP's timeouts start at 200 us of fabric time and double), and
+/// the drops are reported per protocol.
 #[test]
 fn every_protocol_recovers_what_small_switch_buffers_drop() {
     let mut o = short_run("w4", 300);
     o.switch_buffer = Some(8);
-    o.drain_ns = 20_000_000_000;
+    o.tcp_buffer = 64 << 10;
+    o.tcp1_buffer = 64 << 10;
     let r = run(&o).unwrap();
     assert!(r.messages > 20, "{} messages", r.messages);
     let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
@@ -208,6 +209,39 @@ fn every_protocol_recovers_what_small_switch_buffers_drop() {
     let homa = &r.results[0];
     let counter = |name| homa.counters.iter().find(|c| c.0 == name).unwrap().1;
     assert!(counter("retransmissions") > 0);
+}
+
+/// tcp-mc and pias open every connection of every pool before traffic,
+/// paced so that set-up drops nothing: eight 100-byte messages sent at once
+/// between one pair each take a connection of the pool at once, and only a
+/// ninth waits for one to be free.
+#[test]
+fn pools_are_open_before_traffic_so_no_message_waits_for_a_handshake() {
+    for p in [Protocol::TcpMc, Protocol::Pias] {
+        let mut o = short_run("w4", 100);
+        o.protocols = vec![p];
+        o.warmup = 0.0;
+        let m = |size| Message {
+            at: 0,
+            src: 1,
+            dst: 0,
+            size,
+        };
+        let r = run_with(&o, Some(vec![m(100); 8])).unwrap();
+        let res = &r.results[0];
+        let counter = |name| res.counters.iter().find(|c| c.0 == name).unwrap().1;
+        assert_eq!(res.verified, 8, "{p:?}");
+        assert_eq!(counter("connections"), 16 * 15 * 8, "{p:?}");
+        assert_eq!(counter("setup_drops"), 0, "{p:?}");
+        assert_eq!(counter("messages_waited"), 0, "{p:?}");
+        let slowest = res.buckets.iter().map(|b| b.p99).fold(0.0, f64::max);
+        assert!(slowest < 2.0, "{p:?}: slowdown {slowest}");
+        let r = run_with(&o, Some(vec![m(100); 9])).unwrap();
+        let res = &r.results[0];
+        let waited = res.counters.iter().find(|c| c.0 == "messages_waited");
+        assert_eq!(res.verified, 9, "{p:?}");
+        assert_eq!(waited.unwrap().1, 1, "{p:?}");
+    }
 }
 
 /// The slowdown of a 100-byte message sent 20 us after a 1 MB message

@@ -17,7 +17,9 @@ use clap::{Parser, ValueEnum};
 use homa_tools::cli;
 use homa_tools::fabric::Topology;
 use homa_tools::sim::homa_config::HomaStyle;
-use homa_tools::sim::run::{PcapSpec, DEFAULT_TCP1_BUFFER, DEFAULT_TCP_BUFFER, DEFAULT_TCP_CONNS};
+use homa_tools::sim::run::{
+    PcapSpec, DEFAULT_TCP1_BUFFER, DEFAULT_TCP_ACK_DELAY_NS, DEFAULT_TCP_BUFFER, DEFAULT_TCP_CONNS,
+};
 use homa_tools::sim::{plot, report, run, Protocol, SimOptions, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -192,6 +194,12 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TCP_CONNS, help_heading = "TCP",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     tcp_conns: usize,
+    /// Most microseconds a TCP receiver delays an ACK, 0..=1000 (0: every
+    /// segment acknowledged at once).
+    #[arg(long, value_name = "US", default_value_t = DEFAULT_TCP_ACK_DELAY_NS / 1000,
+          help_heading = "TCP",
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(0..=1000))]
+    tcp_ack_delay: u64,
 }
 
 fn options(a: &Args) -> Result<SimOptions, String> {
@@ -229,6 +237,7 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     o.tcp_buffer = a.tcp_buffer;
     o.tcp1_buffer = a.tcp1_buffer;
     o.tcp_conns = a.tcp_conns;
+    o.tcp_ack_delay_ns = a.tcp_ack_delay * 1000;
     o.switch_buffer = a.switch_buffer.0;
     o.pcap = a.pcap.as_ref().map(|path| PcapSpec {
         path: path.clone(),

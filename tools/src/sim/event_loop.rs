@@ -114,6 +114,9 @@ pub struct LoopStats {
     pub busy_at_start: u64,
     /// The same when the loop stopped.
     pub busy_at_end: u64,
+    /// Frames the switches had dropped when traffic started (set-up's),
+    /// filled in by the caller.
+    pub drops_at_start: u64,
 }
 
 /// Prints a progress line on stderr every few wall seconds.

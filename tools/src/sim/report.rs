@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::metrics::Bucket;
 use super::run::{ProtoResult, SimResult};
+use super::tcp_device::MIN_RTO_NS;
 use super::workload::MAX_MESSAGE;
 
 /// The one-line description of the run.
@@ -60,11 +61,17 @@ fn tcp_line(r: &SimResult) -> String {
     let o = &r.options;
     format!(
         "tcp: smoltcp 0.13, socket buffers {} KiB for tcp-1 and {} KiB for tcp-mc and pias \
-         (the window in flight: smoltcp's congestion control does not bound it), Nagle off, delayed ACKs 1 ms, minimum RTO 10 ms (fixed by \
-         smoltcp); tcp-1 one connection per pair (head-of-line blocking); tcp-mc and pias up \
-         to {} connections per pair; pias thresholds {:?} bytes sent",
+         (the window in flight: smoltcp's congestion control does not bound it), Nagle off, \
+         {}, minimum RTO {} us (smoltcp's fixed 1 s on its faster clock); tcp-1 one connection per pair (head-of-line blocking); tcp-mc and pias pools \
+         of {} connections per pair; every connection open before traffic; pias thresholds \
+         {:?} bytes sent",
         o.tcp1_buffer >> 10,
         o.tcp_buffer >> 10,
+        match o.tcp_ack_delay_ns {
+            0 => "every segment acknowledged at once".to_string(),
+            ns => format!("delayed ACKs up to {} us", ns / 1000),
+        },
+        MIN_RTO_NS / 1000,
         o.tcp_conns,
         r.pias_thresholds
     )
@@ -289,7 +296,8 @@ pub fn json_value(r: &SimResult) -> Value {
             "buffer_bytes": o.tcp_buffer,
             "tcp_1_buffer_bytes": o.tcp1_buffer,
             "max_connections_per_pair": o.tcp_conns,
-            "min_rto_us": 10_000,
+            "min_rto_us": MIN_RTO_NS / 1000,
+            "ack_delay_us": o.tcp_ack_delay_ns / 1000,
             "pias_thresholds": r.pias_thresholds,
         },
         "switch_buffer_frames": o.switch_buffer,

@@ -8,9 +8,14 @@
 //! the priority the fabric reads, as a DSCP mark is for a switch). Checksums are neither computed nor checked, as for the
 //! Homa hosts: the fabric never corrupts a frame.
 //!
-//! Time: smoltcp counts microseconds, the fabric nanoseconds. smoltcp is
-//! polled at fabric instants and told `floor(ns / 1000)` microseconds; its
-//! deadlines come back as whole microseconds.
+//! Time: smoltcp's clock runs [`CLOCK_SCALE`] times as fast as the fabric's.
+//! smoltcp 0.13 fixes its minimum and initial retransmission timeout at 1 s
+//! and measures round trips in whole milliseconds, constants made for the
+//! Internet: at this scale its 1 s is 200 us of fabric time, the minimum RTO
+//! of the Homa paper's TCP baselines, and a millisecond of round trip is
+//! 0.2 us, so its RTT estimate resolves a datacenter's microseconds. Every
+//! other smoltcp time (the delayed ACK) is set in fabric time through
+//! [`smol_duration`].
 
 use std::collections::HashMap;
 
@@ -21,15 +26,27 @@ use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
 /// Ethernet header length.
 pub const ETH_HEADER: usize = 14;
 
+/// smoltcp's clock over the fabric's: 1 ns of fabric time is 5 us of
+/// smoltcp's time, so smoltcp's fixed 1 s minimum RTO is 200 us.
+pub const CLOCK_SCALE: u64 = 5_000;
+
 /// smoltcp's time for fabric time `ns`.
 pub fn smol_time(ns: u64) -> smoltcp::time::Instant {
-    smoltcp::time::Instant::from_micros((ns / 1000) as i64)
+    smoltcp::time::Instant::from_micros((ns * (CLOCK_SCALE / 1000)) as i64)
 }
 
-/// Fabric time of smoltcp time `t`.
+/// The first fabric time at or after smoltcp time `t`.
 pub fn fabric_time(t: smoltcp::time::Instant) -> u64 {
-    t.total_micros().max(0) as u64 * 1000
+    (t.total_micros().max(0) as u64).div_ceil(CLOCK_SCALE / 1000)
 }
+
+/// smoltcp's duration for `ns` of fabric time.
+pub fn smol_duration(ns: u64) -> smoltcp::time::Duration {
+    smoltcp::time::Duration::from_micros(ns * (CLOCK_SCALE / 1000))
+}
+
+/// smoltcp's fixed minimum retransmission timeout in fabric time, ns.
+pub const MIN_RTO_NS: u64 = 1_000_000_000 / CLOCK_SCALE;
 
 /// The source IPv4 address of an Ethernet frame carrying IPv4, if it is one.
 pub fn ipv4_source(frame: &[u8]) -> Option<[u8; 4]> {
@@ -210,9 +227,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn time_conversion_truncates_to_microseconds() {
-        assert_eq!(smol_time(1_999).total_micros(), 1);
-        assert_eq!(fabric_time(smol_time(5_000)), 5_000);
+    fn smoltcp_clock_runs_fast_so_its_one_second_rto_is_200_us() {
+        assert_eq!(smol_time(1_999).total_micros(), 9_995);
+        assert_eq!(fabric_time(smol_time(5_003)), 5_003);
+        // A deadline between two nanoseconds is rounded up, never early.
+        assert_eq!(
+            fabric_time(smoltcp::time::Instant::from_micros(5 * 7 + 1)),
+            8
+        );
+        assert_eq!(MIN_RTO_NS, 200_000);
+        assert_eq!(
+            smol_time(MIN_RTO_NS) - smol_time(0),
+            smoltcp::time::Duration::from_secs(1)
+        );
+        assert_eq!(smol_duration(1_000_000).total_millis(), 5_000);
     }
 
     /// An IPv4 packet holding a TCP segment from `port` with `seq` and

@@ -11,11 +11,15 @@
 //! - `tcp-mc` ([`TcpMode::Pool`]): a pool of connections per pair, as
 //!   RAMCloud's TCP-MC and memcached-style clients keep: a message takes an
 //!   idle connection (every byte of its last message acknowledged); with
-//!   none idle, the pair opens another, up to the cap, and the message waits
-//!   for the first connection free. One connection per pair is opened before
-//!   traffic starts; the others stay open once opened;
+//!   none idle it waits for the first connection free. The whole pool is
+//!   open before traffic starts, so no message pays a handshake;
 //! - `pias` ([`TcpMode::Pias`]): `tcp-mc` whose segments carry PIAS
 //!   priorities ([`Pias`]) over the switches' 8 strict-priority queues.
+//!
+//! Set-up: every connection of every pair is opened before traffic, each
+//! host with at most [`OPEN_WINDOW`] handshakes under way, so the SYNs do
+//! not overflow the switch ports (a lost SYN waits for a retransmission
+//! timeout) and set-up drops nothing in the default run.
 //!
 //! Scaling: a host's sockets are grouped per peer, one `SocketSet` holding
 //! the connections to the peer and the ones from it. Each received frame
@@ -24,15 +28,17 @@
 //! when its deadline is due. Deadlines are kept per (host, peer).
 //!
 //! Settings ([`TcpSpec`]): Nagle off (as RPC systems set TCP_NODELAY);
-//! delayed ACKs of 1 ms (smoltcp's default 10 ms equals its minimum RTO,
-//! which invites spurious retransmissions; an ACK still goes out at once for
-//! every full segment received); the socket buffers of the spec, which bound
-//! the bytes in flight per connection. Fixed by smoltcp 0.13: a minimum RTO
-//! of 10 ms (the paper's baselines used 200 us); fast retransmit after 3
-//! duplicate ACKs; no ECN (so no DCTCP); and no congestion window on the
-//! bytes in flight: its Reno and Cubic controllers only decide whether a
-//! segment may go at all (`seq_to_transmit`), and the default run with
-//! either gave the same drops and slowdowns as without one, so none is set.
+//! delayed ACKs of the spec (homa-sim: 40 us, below the RTO; smoltcp still
+//! acknowledges at once when more than a full segment is unacknowledged);
+//! the socket buffers of the spec, which bound the bytes in flight per
+//! connection; client keep-alives every 20 ms ([`KEEP_ALIVE_NS`]); a
+//! minimum RTO of 200 us, as the Homa paper's baselines used (smoltcp's
+//! fixed 1 s on a clock that runs 5,000 times as fast, see
+//! [`CLOCK_SCALE`](super::tcp_device::CLOCK_SCALE)). Fixed by smoltcp 0.13:
+//! fast retransmit after 3 duplicate ACKs; no ECN (so no DCTCP); and no
+//! congestion window on the bytes in flight: its Reno and Cubic controllers
+//! only decide whether a segment may go at all (`seq_to_transmit`), so none
+//! is set.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -44,7 +50,7 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 use super::event_loop::{Deadlines, Driver, NEVER};
 use super::metrics::Outcomes;
-use super::tcp_device::{fabric_time, ipv4_source, smol_time, Pias, SmolPort};
+use super::tcp_device::{fabric_time, ipv4_source, smol_duration, smol_time, Pias, SmolPort};
 use super::traffic::{pattern_matches, payload_seed, Message};
 use super::workload::Workload;
 use crate::pattern_byte;
@@ -58,6 +64,18 @@ pub const HEADER: usize = 12;
 /// Client ports are `CLIENT_PORT_BASE + server host * max_conns + i` for
 /// connection `i` of the pair.
 const CLIENT_PORT_BASE: u16 = 10_000;
+
+/// Keep-alive interval of every client socket, ns of fabric time. It stands
+/// in for a zero-window probe that smoltcp 0.13 does not arm: when its
+/// retransmission timer expires while the peer's window is closed, no timer
+/// is left, and a lost window update stalled the connection for good (seen
+/// on `paper` W5 with pias: 11 messages stuck with no deadline). The
+/// keep-alive draws an ACK with the open window. Only idle connections
+/// send it (any segment restarts the interval), and only senders need it.
+pub const KEEP_ALIVE_NS: u64 = 20_000_000;
+
+/// Most handshakes one host has under way during set-up.
+pub const OPEN_WINDOW: usize = 8;
 
 /// Most polls of one pair at one instant (a guard against a socket that
 /// keeps asking for a poll without progress).
@@ -84,6 +102,8 @@ pub struct TcpSpec {
     pub mode: TcpMode,
     /// Most connections of a pool per ordered pair (1 for `Single`).
     pub max_conns: usize,
+    /// Longest delay of an ACK, ns of fabric time; 0: none.
+    pub ack_delay_ns: u64,
 }
 
 /// PIAS's demotion thresholds for workload `w`: the bytes-sent boundaries
@@ -160,12 +180,16 @@ struct Incoming {
 struct Client {
     handle: SocketHandle,
     sendq: VecDeque<Outgoing>,
+    /// Established once (counted in [`TcpDriver::unestablished`]).
+    up: bool,
 }
 
 /// A connection the peer opened to this host, and where its stream is.
 struct Server {
     handle: SocketHandle,
     rx: Incoming,
+    /// Established once.
+    up: bool,
 }
 
 /// One host's half of its traffic with one peer.
@@ -177,8 +201,6 @@ struct Pair {
     waiting: VecDeque<Outgoing>,
     /// PIAS tagging of this host's segments to the peer.
     pias: Option<Pias>,
-    /// The first connection each way is established.
-    established: bool,
 }
 
 impl Pair {
@@ -190,17 +212,27 @@ impl Pair {
         c.sendq.is_empty() && s.state() == tcp::State::Established && s.send_queue() == 0
     }
 
-    /// Client connections still opening.
-    fn opening(&self) -> usize {
-        self.clients
-            .iter()
-            .filter(|c| {
-                matches!(
-                    self.set.get::<tcp::Socket>(c.handle).state(),
-                    tcp::State::SynSent | tcp::State::SynReceived
-                )
-            })
-            .count()
+    /// Marks the connections that became established since the last call;
+    /// returns how many of them this host opened and how many the peer did.
+    fn newly_up(&mut self) -> (usize, usize) {
+        let up = |set: &SocketSet<'_>, h: SocketHandle| {
+            set.get::<tcp::Socket>(h).state() == tcp::State::Established
+        };
+        let mut mine = 0;
+        for c in self.clients.iter_mut().filter(|c| !c.up) {
+            if up(&self.set, c.handle) {
+                c.up = true;
+                mine += 1;
+            }
+        }
+        let mut theirs = 0;
+        for s in self.servers.iter_mut().filter(|s| !s.up) {
+            if up(&self.set, s.handle) {
+                s.up = true;
+                theirs += 1;
+            }
+        }
+        (mine, theirs)
     }
 }
 
@@ -213,12 +245,10 @@ pub struct TcpDriverStats {
     pub bad_headers: u64,
     /// Times a pair still wanted a poll after `MAX_ROUNDS` polls at once.
     pub stalls: u64,
-    /// Pool modes: connections opened after traffic started.
+    /// Connections opened (before traffic), all pairs.
     pub opened: u64,
     /// Pool modes: messages that found no idle connection and waited.
     pub waited: u64,
-    /// Most connections any pair had open.
-    pub max_conns: usize,
     /// Connections smoltcp refused to start (should stay 0).
     pub open_errors: u64,
 }
@@ -240,8 +270,14 @@ pub struct TcpDriver<'m> {
     scratch: Vec<u8>,
     touched: Vec<usize>,
     is_touched: Vec<bool>,
-    /// Pairs whose two connections are not both established yet.
+    /// Per host: the peers to open its next connections to, in order.
+    pending: Vec<VecDeque<usize>>,
+    /// Per host: handshakes it started that are not established yet.
+    opening: Vec<usize>,
+    /// Connection ends (client and server sockets) not established yet.
     pub unestablished: usize,
+    /// Per (host, peer): when the host last read bytes its peer sent.
+    last_read: Vec<u64>,
     stats: TcpDriverStats,
 }
 
@@ -251,7 +287,7 @@ fn socket(spec: &TcpSpec) -> tcp::Socket<'static> {
         tcp::SocketBuffer::new(vec![0u8; spec.buffer_bytes]),
     );
     s.set_nagle_enabled(false);
-    s.set_ack_delay(Some(smoltcp::time::Duration::from_millis(1)));
+    s.set_ack_delay((spec.ack_delay_ns > 0).then(|| smol_duration(spec.ack_delay_ns)));
     s
 }
 
@@ -261,9 +297,10 @@ fn client_port(spec: &TcpSpec, server: usize, i: usize) -> u16 {
 }
 
 impl<'m> TcpDriver<'m> {
-    /// An interface per host and a connection per ordered pair of hosts,
-    /// each connection started now (call [`drive`](super::event_loop::drive)
-    /// until [`TcpDriver::unestablished`] is 0 before sending).
+    /// An interface per host and `max_conns` connections per ordered pair
+    /// of hosts, the first handshakes started now (call
+    /// [`drive`](super::event_loop::drive) until
+    /// [`TcpDriver::unestablished`] is 0 before sending).
     pub fn new(
         fabric: &mut Fabric,
         spec: TcpSpec,
@@ -288,8 +325,8 @@ impl<'m> TcpDriver<'m> {
         let now = fabric.now().total_nanos();
         let mut ifaces = Vec::with_capacity(n);
         let mut pairs = Vec::with_capacity(n * n);
-        let mut deadlines = Deadlines::new(n * n);
-        for h in 0..n {
+        let deadlines = Deadlines::new(n * n);
+        for (h, &[a, b, c, d]) in ips.iter().enumerate() {
             let mut cfg = Config::new(HardwareAddress::Ip);
             cfg.random_seed = seed ^ ((h as u64) << 24);
             let mut port = SmolPort {
@@ -300,54 +337,43 @@ impl<'m> TcpDriver<'m> {
                 pias: None,
             };
             let mut iface = Interface::new(cfg, &mut port, smol_time(now));
-            let [a, b, c, d] = ips[h];
             iface.update_ip_addrs(|addrs| {
                 let _ = addrs.push(IpCidr::new(IpAddress::v4(a, b, c, d), 16));
             });
-            for (p, &[a, b, c, d]) in ips.iter().enumerate() {
+            for p in 0..n {
                 if p == h {
                     pairs.push(None);
                     continue;
                 }
-                let mut client = socket(&spec);
-                let remote = (IpAddress::Ipv4(Ipv4Address::new(a, b, c, d)), TCP_PORT);
-                client
-                    .connect(iface.context(), remote, client_port(&spec, p, 0))
-                    .map_err(|e| format!("connect {h} -> {p}: {e}"))?;
-                let mut server = socket(&spec);
-                server
-                    .listen(TCP_PORT)
-                    .map_err(|e| format!("listen: {e}"))?;
-                let mut set = SocketSet::new(Vec::with_capacity(2));
-                let client = set.add(client);
-                let server = set.add(server);
                 let pias = match spec.mode {
                     TcpMode::Pias(thresholds) => Some(Pias {
                         thresholds,
                         base: client_port(&spec, p, 0),
-                        starts: vec![None],
+                        starts: Vec::with_capacity(max_conns),
                     }),
                     _ => None,
                 };
                 pairs.push(Some(Pair {
-                    set,
-                    clients: vec![Client {
-                        handle: client,
-                        sendq: VecDeque::new(),
-                    }],
-                    servers: vec![Server {
-                        handle: server,
-                        rx: Incoming::default(),
-                    }],
+                    set: SocketSet::new(Vec::with_capacity(2 * max_conns)),
+                    clients: Vec::with_capacity(max_conns),
+                    servers: Vec::with_capacity(max_conns),
                     waiting: VecDeque::new(),
                     pias,
-                    established: false,
                 }));
-                deadlines.set(h * n + p, now);
             }
             ifaces.push(iface);
         }
-        Ok(TcpDriver {
+        // Each host opens connection i to every peer before connection
+        // i + 1 to any, starting with the next host up so the first SYNs
+        // spread over the receivers.
+        let pending = (0..n)
+            .map(|h| {
+                (0..max_conns)
+                    .flat_map(|_| (1..n).map(move |q| (h + q) % n))
+                    .collect()
+            })
+            .collect();
+        let mut d = TcpDriver {
             n,
             spec,
             ips,
@@ -362,12 +388,30 @@ impl<'m> TcpDriver<'m> {
             scratch: Vec::new(),
             touched: Vec::new(),
             is_touched: vec![false; n * n],
-            unestablished: n * (n - 1),
-            stats: TcpDriverStats {
-                max_conns: 1,
-                ..TcpDriverStats::default()
-            },
-        })
+            pending,
+            opening: vec![0; n],
+            unestablished: 2 * n * (n - 1) * max_conns,
+            last_read: vec![now; n * n],
+            stats: TcpDriverStats::default(),
+        };
+        for h in 0..n {
+            d.start_opens(h, now)?;
+        }
+        Ok(d)
+    }
+
+    /// Starts host `h`'s next handshakes while it has fewer than
+    /// [`OPEN_WINDOW`] under way.
+    fn start_opens(&mut self, h: usize, now: u64) -> Result<(), String> {
+        while self.opening[h] < OPEN_WINDOW {
+            let Some(p) = self.pending[h].pop_front() else {
+                return Ok(());
+            };
+            self.open(h, p)?;
+            self.opening[h] += 1;
+            self.deadlines.at_most(h * self.n + p, now);
+        }
+        Ok(())
     }
 
     /// The driver's counters.
@@ -384,6 +428,7 @@ impl<'m> TcpDriver<'m> {
         let seed = self.seed;
         let stats = &mut self.stats;
         let scratch = &mut self.scratch;
+        let last_read = &mut self.last_read[key];
         let Some(pair) = self.pairs[key].as_mut() else {
             return;
         };
@@ -395,6 +440,7 @@ impl<'m> TcpDriver<'m> {
                     read_stream(rx, buf, messages, seed, (p, h), now, out, stats, scratch);
                     (buf.len(), ())
                 });
+                *last_read = now;
                 if r.is_err() {
                     break;
                 }
@@ -430,66 +476,57 @@ impl<'m> TcpDriver<'m> {
                 }
             }
         }
-        if !pair.established {
-            let up =
-                |h: SocketHandle| pair.set.get::<tcp::Socket>(h).state() == tcp::State::Established;
-            if up(pair.clients[0].handle) && up(pair.servers[0].handle) {
-                pair.established = true;
-                self.unestablished -= 1;
+        if self.unestablished > 0 {
+            let (mine, theirs) = pair.newly_up();
+            self.unestablished -= mine + theirs;
+            self.opening[h] -= mine;
+            if mine > 0 && self.start_opens(h, now).is_err() {
+                self.stats.open_errors += 1;
             }
-        }
-        let more = pair
-            .waiting
-            .len()
-            .saturating_sub(pair.opening())
-            .min(self.spec.max_conns - pair.clients.len());
-        for _ in 0..more {
-            self.open(h, p);
         }
     }
 
     /// Opens another connection from `h` to `p`, with a listening socket at
     /// `p` to take it.
-    fn open(&mut self, h: usize, p: usize) {
+    fn open(&mut self, h: usize, p: usize) -> Result<(), String> {
         let n = self.n;
         let [a, b, c, d] = self.ips[p];
+        // The listening socket first, so the SYN finds it.
+        let mut server = socket(&self.spec);
+        server
+            .listen(TCP_PORT)
+            .map_err(|e| format!("listen {p}: {e}"))?;
+        let Some(peer) = self.pairs[p * n + h].as_mut() else {
+            return Err(format!("no pair {p} -> {h}"));
+        };
+        let handle = peer.set.add(server);
+        peer.servers.push(Server {
+            handle,
+            rx: Incoming::default(),
+            up: false,
+        });
         let Some(pair) = self.pairs[h * n + p].as_mut() else {
-            return;
+            return Err(format!("no pair {h} -> {p}"));
         };
         let i = pair.clients.len();
         let mut client = socket(&self.spec);
+        client.set_keep_alive(Some(smol_duration(KEEP_ALIVE_NS)));
         let remote = (IpAddress::Ipv4(Ipv4Address::new(a, b, c, d)), TCP_PORT);
         let port = client_port(&self.spec, p, i);
-        if client
+        client
             .connect(self.ifaces[h].context(), remote, port)
-            .is_err()
-        {
-            self.stats.open_errors += 1;
-            return;
-        }
+            .map_err(|e| format!("connect {h} -> {p}: {e}"))?;
         let handle = pair.set.add(client);
         pair.clients.push(Client {
             handle,
             sendq: VecDeque::new(),
+            up: false,
         });
         if let Some(pias) = pair.pias.as_mut() {
             pias.starts.push(None);
         }
         self.stats.opened += 1;
-        self.stats.max_conns = self.stats.max_conns.max(pair.clients.len());
-        let Some(peer) = self.pairs[p * n + h].as_mut() else {
-            return;
-        };
-        let mut server = socket(&self.spec);
-        if server.listen(TCP_PORT).is_err() {
-            self.stats.open_errors += 1;
-            return;
-        }
-        let handle = peer.set.add(server);
-        peer.servers.push(Server {
-            handle,
-            rx: Incoming::default(),
-        });
+        Ok(())
     }
 
     /// Polls pair `key` until it has nothing more to send at `now`, and
@@ -577,6 +614,60 @@ fn read_stream(
     }
 }
 
+/// Where the messages without an outcome stood when a run ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unfinished {
+    /// Pool modes: waiting for a free connection of their pair.
+    pub waiting: u64,
+    /// `tcp-1`: behind an earlier unfinished message on their pair's byte
+    /// stream.
+    pub behind: u64,
+    /// The first unfinished message of their connection, being sent.
+    pub heads: u64,
+    /// Bytes of all unfinished messages.
+    pub bytes: u64,
+    /// The longest time since a receiver with an unfinished message from
+    /// its peer last read a byte from that peer, ns.
+    pub max_idle_ns: u64,
+}
+
+impl TcpDriver<'_> {
+    /// Where each message without an outcome in `out` stands at `now`.
+    pub fn unfinished(&self, out: &Outcomes, now: u64) -> Unfinished {
+        let mut u = Unfinished::default();
+        let mut waiting = vec![false; self.messages.len()];
+        for pair in self.pairs.iter().flatten() {
+            for m in &pair.waiting {
+                let mut id = [0u8; 8];
+                id.copy_from_slice(&m.header[4..]);
+                if let Some(w) = waiting.get_mut(u64::from_be_bytes(id) as usize) {
+                    *w = true;
+                }
+            }
+        }
+        let mut stream_busy = vec![false; self.n * self.n];
+        for (id, m) in self.messages.iter().enumerate() {
+            if out.done(id) {
+                continue;
+            }
+            let (src, dst) = (m.src as usize, m.dst as usize);
+            u.bytes += u64::from(m.size);
+            let rx_key = dst * self.n + src;
+            let idle = now.saturating_sub(self.last_read[rx_key]);
+            u.max_idle_ns = u.max_idle_ns.max(idle);
+            if waiting[id] {
+                u.waiting += 1;
+            } else if self.spec.mode == TcpMode::Single && stream_busy[src * self.n + dst] {
+                u.behind += 1;
+            } else {
+                stream_busy[src * self.n + dst] = true;
+                u.heads += 1;
+            }
+        }
+        u
+    }
+}
+
 impl Driver for TcpDriver<'_> {
     fn submit(&mut self, _fabric: &mut Fabric, now: u64, id: usize, out: &mut Outcomes) {
         let m = self.messages[id];
@@ -594,7 +685,10 @@ impl Driver for TcpDriver<'_> {
             if self.spec.mode == TcpMode::Single {
                 pair.clients[0].sendq.push_back(msg);
             } else {
-                if !(0..pair.clients.len()).any(|i| pair.idle(i)) {
+                // It waits if the idle connections are all promised to
+                // messages already waiting.
+                let idle = (0..pair.clients.len()).filter(|&i| pair.idle(i)).count();
+                if idle <= pair.waiting.len() {
                     self.stats.waited += 1;
                 }
                 pair.waiting.push_back(msg);
