@@ -227,17 +227,16 @@ impl<'a> Endpoint<'a> {
     /// this shortcut as it does `refresh`.
     pub(super) fn refresh_sent(&mut self, slot: usize) {
         let i = slot as u16;
-        if !self.rpc_peer(slot).is_some_and(|p| self.peer_resolved(p)) {
+        let Some(r) = self.rpc_at(slot) else {
+            return;
+        };
+        let (wants_send, key, peer) = (r.wants_send(), r.send_key(), r.peer());
+        // A message sent whole (a short one, in its one packet) leaves the
+        // send queues whatever its peer: one that sent was not parked.
+        if wants_send && !self.peer_resolved(peer) {
             return self.refresh(slot);
         }
-        let Some(s) = self.rpcs.get_mut(slot) else {
-            return;
-        };
-        let Some(r) = s.rpc() else {
-            return;
-        };
-        let (wants_send, key) = (r.wants_send(), r.send_key());
-        let old = s.placed.replace_send(key);
+        let old = self.rpcs[slot].placed.replace_send(key);
         let short = wants_send && self.short(key);
         // The common case of a long message: the heap's top sent new bytes
         // and still has more than a short message left. Its key only went
