@@ -174,7 +174,13 @@ impl<'a> Endpoint<'a> {
                 self.grant.insert(rpcs, i);
                 self.grant_fifo.insert(rpcs, i);
                 self.peer_candidate(peer, i, Change::Insert);
-            } else if old_keys.is_none_or(|k| k.grant != p.keys.grant) {
+            } else if old_keys.is_none_or(|k| k.grant != p.keys.grant)
+                // The top whose key went down (DATA of a long message came)
+                // stays on top of its peer's heap and of the heap of the
+                // best too (one key orders all three): no sift.
+                && !(old_keys.is_some_and(|k| p.keys.grant < k.grant)
+                    && self.grant.peek(rpcs) == Some(i))
+            {
                 self.grant.update(rpcs, i);
                 self.peer_candidate(peer, i, Change::Update);
             }
@@ -221,18 +227,23 @@ impl<'a> Endpoint<'a> {
     /// this shortcut as it does `refresh`.
     pub(super) fn refresh_sent(&mut self, slot: usize) {
         let i = slot as u16;
-        if !self.rpc_peer(slot).is_some_and(|p| self.peer_resolved(p)) {
+        let Some(r) = self.rpc_at(slot) else {
+            return;
+        };
+        let (wants_send, key, peer) = (r.wants_send(), r.send_key(), r.peer());
+        // A message sent whole (a short one, in its one packet) leaves the
+        // send queues whatever its peer: one that sent was not parked.
+        if wants_send && !self.peer_resolved(peer) {
             return self.refresh(slot);
         }
-        let Some(s) = self.rpcs.get_mut(slot) else {
-            return;
-        };
-        let Some(r) = s.rpc() else {
-            return;
-        };
-        let (wants_send, key) = (r.wants_send(), r.send_key());
-        let old = s.placed.replace_send(key);
+        let old = self.rpcs[slot].placed.replace_send(key);
         let short = wants_send && self.short(key);
+        // The common case of a long message: the heap's top sent new bytes
+        // and still has more than a short message left. Its key only went
+        // down, so it stays on top and the heap needs no sift.
+        if wants_send && !short && key <= old && self.send.peek(&self.rpcs[..]) == Some(i) {
+            return;
+        }
         self.queue_send(i, wants_send, short, old != key);
     }
 
