@@ -155,9 +155,9 @@ def concern(sym, path, inner):
         return "checksums"
     if "storage/pool.rs" in path or "storage::pool::" in s:
         return "pool operations"
-    if re.search(r"storage/(heap|meld)\.rs|endpoint/(queues|links)\.rs", path) \
-            or re.search(r"storage::heap::|storage::meld::|endpoint::queues::", s):
-        return "queue bookkeeping (refresh, heaps, lists)"
+    if re.search(r"storage/(heap|meld)\.rs|endpoint/(queues|links|share)\.rs", path) \
+            or re.search(r"storage::heap::|storage::meld::|endpoint::(queues|share)::", s):
+        return "queue bookkeeping (refresh, heaps, lists, peer shares)"
     if "endpoint/pacer.rs" in path or "pacer::" in s:
         return "the pacer's pick"
     if "endpoint/grant.rs" in path or "grant::" in s:
@@ -173,7 +173,7 @@ def concern(sym, path, inner):
         return "look-ups (hash index, peers)"
     if re.search(r"Repr::emit|emit_headers", s) \
             or (wire and (i.startswith("set_") or i in ("emit", "payload_mut"))) \
-            or ("endpoint/iface.rs" in path and i in ("emit_headers", "src_for")):
+            or (re.search(r"endpoint/(host/|iface\.rs)", path) and i in ("emit_headers", "src_for")):
         return "header build (Ethernet, IPv4, Homa)"
     if re.search(r"Repr::parse|Packet<.*>::payload|check_len|new_checked", s) or wire:
         return "header parse (Ethernet, IPv4, Homa)"
@@ -182,19 +182,19 @@ def concern(sym, path, inner):
     if re.search(r"storage/(holes|resend)\.rs|endpoint/resend\.rs", path) \
             or "holes::" in s or "resend::" in s:
         return "received ranges and resend sets"
-    if re.search(r"endpoint/(iface|ipv6)\.rs", path) or "iface::" in s:
-        return "host layer (Ethernet, IPv4 dispatch)"
+    if re.search(r"endpoint/(host/|iface\.rs|ipv6\.rs)", path) or re.search(r"endpoint::(host|iface)::", s):
+        return "host layer (Ethernet, IPv4, IPv6 dispatch)"
     if "endpoint/api.rs" in path or "endpoint::api::" in s:
         return "application calls (api.rs)"
     if "endpoint/input.rs" in path or "endpoint::input::" in s:
         return "receive handlers (input.rs)"
-    if re.search(r"endpoint/(rpc|types)\.rs", path) or "endpoint::rpc::" in s:
-        return "RPC state (rpc.rs)"
+    if re.search(r"endpoint/(rpc/|rpc\.rs|types\.rs)", path) or "endpoint::rpc::" in s:
+        return "RPC state (rpc/)"
     if re.search(r"endpoint/(output|mod|ctrl)\.rs", path) or "Endpoint::poll" in s \
             or "output::" in s or "ctrl::" in s:
         return "egress and the poll loop"
     if "storage/list.rs" in path or "list::" in s:
-        return "queue bookkeeping (refresh, heaps, lists)"
+        return "queue bookkeeping (refresh, heaps, lists, peer shares)"
     return "other"
 
 
