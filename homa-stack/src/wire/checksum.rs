@@ -19,7 +19,7 @@ use super::{IpProtocol, Ipv4Addr, Ipv6Addr};
 /// every input (a test compares the two).
 ///
 /// On 64-bit targets long buffers go through one carry chain instead
-/// ([`sum_chained`]): an add-with-carry per word.
+/// (`sum_chained`): an add-with-carry per word.
 pub fn sum(data: &[u8]) -> u32 {
     #[cfg(target_pointer_width = "64")]
     {
