@@ -86,8 +86,8 @@ fn homa_run_was_clean(out: &Output, server: Child) {
     assert_eq!(s["corrupt"], 0, "{s}");
 }
 
-#[test]
-fn tcp_client_and_server_over_loopback() {
+/// A TCP server on a free loopback port, ready: it and its address.
+fn tcp_server() -> (Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -106,6 +106,12 @@ fn tcp_client_and_server_over_loopback() {
     ready
         .recv_timeout(Duration::from_secs(10))
         .expect("server ready");
+    (server, listen)
+}
+
+#[test]
+fn tcp_client_and_server_over_loopback() {
+    let (server, listen) = tcp_server();
     let out = Command::new(EXE)
         .args([
             "client",
@@ -128,6 +134,33 @@ fn tcp_client_and_server_over_loopback() {
     let s = stop(server);
     assert_eq!(s["requests"], v["completed"], "{s}");
     assert_eq!(s["corrupt"], 0, "{s}");
+}
+
+/// `--size 1` sends 1 byte, which the server echoes (a request shorter
+/// than the header has none); asking for a reply length raises it to the
+/// 12-byte header that carries it, and the client says so.
+#[test]
+fn short_requests_go_at_their_size_unless_they_carry_a_reply_length() {
+    for (reply_len, sent, answer) in [("echo", 1, 1), ("100", 12, 100)] {
+        let (server, listen) = tcp_server();
+        let out = Command::new(EXE)
+            .args(["client", "--tcp", "--server", &listen, "--size", "1"])
+            .args(["--reply-len", reply_len, "--outstanding", "1"])
+            .args(["--duration", "0.5", "--json"])
+            .output()
+            .unwrap();
+        let v = json_of(&out);
+        assert_clean_client(&v);
+        let n = v["completed"].as_u64().unwrap();
+        assert_eq!(v["request_bytes"], sent * n, "{v}");
+        assert_eq!(v["response_bytes"], answer * n, "{v}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.contains("sent as 12 B"), sent == 12, "{err}");
+        let s = stop(server);
+        assert_eq!(s["requests"], n, "{s}");
+        assert_eq!(s["headerless"], if sent == 1 { n } else { 0 }, "{s}");
+        assert_eq!(s["corrupt"], 0, "{s}");
+    }
 }
 
 /// A network namespace of the test's own, deleted however the test ends.

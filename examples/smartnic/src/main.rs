@@ -9,17 +9,21 @@
 //! half, answering ARP, ping and UDP echo on port 7 for the same IP and MAC.
 //! The peer is a Linux host running `homa-perf`:
 //!
-//! - a Homa server on port 500 answers `homa-perf client` requests, each
-//!   checked byte for byte (homa-perf's header and pattern), with the
-//!   response homa-perf asks for (an echo or its salted pattern);
-//! - a client task calls `homa-perf server` at [`HOST_IP`] with each of
-//!   [`SIZES`] for [`ROUNDS`] rounds, then the one at [`LOSSY_HOST_IP`]
-//!   (run with 1% of the frames dropped) as many rounds, and checks every
-//!   response byte; once all verified it prints `PASS` and keeps serving
-//!   (the host ends QEMU).
+//! - a Homa server on port 500 answers `homa-perf client` requests as
+//!   `homa-perf server` does (`homa_perf_peer::serve`): each checked byte
+//!   for byte, a long one in slices with the network polled between them,
+//!   then the response homa-perf asks for (an echo or its salted pattern;
+//!   a request shorter than homa-perf's header is echoed);
+//! - a client task calls each `homa-perf server` of `SERVERS` with each
+//!   of [`SIZES`] for [`ROUNDS`] rounds (in `.ci/board-test` the second
+//!   drops 1% of the frames) and checks every response byte; once all
+//!   verified it prints `PASS` and keeps serving (the host ends QEMU).
 //!
-//! Board address 10.0.0.2/24, MAC from QEMU's `mac=`. Messages up to
-//! 1,000,000 bytes either way. Statics in `.bss`; nothing is allocated.
+//! The board's address and the servers' come from the build's environment
+//! (`HOMA_BOARD_IP`, `HOMA_BOARD_SERVERS`; `homa_perf_peer::BOARD`); the MAC
+//! from QEMU's `mac=`. Messages up to 1,000,000 bytes either way. Statics
+//! in `.bss`; nothing is allocated. It prints the longest gap between two
+//! polls of the network (`network polls: ...`) as it grows.
 #![no_std]
 #![no_main]
 #![deny(unsafe_code)]
@@ -31,15 +35,15 @@ use embassy_net::{Ipv4Cidr, StackResources, StaticConfigV4};
 use semihosting::println;
 use static_cell::{ConstStaticCell, StaticCell};
 
+use homa_perf_peer::{call_rounds, run_timed, serve, Rounds, Tally, BOARD, SERVERS};
 use homa_phy::share::driver::{DriverHalf, SharedDriver};
-use homa_phy::testing::fill_pattern_at;
 use homa_smartnic::clock::Clock;
 use homa_smartnic::virtio::{self, Buffers, VirtioNet, BUF, QUEUE};
 use homa_smartnic::{finish, hash_seed};
 use homa_stack::asynch::{EmbassyDriver, Runner, Stack};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
-use homa_stack::storage::{buffer_len_for, pages_for, MessageRef, MessageWriter, MAX_MESSAGE_LEN};
-use homa_stack::wire::{EthernetAddress, Ipv4Addr};
+use homa_stack::storage::{buffer_len_for, pages_for, MAX_MESSAGE_LEN};
+use homa_stack::wire::EthernetAddress;
 use homa_stack::{Config, Endpoint};
 use virtio_drivers::transport::mmio::MmioTransport;
 
@@ -60,26 +64,13 @@ const SLOTS: usize = 2;
 const SHARE_FRAMES: usize = 2 * QUEUE;
 const SHARE_MTU: usize = 1518;
 
-/// The board's address.
-const BOARD_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-/// homa-perf's address (its server for the board's client).
-const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-/// A second homa-perf server, which drops frames.
-const LOSSY_HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 5);
-/// Homa port of both servers (homa-perf's default).
+/// Homa port of the board's server and of homa-perf's (its default).
 const HOMA_PORT: u16 = 500;
 const ECHO_PORT: u16 = 7;
-/// The board client's RPC sizes (homa-perf's: requests shorter than its
-/// 12-byte header are raised to it).
+/// The board client's RPC sizes: 1 byte as an echo (homa-perf's header is
+/// 12 bytes), the rest asking for a response of their own size.
 const SIZES: [usize; 5] = [1, 1400, 1401, 40_000, MAX_MSG];
 const ROUNDS: usize = 2;
-
-// homa-perf's message format (tools/src/perf/payload.rs): a 12-byte header
-// (`reply_len` u32 LE, u32::MAX for an echo; `seed` u64 LE), the rest the
-// test kit's pattern of `seed` (a response: of `seed ^ RESPONSE_SALT`).
-const HEADER_LEN: usize = 12;
-const ECHO: u32 = u32::MAX;
-const RESPONSE_SALT: u64 = 0x5250_4c59_5250_4c59;
 
 type Nic = VirtioNet<MmioTransport<'static>>;
 type Shared = SharedDriver<Nic, SHARE_FRAMES, SHARE_MTU>;
@@ -98,53 +89,19 @@ static NET_RESOURCES: StaticCell<StackResources<2>> = StaticCell::new();
 static UDP_MEM: ConstStaticCell<([u8; 1600], [u8; 1600], [u8; 1600])> =
     ConstStaticCell::new(([0; 1600], [0; 1600], [0; 1600]));
 static EXECUTOR: StaticCell<Executor> = StaticCell::new();
+static TALLY: StaticCell<Tally> = StaticCell::new();
+/// Where the server makes its replies and the client its requests, a slice
+/// at a time, and the client checks its responses.
+static SERVER_SCRATCH: ConstStaticCell<[u8; MAX_MSG]> = ConstStaticCell::new([0; MAX_MSG]);
+static CLIENT_SCRATCH: ConstStaticCell<[u8; MAX_MSG]> = ConstStaticCell::new([0; MAX_MSG]);
 
-/// Writes homa-perf's message `seed` with `header` into `w`.
-fn fill(w: &mut MessageWriter<'_, '_>, seed: u64, header: [u8; HEADER_LEN]) {
-    w.for_each_chunk(|at, piece| {
-        fill_pattern_at(seed, at, piece);
-        for (j, b) in piece.iter_mut().enumerate() {
-            if let Some(&h) = header.get(at + j) {
-                *b = h;
-            }
-        }
-    });
-}
-
-/// The header at the start of `msg`, if it has one.
-fn header(msg: &MessageRef<'_>) -> Option<[u8; HEADER_LEN]> {
-    let mut h = [0; HEADER_LEN];
-    (msg.len() >= HEADER_LEN && msg.copy_to(&mut h) == HEADER_LEN).then_some(h)
-}
-
-/// Whether every byte of `msg` after the header is pattern `seed`.
-fn pattern_ok(msg: &MessageRef<'_>, seed: u64) -> bool {
-    let mut at = 0;
-    let mut want = [0u8; 64];
-    for chunk in msg.chunks() {
-        for (k, block) in chunk.chunks(want.len()).enumerate() {
-            let off = at + k * want.len();
-            let want = &mut want[..block.len()];
-            fill_pattern_at(seed, off, want);
-            for (j, (&got, &w)) in block.iter().zip(want.iter()).enumerate() {
-                if off + j >= HEADER_LEN && got != w {
-                    return false;
-                }
-            }
-        }
-        at += chunk.len();
-    }
-    at == msg.len()
-}
-
-fn seed_of(h: &[u8; HEADER_LEN]) -> u64 {
-    let mut s = [0; 8];
-    s.copy_from_slice(&h[4..]);
-    u64::from_le_bytes(s)
+/// The board's lines, over semihosting.
+fn say(line: core::fmt::Arguments<'_>) {
+    println!("{}", line);
 }
 
 /// homa-stack's runner and embassy-net's in one task: every wake-up polls
-/// both, homa-stack first. A half of the shared NIC that finds its own queue
+/// both, homa-stack first, and `tally` times the gaps between polls. A half of the shared NIC that finds its own queue
 /// empty takes up to `SHARE_FRAMES` frames from the NIC, queueing the other
 /// side's; polled as two tasks, in an order the executor's run queue does
 /// not fix, one half could take frames twice while the other has not read
@@ -155,9 +112,12 @@ async fn runners(
     half: Half,
     clock: Clock,
     mut net: embassy_net::Runner<'static, Half>,
+    tally: &'static Tally,
 ) -> ! {
     let mut homa = Runner::new(stack, EmbassyDriver(half), clock);
-    join(homa.run(), net.run()).await.0
+    join(run_timed(&mut homa, tally, || clock.now()), net.run())
+        .await
+        .0
 }
 
 /// UDP echo on port 7, answered by embassy-net.
@@ -182,60 +142,19 @@ async fn udp_echo(net: embassy_net::Stack<'static>) -> ! {
     }
 }
 
-/// Answers homa-perf's requests: each checked, then the response asked for.
+/// Answers homa-perf's requests as `homa-perf server` does.
 #[embassy_executor::task]
-async fn server(stack: &'static HomaStack) -> ! {
+async fn server(stack: &'static HomaStack, tally: &'static Tally) -> ! {
     let Ok(mut server) = stack.bind(HOMA_PORT) else {
         finish(Err("bind"))
     };
-    let (mut served, mut refused) = (0u32, 0u32);
-    loop {
-        let mut request = server.accept().await;
-        let n = request.len();
-        let checked = request.read(|m| header(&m).filter(|h| pattern_ok(&m, seed_of(h))));
-        let Some(Some(h)) = checked else {
-            refused += 1;
-            println!(
-                "server: request of {} B corrupt or headerless ({} refused)",
-                n, refused
-            );
-            continue;
-        };
-        let reply_len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-        let (len, seed) = if reply_len == ECHO {
-            (n, seed_of(&h))
-        } else {
-            (
-                (reply_len as usize).max(HEADER_LEN),
-                seed_of(&h) ^ RESPONSE_SALT,
-            )
-        };
-        if len > MAX_MSG || request.reply_with(len, |w| fill(w, seed, h)).is_err() {
-            refused += 1;
-            println!("server: no reply of {} B ({} refused)", len, refused);
-            continue;
-        }
-        served += 1;
-        if served.is_power_of_two() {
-            println!("server: {} requests answered", served);
-        }
-    }
+    serve(&mut server, SERVER_SCRATCH.take(), tally, say).await
 }
 
-/// Prints homa-stack's counters and the shared NIC's.
-fn report(stack: &HomaStack, shared: &Shared) {
-    stack.with(|ep| {
-        let s = ep.stats();
-        println!(
-            "homa-stack: rx frames {} tx frames {} retransmissions {} resends asked {} timeouts {} drops {}",
-            s.rx_frames,
-            s.tx_frames,
-            s.retransmissions,
-            s.resends_requested,
-            s.timeouts,
-            s.drops.total()
-        );
-    });
+/// Prints homa-stack's counters, the network's polls and the shared NIC's
+/// counters.
+fn report(stack: &HomaStack, shared: &Shared, tally: &Tally) {
+    homa_perf_peer::report(stack, tally, say);
     if let Some(s) = shared.stats() {
         println!(
             "nic share: homa {} frames ({} dropped), embassy-net {} frames ({} dropped), {} lost at transmit",
@@ -248,82 +167,29 @@ fn report(stack: &HomaStack, shared: &Shared) {
     }
 }
 
-/// Calls homa-perf's server with every size, checks every response byte.
+/// Calls homa-perf's servers with every size, checks every response byte.
 #[embassy_executor::task]
-async fn client(stack: &'static HomaStack, shared: &'static Shared, clock: Clock) -> ! {
-    let Ok(mut client) = stack.client() else {
+async fn client(
+    stack: &'static HomaStack,
+    shared: &'static Shared,
+    tally: &'static Tally,
+    clock: Clock,
+) -> ! {
+    let Ok(mut homa) = stack.client() else {
         finish(Err("socket"))
     };
-    let mut seed = 0x00a6_4000_0000_0001u64;
-    // First calls that failed and were tried again (a host's server not
-    // up yet); every other failure ends the run.
-    let mut retried = 0u64;
-    for round in 1..=2 * ROUNDS {
-        let host = if round <= ROUNDS {
-            HOST_IP
-        } else {
-            LOSSY_HOST_IP
-        };
-        for &size in &SIZES {
-            let len = size.max(HEADER_LEN);
-            let mut h = [0; HEADER_LEN];
-            h[..4].copy_from_slice(&(size as u32).to_le_bytes());
-            h[4..].copy_from_slice(&seed.to_le_bytes());
-            let reply_len = len;
-            let start = clock.now();
-            // A host's server may start after the board: a failed first
-            // call of a round is tried again, up to 30 times.
-            let mut tries = 0;
-            let ok = loop {
-                let r = client
-                    .call_with(
-                        host,
-                        HOMA_PORT,
-                        len,
-                        |w| fill(w, seed, h),
-                        |m| {
-                            m.len() == reply_len
-                                && header(&m) == Some(h)
-                                && pattern_ok(&m, seed ^ RESPONSE_SALT)
-                        },
-                    )
-                    .await;
-                tries += 1;
-                match r {
-                    Err(_) if size == SIZES[0] && tries < 30 => {
-                        retried += 1;
-                        continue;
-                    }
-                    other => break other,
-                }
-            };
-            let us = clock.now().saturating_duration_since(start).total_micros();
-            match ok {
-                Ok(true) => println!("round {} ({}): {:>7} B ok in {} us", round, host, size, us),
-                Ok(false) => {
-                    report(stack, shared);
-                    finish(Err("response corrupt"))
-                }
-                Err(e) => {
-                    println!("round {}: {:>7} B: {}", round, size, e);
-                    report(stack, shared);
-                    finish(Err("call failed"))
-                }
-            }
-            seed = seed.wrapping_add(1);
-        }
-    }
-    let (completed, failed) = stack.with(|ep| {
-        let s = ep.stats();
-        (s.client_completed, s.client_failed)
-    });
-    println!(
-        "client: completed {}; failed {} (first calls tried again {})",
-        completed, failed, retried
-    );
-    report(stack, shared);
-    if completed as usize != 2 * ROUNDS * SIZES.len() || failed != retried {
-        finish(Err("final count"));
+    let plan = Rounds {
+        hosts: &SERVERS.0[..SERVERS.1],
+        port: HOMA_PORT,
+        rounds: ROUNDS,
+        sizes: &SIZES,
+        seed: 0x00a6_4000_0000_0001,
+    };
+    let scratch = CLIENT_SCRATCH.take();
+    let verdict = call_rounds(stack, &mut homa, &plan, scratch, tally, || clock.now(), say).await;
+    report(stack, shared, tally);
+    if let Err(e) = verdict {
+        finish(Err(e));
     }
     println!("PASS");
     // Keep serving: the host's client may still be running.
@@ -351,7 +217,7 @@ extern "C" fn smartnic_main() -> ! {
     let shared: &'static Shared = SHARED.init_with(|| SharedDriver::new(nic));
     let (homa_half, net_half) = shared.halves();
 
-    let mut config = Config::new(BOARD_IP, EthernetAddress(mac), hash_seed(mac));
+    let mut config = Config::new(BOARD.0, EthernetAddress(mac), hash_seed(mac));
     // embassy-net answers ARP and pings for the shared address.
     config.passive_host = true;
     // Emulated, on a shared host: either side can stall for tens of
@@ -374,7 +240,7 @@ extern "C" fn smartnic_main() -> ! {
     let stack: &'static HomaStack = STACK.init_with(|| Stack::new(endpoint));
 
     let net_config = embassy_net::Config::ipv4_static(StaticConfigV4 {
-        address: Ipv4Cidr::new(BOARD_IP, 24),
+        address: Ipv4Cidr::new(BOARD.0, BOARD.1),
         gateway: None,
         dns_servers: Default::default(),
     });
@@ -387,17 +253,18 @@ extern "C" fn smartnic_main() -> ! {
     );
 
     println!(
-        "board: virtio-net MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {}; Homa port {}, UDP echo port {}, largest message {} B",
-        mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], BOARD_IP, HOMA_PORT, ECHO_PORT, MAX_MSG
+        "board: virtio-net MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {}/{}; Homa port {}, UDP echo port {}, largest message {} B",
+        mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], BOARD.0, BOARD.1, HOMA_PORT, ECHO_PORT, MAX_MSG
     );
+    let tally: &'static Tally = TALLY.init_with(Tally::new);
 
     let executor = EXECUTOR.init_with(Executor::new);
     executor.run(move |spawner: Spawner| {
         let spawned = [
-            spawner.spawn(runners(stack, homa_half, clock, net_run)),
+            spawner.spawn(runners(stack, homa_half, clock, net_run, tally)),
             spawner.spawn(udp_echo(net)),
-            spawner.spawn(server(stack)),
-            spawner.spawn(client(stack, shared, clock)),
+            spawner.spawn(server(stack, tally)),
+            spawner.spawn(client(stack, shared, tally, clock)),
         ];
         if spawned.iter().any(|s| s.is_err()) {
             finish(Err("spawn"));

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`SplitMix64`]: the seeded generator (also behind the fault injector and the fabric) | |
 //! | [`pattern_byte`], [`fill_pattern`], [`pattern_word`]: deterministic message payloads | |
+//! | [`perf`]: homa-perf's message format (header and pattern), built and checked in pieces | |
 //! | [`Host`]: what a [`Pair`] drives (homa-stack's `Endpoint` implements it) | |
 //! | [`pattern`], [`pattern_matches`]: the same as a `Vec`, and its check | `std` |
 //! | [`TestDevice`]: frames in queues, as a test inspects and injects them | `std` |
@@ -16,6 +17,7 @@
 //! the code it tests.
 
 mod pattern;
+pub mod perf;
 
 pub use crate::rng::SplitMix64;
 pub use pattern::{fill_pattern, fill_pattern_at, pattern_byte, pattern_word};

@@ -55,6 +55,9 @@ fn run(cmd: Command) -> Result<ExitCode, String> {
         }
         Command::Client(o) => {
             sys::catch_stop_signals();
+            if let Some(note) = o.size_note() {
+                eprintln!("homa-perf: {note}");
+            }
             let r = match o.transport {
                 Transport::Tcp => tcp::run_client(&o)?,
                 _ => homa::run_client(&o)?,

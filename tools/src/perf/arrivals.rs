@@ -2,7 +2,7 @@
 //! seed and, open-loop, its arrival time. The same seed gives the same
 //! sequence whatever the protocol, so Homa and TCP see the same arrivals.
 
-use super::payload::HEADER_LEN;
+use super::payload::request_len;
 use super::workload::SizeDist;
 use crate::Rng;
 
@@ -32,8 +32,9 @@ pub struct Arrival {
     pub at_ns: u64,
     /// Size drawn from the distribution; results are bucketed by it.
     pub size: u32,
-    /// Length sent: the size, raised to the payload header's length as
-    /// `cp_node` does.
+    /// Length sent: the size, raised to the payload header's length when
+    /// the header must carry a reply length (as `cp_node` raises every
+    /// request); an echo is sent at its size ([`request_len`]).
     pub len: u32,
     /// Seed of the payload pattern.
     pub seed: u64,
@@ -45,17 +46,20 @@ pub struct Arrivals {
     rng: Rng,
     dist: SizeDist,
     pace: Pace,
+    reply_len: u32,
     clock_ns: f64,
     index: u64,
 }
 
 impl Arrivals {
-    /// Arrivals of sizes from `dist`, paced by `pace`, reproducible for `seed`.
-    pub fn new(dist: SizeDist, pace: Pace, seed: u64) -> Arrivals {
+    /// Arrivals of sizes from `dist`, paced by `pace`, of requests asking
+    /// for `reply_len` (homa-perf's header), reproducible for `seed`.
+    pub fn new(dist: SizeDist, pace: Pace, reply_len: u32, seed: u64) -> Arrivals {
         Arrivals {
             rng: Rng::new(seed),
             dist,
             pace,
+            reply_len,
             clock_ns: 0.0,
             index: 0,
         }
@@ -87,7 +91,8 @@ impl Arrivals {
                 Pace::Closed { .. } => 0,
             },
             size,
-            len: size.max(HEADER_LEN as u32),
+            // At most 1,000,000: a size is, and so is the header.
+            len: request_len(size as usize, self.reply_len) as u32,
             seed,
         };
         self.index += 1;
@@ -98,13 +103,14 @@ impl Arrivals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::payload::{ECHO, HEADER_LEN};
 
     #[test]
     fn poisson_arrivals_have_the_asked_rate_and_repeat_for_a_seed() {
         let dist = SizeDist::from_spec("w4").unwrap();
         let pace = Pace::Poisson { per_sec: 1000.0 };
-        let mut a = Arrivals::new(dist.clone(), pace, 5);
-        let mut b = Arrivals::new(dist, pace, 5);
+        let mut a = Arrivals::new(dist.clone(), pace, 100, 5);
+        let mut b = Arrivals::new(dist, pace, 100, 5);
         let mut last = 0;
         for _ in 0..20_000 {
             let x = a.next_arrival();
@@ -118,14 +124,21 @@ mod tests {
     }
 
     #[test]
-    fn lengths_are_raised_to_the_header_but_sizes_kept() {
-        let mut a = Arrivals::new(
-            SizeDist::from_spec("1").unwrap(),
-            Pace::Closed { outstanding: 1 },
-            1,
-        );
+    fn lengths_are_raised_to_a_header_carrying_a_reply_length_only() {
+        let ones = |reply_len| {
+            Arrivals::new(
+                SizeDist::from_spec("1").unwrap(),
+                Pace::Closed { outstanding: 1 },
+                reply_len,
+                1,
+            )
+        };
+        let mut a = ones(100);
         let x = a.next_arrival();
         assert_eq!((x.size, x.len, x.at_ns), (1, HEADER_LEN as u32, 0));
         assert_eq!(a.next_arrival().index, 1);
+        // An echo needs no header: sent at its size.
+        let x = ones(ECHO).next_arrival();
+        assert_eq!((x.size, x.len), (1, 1));
     }
 }

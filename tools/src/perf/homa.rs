@@ -20,9 +20,7 @@ use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, HomaOpts, ServerOpts, Transport};
-use super::payload::{
-    check_request, fill_request, fill_response, Header, Refusal, ECHO, HEADER_LEN,
-};
+use super::payload::{self, fill, Answer, Header, Message, Refusal, HEADER_LEN};
 use super::progress::{percentiles, Progress};
 use super::report::{drops_text, ClientReport, ServerReport};
 use super::stats::SizeBuckets;
@@ -356,9 +354,10 @@ pub enum Answered {
         /// The request matched its pattern (or was not checked).
         intact: bool,
     },
-    /// A request shorter than the header (as Linux's own test clients
-    /// send) was echoed back: its length. Answered, so that its client
-    /// does not retry until it times out, and counted as malformed.
+    /// A request shorter than the header (homa-perf's short echoes, and
+    /// Linux's own test clients' 1-byte requests) was echoed back
+    /// unchecked: its length. Answered, so that its client does not retry
+    /// until it times out, and counted as headerless.
     Echoed(usize),
     /// No room for the reply now: try again after the next poll.
     Retry,
@@ -369,74 +368,47 @@ pub enum Answered {
 }
 
 /// Answers one request, treating its contents as untrusted: the header is
-/// checked and the reply length bounded by Homa's 1,000,000 bytes and the
+/// read and the reply length bounded by Homa's 1,000,000 bytes and the
 /// pool before anything is allocated or filled, and a request that cannot
 /// be answered is aborted, so that it holds no RPC slot or pool page. A
 /// request shorter than the header has no reply length to read: it is
 /// echoed.
-pub fn answer(
-    ep: &mut Endpoint<'_>,
-    rpc: RpcHandle,
-    verify: bool,
-    scratch: &mut Vec<u8>,
-    resp: &mut Vec<u8>,
-) -> Answered {
+pub fn answer(ep: &mut Endpoint<'_>, rpc: RpcHandle, verify: bool, resp: &mut Vec<u8>) -> Answered {
     let Some(m) = ep.message(rpc) else {
         return Answered::Gone;
     };
     let len = m.len();
     let mut head = [0u8; HEADER_LEN];
-    let mut got = 0;
-    for c in m.chunks() {
-        let n = c.len().min(HEADER_LEN - got);
-        head[got..got + n].copy_from_slice(&c[..n]);
-        got += n;
-        if got == HEADER_LEN {
-            break;
-        }
-    }
-    if len < HEADER_LEN {
-        resp.resize(len, 0);
-        m.copy_to(resp);
-        return match ep.reply(rpc, resp) {
-            Ok(()) => Answered::Echoed(len),
-            Err(SendError::PoolFull) | Err(SendError::TableFull) => Answered::Retry,
-            Err(SendError::NoSuchRpc) => Answered::Gone,
-            Err(_) => {
-                let _ = ep.abort(rpc);
-                Answered::Refused(Refusal::ReplyFailed)
-            }
-        };
-    }
+    let got = m.copy_to(&mut head);
     let max_reply = ep.pool_capacity_bytes().min(MAX_MESSAGE as usize);
-    let (h, reply_len) = match check_request(&head[..got], len, max_reply) {
-        Ok(x) => x,
-        Err(why) => {
+    let (intact, echo) = match payload::answer(&head[..got], len, max_reply) {
+        Answer::Echo => (None, true),
+        Answer::TooLong { .. } => {
             let _ = ep.abort(rpc);
-            return Answered::Refused(why);
+            return Answered::Refused(Refusal::ReplyTooLong);
+        }
+        Answer::Reply { request, response } => {
+            let intact = !verify || request.matches(m.chunks());
+            if response != request {
+                fill(resp, response);
+            }
+            (Some(intact), response == request)
         }
     };
-    let Some(m) = ep.message(rpc) else {
-        return Answered::Gone;
-    };
-    let intact = !verify || {
-        fill_request(scratch, h, len);
-        scratch.len() == len && m.eq_bytes(scratch)
-    };
-    if h.reply_len == ECHO {
+    if echo {
         // An echo sends back the bytes received, so a corrupted request
         // shows as a corrupted response at the client.
         resp.resize(len, 0);
         m.copy_to(resp);
-    } else {
-        fill_response(resp, h, len);
     }
-    debug_assert_eq!(resp.len(), reply_len);
     match ep.reply(rpc, resp) {
-        Ok(()) => Answered::Sent {
-            request: len,
-            reply: resp.len(),
-            intact,
+        Ok(()) => match intact {
+            Some(intact) => Answered::Sent {
+                request: len,
+                reply: resp.len(),
+                intact,
+            },
+            None => Answered::Echoed(len),
         },
         Err(SendError::PoolFull) | Err(SendError::TableFull) => Answered::Retry,
         Err(SendError::NoSuchRpc) => Answered::Gone,
@@ -463,7 +435,7 @@ fn count(r: &mut ServerReport, a: Answered, quiet: bool) {
         }
         Answered::Echoed(len) => {
             r.requests += 1;
-            r.malformed += 1;
+            r.headerless += 1;
             r.request_bytes += len as u64;
             r.response_bytes += len as u64;
         }
@@ -507,7 +479,7 @@ impl Job for Server<'_> {
             protocol: "homa".into(),
             ..ServerReport::default()
         };
-        let (mut scratch, mut resp) = (Vec::new(), Vec::new());
+        let mut resp = Vec::new();
         let mut retry: VecDeque<RpcHandle> = VecDeque::new();
         let mut punct = Punctuality::default();
         let mut progress = Progress::new("server", o.quiet, o.duration_s);
@@ -530,7 +502,7 @@ impl Job for Server<'_> {
                 }
             }
             for rpc in todo {
-                let a = answer(ep, rpc, o.verify, &mut scratch, &mut resp);
+                let a = answer(ep, rpc, o.verify, &mut resp);
                 if a == Answered::Retry {
                     retry.push_back(rpc);
                 }
@@ -671,9 +643,8 @@ struct ClientRun<'a> {
     /// Arrivals waiting for room in the endpoint.
     backlog: VecDeque<Arrival>,
     pending: HashMap<RpcHandle, InFlight>,
-    /// The request being sent, and the response a reply should match.
+    /// The request being sent.
     buf: Vec<u8>,
-    scratch: Vec<u8>,
     /// Which arrival `buf` holds, so a request waiting for room is not
     /// refilled on every pass.
     filled: Option<u64>,
@@ -685,7 +656,7 @@ struct ClientRun<'a> {
 impl<'a> ClientRun<'a> {
     fn new(o: &'a ClientOpts, sock: SocketHandle, clock: Clock) -> Self {
         let dur_ns = (o.duration_s * 1e9) as u64;
-        let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
+        let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.reply_len, o.seed);
         let next = match o.pace {
             Pace::Poisson { .. } => Some(arrivals.next_arrival()),
             Pace::Closed { .. } => None,
@@ -701,7 +672,6 @@ impl<'a> ClientRun<'a> {
             backlog: VecDeque::new(),
             pending: HashMap::new(),
             buf: Vec::new(),
-            scratch: Vec::new(),
             filled: None,
             rtt: SizeBuckets::new(o.dist.bucket_bounds()),
             r: empty_report("homa", o),
@@ -755,7 +725,7 @@ impl<'a> ClientRun<'a> {
                 seed: a.seed,
             };
             if self.filled != Some(a.index) {
-                fill_request(&mut self.buf, header, a.len as usize);
+                fill(&mut self.buf, Message::request(header, a.size as usize));
                 self.filled = Some(a.index);
             }
             let t = o.targets[(a.index % o.targets.len() as u64) as usize];
@@ -818,8 +788,8 @@ impl<'a> ClientRun<'a> {
             seed: f.a.seed,
         };
         let ok = !o.verify || {
-            fill_response(&mut self.scratch, header, f.a.len as usize);
-            len == self.scratch.len() && ep.message(rpc).is_some_and(|m| m.eq_bytes(&self.scratch))
+            let want = Message::response(header, f.a.len as usize);
+            ep.message(rpc).is_some_and(|m| want.matches(m.chunks()))
         };
         let r = &mut self.r;
         r.completed += 1;
@@ -894,11 +864,10 @@ mod tests {
         r: &mut ServerReport,
         resp: &mut Vec<u8>,
     ) -> Answered {
-        let mut scratch = Vec::new();
         let mut answered = None;
         d.run_until(Duration::from_secs(1), |d| {
             if let Some(Event::Request { rpc, .. }) = d.b.recv(sock) {
-                let a = answer(&mut d.b, rpc, true, &mut scratch, resp);
+                let a = answer(&mut d.b, rpc, true, resp);
                 count(r, a, true);
                 answered = Some(a);
             }
@@ -933,9 +902,9 @@ mod tests {
 
     /// A request shorter than the 12-byte header (a Linux client's 1-byte
     /// request) is echoed, not dropped: its client gets an answer instead
-    /// of retrying until it times out. It counts as malformed, not failed.
+    /// of retrying until it times out. It counts as headerless, not failed.
     #[test]
-    fn a_request_shorter_than_the_header_is_echoed_and_counted_malformed() {
+    fn a_request_shorter_than_the_header_is_echoed_and_counted_headerless() {
         let (mut cm, mut sm) = (Storage::new(8, 4 << 20), Storage::new(8, 4 << 20));
         let (mut d, csock, ssock) = client_and_server(&mut cm, &mut sm);
         let (mut r, mut resp) = (ServerReport::default(), Vec::new());
@@ -954,8 +923,8 @@ mod tests {
             });
             assert!(answered, "the {}-byte request was not answered", req.len());
         }
-        assert_eq!((r.requests, r.malformed, r.failed), (2, 2, 0));
-        assert!(r.to_json()["malformed"] == 2, "{}", r.to_json());
+        assert_eq!((r.requests, r.headerless, r.failed), (2, 2, 0));
+        assert!(r.to_json()["headerless"] == 2, "{}", r.to_json());
     }
 
     /// More bad requests than the server has RPC slots do not stop it from
@@ -978,7 +947,7 @@ mod tests {
             seed: 9,
         };
         let mut good = Vec::new();
-        fill_request(&mut good, h, 1000);
+        fill(&mut good, Message::request(h, 1000));
         let rpc = d.a.send_request(csock, SERVER_IP, PORT, &good).unwrap();
         let a = serve_one(&mut d, ssock, &mut r, &mut resp);
         assert_eq!(
@@ -990,7 +959,7 @@ mod tests {
             }
         );
         let mut expect = Vec::new();
-        fill_response(&mut expect, h, 1000);
+        fill(&mut expect, Message::response(h, 1000));
         let answered = d.run_until(Duration::from_secs(1), |d| match d.a.recv(csock) {
             Some(Event::Response { rpc: got, len }) if got == rpc => {
                 assert_eq!(len, 300);

@@ -173,9 +173,11 @@ fn extra_text(extra: &Value) -> String {
         t => t,
     };
     format!(
-        "homa-stack: tx frames {} rx frames {} retransmissions {} resends asked {} timeouts {} \
-         {drops}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us at a stretch\n",
+        "homa-stack: tx frames {} (DATA {} B) rx frames {} retransmissions {} resends asked {} \
+         timeouts {} {drops}; loop: woke up to {} us late ({} times over 10 ms), worked up to {} us \
+         at a stretch\n",
         st["tx_frames"],
+        st["tx_data_bytes"],
         st["rx_frames"],
         st["retransmissions"],
         st["resends_requested"],
@@ -257,8 +259,8 @@ pub struct ServerReport {
     /// Requests refused (bad header, reply too long, reply not sent).
     pub failed: u64,
     /// Requests shorter than the header, answered with their own bytes
-    /// (counted in `requests` too).
-    pub malformed: u64,
+    /// unchecked (counted in `requests` too).
+    pub headerless: u64,
     /// `failed` by reason ([`super::payload::Refusal::name`]).
     pub failures: std::collections::BTreeMap<String, u64>,
     /// Request bytes received.
@@ -281,7 +283,7 @@ impl ServerReport {
             "requests": self.requests,
             "corrupt": self.corrupt,
             "failed": self.failed,
-            "malformed": self.malformed,
+            "headerless": self.headerless,
             "failures": self.failures,
             "request_bytes": self.request_bytes,
             "response_bytes": self.response_bytes,
@@ -302,7 +304,7 @@ impl ServerReport {
             corrupt: u("corrupt")?,
             failed: u("failed")?,
             // Absent from reports of servers that predate it.
-            malformed: v["malformed"].as_u64().unwrap_or(0),
+            headerless: v["headerless"].as_u64().unwrap_or(0),
             failures: serde_json::from_value(v["failures"].clone())
                 .map_err(|e| format!("server report failures: {e}"))?,
             request_bytes: u("request_bytes")?,
@@ -315,13 +317,13 @@ impl ServerReport {
     /// One line for people (two with homa-stack counters).
     pub fn text(&self) -> String {
         let line = format!(
-            "{} server: {:.1} s, {} requests ({} corrupt, {} malformed), {} refused{}, {} B in, \
+            "{} server: {:.1} s, {} requests ({} corrupt, {} headerless), {} refused{}, {} B in, \
              {} B out, CPU {:.2} s user {:.2} s system\n",
             self.protocol,
             self.elapsed_s,
             self.requests,
             self.corrupt,
-            self.malformed,
+            self.headerless,
             self.failed,
             if self.failures.is_empty() {
                 String::new()
@@ -400,8 +402,8 @@ mod tests {
             requests: 5,
             corrupt: 0,
             failed: 1,
-            malformed: 2,
-            failures: [("short_header".to_string(), 1)].into_iter().collect(),
+            headerless: 2,
+            failures: [("reply_too_long".to_string(), 1)].into_iter().collect(),
             request_bytes: 500,
             response_bytes: 60,
             cpu_s: (0.1, 0.2),

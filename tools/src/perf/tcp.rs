@@ -25,7 +25,7 @@ use serde_json::json;
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, ServerOpts};
 use super::homa::{empty_report, sleep_until_unix_ms, Clock};
-use super::payload::{check_request, fill_request, fill_response, Header, ECHO};
+use super::payload::{self, fill, Answer, Header, Message, Refusal};
 use super::progress::{percentiles, Progress};
 use super::report::{ClientReport, ServerReport};
 use super::stats::{Histogram, SizeBuckets};
@@ -304,7 +304,7 @@ fn write_requests(
             reply_len,
             seed: a.seed,
         };
-        fill_request(&mut msg, header, a.len as usize);
+        fill(&mut msg, Message::request(header, a.size as usize));
         frame(&mut out, &msg);
         conn.fifo.lock().expect("no panics hold it").push_back(a);
         match write_all(&mut s, &out, &give_up) {
@@ -338,7 +338,7 @@ impl Reader {
         let conn = &self.conn;
         let mut res = ReaderResult::default();
         let mut rtt = SizeBuckets::new(bounds);
-        let (mut buf, mut expect) = (Vec::new(), Vec::new());
+        let mut buf = Vec::new();
         let finished = || {
             conn.writer_done.load(Ordering::SeqCst)
                 && conn.fifo.lock().expect("no panics hold it").is_empty()
@@ -366,8 +366,7 @@ impl Reader {
                     reply_len: self.reply_len,
                     seed: a.seed,
                 };
-                fill_response(&mut expect, header, a.len as usize);
-                expect == buf
+                Message::response(header, a.len as usize).matches([&buf[..]])
             };
             res.completed += 1;
             res.request_bytes += u64::from(a.len);
@@ -420,7 +419,7 @@ fn dispatch(
     senders: &[mpsc::Sender<Arrival>],
     done_rx: &mpsc::Receiver<()>,
 ) -> u64 {
-    let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.seed);
+    let mut arrivals = Arrivals::new(o.dist.clone(), o.pace, o.reply_len, o.seed);
     let mut issued = 0u64;
     let mut send = |a: Arrival| {
         issued += 1;
@@ -473,6 +472,7 @@ fn dispatch(
 struct Totals {
     requests: u64,
     corrupt: u64,
+    headerless: u64,
     failures: std::collections::BTreeMap<String, u64>,
     request_bytes: u64,
     response_bytes: u64,
@@ -529,7 +529,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         requests: t.requests,
         corrupt: t.corrupt,
         failed: t.failures.values().sum(),
-        malformed: 0,
+        headerless: t.headerless,
         failures: t.failures.clone(),
         request_bytes: t.request_bytes,
         response_bytes: t.response_bytes,
@@ -542,7 +542,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
 /// server stops.
 fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bool) {
     let give_up = || stop.load(Ordering::SeqCst) || sys::stop_requested();
-    let (mut req, mut resp, mut expect, mut out) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut req, mut resp, mut out) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         match read_frame(&mut s, &mut req, &give_up) {
             Ok(true) => {}
@@ -552,27 +552,33 @@ fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bo
                 return;
             }
         }
-        // The request is untrusted: its header is checked, and the reply
+        // The request is untrusted: its header is read, and the reply
         // bounded, before anything is built. A request that cannot be
         // answered ends the connection (its client sees it fail).
-        let h = match check_request(&req, req.len(), MAX_MESSAGE as usize) {
-            Ok((h, _)) => h,
-            Err(why) => {
+        let (ok, echo) = match payload::answer(&req, req.len(), MAX_MESSAGE as usize) {
+            Answer::Echo => (None, true),
+            Answer::TooLong { .. } => {
+                let why = Refusal::ReplyTooLong;
                 eprintln!("homa-perf: tcp request refused: {why}; closing the connection");
                 let mut t = totals.lock().expect("no panics hold it");
                 *t.failures.entry(why.name().to_string()).or_default() += 1;
                 return;
             }
+            Answer::Reply { request, response } => {
+                if response != request {
+                    fill(&mut resp, response);
+                }
+                (
+                    Some(!verify || request.matches([&req[..]])),
+                    response == request,
+                )
+            }
         };
-        let ok = !verify || {
-            fill_request(&mut expect, h, req.len());
-            expect == req
-        };
-        if h.reply_len == ECHO {
+        if echo {
+            // The bytes received go back, so a corrupted request shows as
+            // a corrupted response at the client.
             resp.clear();
             resp.extend_from_slice(&req);
-        } else {
-            fill_response(&mut resp, h, req.len());
         }
         frame(&mut out, &resp);
         if write_all(&mut s, &out, &give_up).is_err() {
@@ -580,7 +586,8 @@ fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bo
         }
         let mut t = totals.lock().expect("no panics hold it");
         t.requests += 1;
-        t.corrupt += u64::from(!ok);
+        t.corrupt += u64::from(ok == Some(false));
+        t.headerless += u64::from(ok.is_none());
         t.request_bytes += req.len() as u64;
         t.response_bytes += resp.len() as u64;
     }

@@ -147,6 +147,11 @@ impl SizeDist {
         sum
     }
 
+    /// Smallest size.
+    pub fn min(&self) -> u32 {
+        self.sizes[0]
+    }
+
     /// Largest size.
     pub fn max(&self) -> u32 {
         self.sizes[self.sizes.len() - 1]

@@ -242,6 +242,28 @@ mod tests {
         assert!(matches!(p("cleanup").unwrap(), Command::Cleanup));
     }
 
+    /// `--size 1` sends 1 byte (an echo, the default); asking for a reply
+    /// length raises it to the header that carries it, and homa-perf says so.
+    #[test]
+    fn short_sizes_are_raised_only_to_carry_a_reply_length_and_said_so() {
+        let client = |args: &str| {
+            let line = format!("client --tcp --server 127.0.0.1:5000 --rate 10 {args}");
+            let Command::Client(c) = p(&line).unwrap() else {
+                panic!("not a client")
+            };
+            c
+        };
+        assert_eq!(client("--size 1").size_note(), None);
+        assert_eq!(client("--size 1,40000 --reply-len echo").size_note(), None);
+        assert_eq!(client("--size 12 --reply-len 100").size_note(), None);
+        let note = client("--size 1,40000 --reply-len 100")
+            .size_note()
+            .unwrap();
+        assert!(note.contains("sent as 12 B"), "{note}");
+        let note = client("--workload w1 --reply-len 100").size_note().unwrap();
+        assert!(note.contains("--reply-len"), "{note}");
+    }
+
     #[test]
     fn the_command_definition_is_consistent() {
         use clap::CommandFactory;

@@ -7,6 +7,7 @@ use homa_stack::wire::EthernetAddress;
 
 use crate::perf::addr::Cidr;
 use crate::perf::arrivals::Pace;
+use crate::perf::payload::{request_len, HEADER_LEN};
 use crate::perf::workload::SizeDist;
 
 /// Where the messages go.
@@ -126,6 +127,21 @@ pub struct ClientOpts {
     pub start_at_ms: Option<u64>,
     /// No per-RPC error lines.
     pub quiet: bool,
+}
+
+impl ClientOpts {
+    /// What a user should know of how requests are sent: that sizes under
+    /// the payload header are raised to it when the header must carry a
+    /// reply length (an echo of any size goes at its size).
+    pub fn size_note(&self) -> Option<String> {
+        let min = self.dist.min() as usize;
+        (request_len(min, self.reply_len) > min).then(|| {
+            format!(
+                "requests under {HEADER_LEN} B are sent as {HEADER_LEN} B: their header carries \
+                 --reply-len (with --reply-len echo they go at their size, without one)"
+            )
+        })
+    }
 }
 
 /// `testbed` options.
