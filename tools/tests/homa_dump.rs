@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use homa_stack::wire::homa::{self, Kind};
-use homa_stack::wire::{EtherType, EthernetAddress, IpProtocol, Ipv4Addr};
+use homa_stack::wire::{EtherType, EthernetAddress, IpProtocol, Ipv4Addr, Ipv4Packet};
 use homa_testkit::frames;
 
 const DUMP: &str = env!("CARGO_BIN_EXE_homa-dump");
@@ -670,6 +670,8 @@ fn usage_errors_exit_2_and_help_exits_0() {
         &[sample, sample][..],
         &["--type", "DATUM", sample][..],
         &["--rpcs", "--stats", sample][..],
+        // As tcpdump: a count of 0 is refused, not a run that shows nothing.
+        &["-c", "0", sample][..],
     ] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -680,6 +682,74 @@ fn usage_errors_exit_2_and_help_exits_0() {
     assert!(String::from_utf8(out.stdout)
         .unwrap()
         .contains("Usage: homa-dump"));
+}
+
+// ---------------------------------------------------------------------------
+// Malformed IP.
+
+/// `frame` (Ethernet + IPv4) with its IPv4 header changed by `edit` and
+/// the header checksum filled again.
+fn edit_ipv4(mut frame: Vec<u8>, edit: impl FnOnce(&mut Ipv4Packet<&mut [u8]>)) -> Vec<u8> {
+    let mut ip = Ipv4Packet::new_unchecked(&mut frame[14..]);
+    edit(&mut ip);
+    ip.fill_checksum();
+    frame
+}
+
+/// A frame captured whole (captured length = original length) that is
+/// shorter than its IPv4 total length is malformed: no snap length cut it.
+#[test]
+fn a_whole_frame_shorter_than_its_ipv4_length_is_malformed() {
+    let short = edit_ipv4(busy_frame(), |ip| {
+        let len = ip.total_len();
+        ip.set_total_len(len + 352);
+    });
+    let path = scratch("short-ipv4.pcap", &pcap(false, false, 1, &[(1, 0, &short)]));
+    let path = path.to_str().unwrap();
+    let j = &json(&[path])[0];
+    let error = j["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with(
+            "malformed IPv4: the header announces 380 payload bytes, the frame holds 28"
+        ),
+        "{j}"
+    );
+    assert!(j["homa"].is_null() && j["note"].is_null(), "{j}");
+    let text = &lines(&[path])[0];
+    assert!(!text.contains("captured"), "{text}");
+    assert!(text.contains("[malformed IPv4: "), "{text}");
+}
+
+/// An IPv4 fragment of protocol 146 is an error that says what it is, at
+/// any offset; a fragment of another protocol is only a note.
+#[test]
+fn an_ipv4_fragment_of_homa_is_an_error_that_says_so() {
+    let first = edit_ipv4(busy_frame(), |ip| ip.set_more_frags(true));
+    let later = edit_ipv4(busy_frame(), |ip| ip.set_frag_offset(1480));
+    let udp = edit_ipv4(busy_frame(), |ip| {
+        ip.set_more_frags(true);
+        ip.set_next_header(IpProtocol::Udp);
+    });
+    let frames = [(1, 0, &first[..]), (1, 1, &later[..]), (1, 2, &udp[..])];
+    let path = scratch("fragments.pcap", &pcap(false, false, 1, &frames));
+    let j = json(&[path.to_str().unwrap()]);
+    for (f, offset) in [(&j[0], "offset 0, more fragments"), (&j[1], "offset 1480")] {
+        let error = f["error"].as_str().unwrap_or_default();
+        assert_eq!(
+            error,
+            format!(
+                "IPv4 fragment ({offset}) of protocol 146 (HOMA): Homa never sends IP fragments"
+            ),
+            "{f}"
+        );
+        assert!(f["homa"].is_null() && f["note"].is_null(), "{f}");
+    }
+    assert_eq!(
+        j[2]["note"], "IPv4 fragment (offset 0, more fragments)",
+        "{}",
+        j[2]
+    );
+    assert!(j[2]["error"].is_null());
 }
 
 // ---------------------------------------------------------------------------

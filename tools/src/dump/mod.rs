@@ -55,8 +55,8 @@ pub struct Options {
     /// (since the previous one) or none.
     #[arg(short = 't', long = "time", value_enum, default_value = "absolute")]
     pub time: TimeMode,
-    /// Stop after N frames shown.
-    #[arg(short = 'c', value_name = "N")]
+    /// Stop after N frames shown (N >= 1).
+    #[arg(short = 'c', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Only these Homa types (DATA, GRANT, RESEND, RPC_UNKNOWN, BUSY,
     /// CUTOFFS, FREEZE, NEED_ACK, ACK); repeat or separate with commas.
