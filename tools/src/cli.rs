@@ -38,6 +38,14 @@ macro_rules! outln {
     };
 }
 
+/// Lets an option's value start with a minus sign (for clap's `mut_args`),
+/// so that `--duration -1` is refused by the option's range with a message
+/// that names it, not taken for an unknown option `-1`.
+pub fn negative_values(a: clap::Arg) -> clap::Arg {
+    let takes_value = a.get_action().takes_values();
+    a.allow_negative_numbers(takes_value)
+}
+
 fn number(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()

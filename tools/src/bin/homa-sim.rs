@@ -83,7 +83,7 @@ enum StyleArg {
 /// arrivals, seed 1, every protocol (one thread each unless --sequential).
 /// Exits 1 when any message failed.
 #[derive(Parser, Debug)]
-#[command(name = "homa-sim", version)]
+#[command(name = "homa-sim", version, mut_args = homa_tools::cli::negative_values)]
 struct Args {
     /// Fabric shape.
     #[arg(long, value_enum, default_value = "rack")]

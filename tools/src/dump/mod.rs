@@ -33,6 +33,7 @@ use self::rpcs::Tracker;
 #[derive(Debug, Parser)]
 #[command(
     name = "homa-dump",
+    mut_args = crate::cli::negative_values,
     about = "Prints the Homa packets of a pcap or pcapng capture, tcpdump style",
     after_help = "Link types: Ethernet, Linux cooked v1 and v2 (tcpdump -i any), raw IPv4/IPv6.\n\
                   Live: tcpdump -i eth0 -U -w - ip proto 146 | homa-dump -\n\

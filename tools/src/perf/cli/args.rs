@@ -35,7 +35,8 @@ one). IPv6 servers are given as [ADDR]:PORT.";
 /// kernel's TCP the same way; `testbed` compares them under load in network
 /// namespaces it builds and removes.
 #[derive(Parser, Debug)]
-#[command(name = "homa-perf", version, arg_required_else_help = true)]
+#[command(name = "homa-perf", version, arg_required_else_help = true,
+          mut_subcommands = |s: clap::Command| s.mut_args(cli::negative_values))]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
