@@ -8,7 +8,8 @@
 //! spent waiting for a free slot counts, as it does for TCP's socket buffer.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
@@ -20,14 +21,15 @@ use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, HomaOpts, ServerOpts, Transport};
+use super::netcfg::{self, CreatedBridge};
 use super::payload::{
     check_request, fill_request, fill_response, Header, Refusal, ECHO, HEADER_LEN,
 };
 use super::progress::{percentiles, Progress};
 use super::report::{drops_text, ClientReport, ServerReport};
 use super::stats::SizeBuckets;
+use super::sys;
 use super::workload::MAX_MESSAGE;
-use super::{netcfg, sys};
 
 /// The wall clock as homa-phy time: nanoseconds since the run began.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +61,17 @@ enum Opened {
     Raw(RawSocket),
 }
 
-fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
+fn open(
+    transport: &Transport,
+) -> Result<
+    (
+        Opened,
+        IpAddr,
+        Option<EthernetAddress>,
+        Option<CreatedBridge>,
+    ),
+    String,
+> {
     match transport {
         Transport::Tap {
             name,
@@ -67,18 +79,15 @@ fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress
             bridge,
             host_ip,
         } => {
-            let tap = netcfg::open_tap(name, *ip, bridge.as_deref(), *host_ip)?;
-            Ok((Opened::Tap(tap), ip.addr, None))
+            let (tap, made) = netcfg::open_tap(name, *ip, bridge.as_deref(), *host_ip)?;
+            Ok((Opened::Tap(tap), ip.addr, None, made))
         }
         Transport::Iface { name, ip } => {
             let raw = RawSocket::new(name).map_err(|e| e.to_string())?;
             // Sharing a real interface: use its MAC, so the frames it
             // receives for us pass its filter.
-            Ok((
-                Opened::Raw(raw),
-                ip.addr,
-                Some(netcfg::interface_mac(name)?),
-            ))
+            let mac = netcfg::interface_mac(name)?;
+            Ok((Opened::Raw(raw), ip.addr, Some(mac), None))
         }
         Transport::Tcp => Err("not a Homa transport".into()),
     }
@@ -92,13 +101,14 @@ trait Job {
 
 /// Opens the transport's device, builds an endpoint for it and runs the job
 /// `make` gives for the endpoint's address and MAC: the job's report, and
-/// the stack's and the device's counters for its `extra`.
+/// the stack's and the device's counters for its `extra`. A bridge the run
+/// created is removed at the end (its guard outlives the device).
 fn run_job<R, J: Job<Out = Result<(R, Value), String>>>(
     transport: &Transport,
     o: &HomaOpts,
     make: impl FnOnce(IpAddr, EthernetAddress) -> J,
 ) -> Result<(R, Value), String> {
-    let (mut opened, ip, dev_mac) = open(transport)?;
+    let (mut opened, ip, dev_mac, _bridge) = open(transport)?;
     let mac = o.mac.or(dev_mac).unwrap_or_else(|| netcfg::mac_for(ip));
     let mut mem = memory(o);
     let mut ep = mem
@@ -109,11 +119,20 @@ fn run_job<R, J: Job<Out = Result<(R, Value), String>>>(
     Ok((report, json!({ "stack": stack, "device": dev })))
 }
 
-fn pcap_sink(path: &Option<String>) -> Result<Option<Box<dyn Write>>, String> {
+/// The `--pcap` file, if asked for.
+struct Capture {
+    path: String,
+    file: BufWriter<File>,
+}
+
+fn pcap_sink(path: &Option<String>) -> Result<Option<Capture>, String> {
     path.as_ref()
         .map(|p| {
-            let f = std::fs::File::create(p).map_err(|e| format!("{p}: {e}"))?;
-            Ok(Box::new(std::io::BufWriter::new(f)) as Box<dyn Write>)
+            let f = File::create(p).map_err(|e| format!("--pcap {p}: {e}"))?;
+            Ok(Capture {
+                path: p.clone(),
+                file: BufWriter::new(f),
+            })
         })
         .transpose()
 }
@@ -131,11 +150,11 @@ fn with_device<J: Job>(
     let (out, host) = match opened {
         Opened::Tap(t) => {
             let fd = t.as_raw_fd();
-            (run_on(&mut *t, fd, sink, o.drop_ppm, ep, job), t.stats())
+            (run_on(&mut *t, fd, sink, o.drop_ppm, ep, job)?, t.stats())
         }
         Opened::Raw(r) => {
             let fd = r.as_raw_fd();
-            (run_on(&mut *r, fd, sink, o.drop_ppm, ep, job), r.stats())
+            (run_on(&mut *r, fd, sink, o.drop_ppm, ep, job)?, r.stats())
         }
     };
     let dev = json!({
@@ -149,34 +168,39 @@ fn with_device<J: Job>(
 }
 
 /// Runs `job` on `dev`, behind the fault injector and the pcap writer when
-/// asked (the capture records what the stack saw, after the faults).
+/// asked (the capture records what the stack saw, after the faults). A
+/// capture that cannot be written is an error: at once if its file header
+/// cannot be, else at the end, after the run.
 fn run_on<D: Device, J: Job>(
     dev: D,
     fd: RawFd,
-    sink: Option<Box<dyn Write>>,
+    sink: Option<Capture>,
     drop_ppm: u32,
     ep: &mut Endpoint<'_>,
     job: J,
-) -> J::Out {
+) -> Result<J::Out, String> {
     fn pcap<D: Device, J: Job>(
         dev: D,
         fd: RawFd,
-        sink: Option<Box<dyn Write>>,
+        sink: Option<Capture>,
         ep: &mut Endpoint<'_>,
         job: J,
-    ) -> J::Out {
-        match sink {
-            Some(s) => {
-                let mut w = PcapWriter::new(dev, s, PcapMode::Both);
-                let out = job.run(ep, &mut w, fd);
-                let _ = w.flush();
-                out
-            }
-            None => {
-                let mut dev = dev;
-                job.run(ep, &mut dev, fd)
-            }
+    ) -> Result<J::Out, String> {
+        let Some(Capture { path, file }) = sink else {
+            let mut dev = dev;
+            return Ok(job.run(ep, &mut dev, fd));
+        };
+        let failed = |e: std::io::Error| format!("--pcap {path}: {e}");
+        let mut w = PcapWriter::new(dev, file, PcapMode::Both);
+        w.sink_mut().flush().map_err(failed)?;
+        let out = job.run(ep, &mut w, fd);
+        let lost = w.sink_errors();
+        let (_, mut file) = w.into_parts();
+        file.flush().map_err(failed)?;
+        if lost > 0 {
+            return Err(format!("--pcap {path}: {lost} frames could not be written"));
         }
+        Ok(out)
     }
     if drop_ppm == 0 {
         return pcap(dev, fd, sink, ep, job);

@@ -91,11 +91,46 @@ fn add_address(name: &str, a: Cidr) -> Result<(), String> {
     run("ip", &args)
 }
 
+/// A bridge this run created, removed when dropped: unless an interface
+/// other than the run's TAP is still on it (another run joined it), which
+/// is then left in place with a note.
+#[derive(Debug)]
+pub struct CreatedBridge {
+    name: String,
+    tap: String,
+}
+
+impl Drop for CreatedBridge {
+    fn drop(&mut self) {
+        let members = std::fs::read_dir(format!("/sys/class/net/{}/brif", self.name));
+        let others: Vec<String> = members
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|m| *m != self.tap)
+            .collect();
+        let outcome = if others.is_empty() {
+            run("ip", &["link", "del", &self.name])
+        } else {
+            Err(format!(
+                "bridge {} left in place: {} still on it",
+                self.name,
+                others.join(", ")
+            ))
+        };
+        if let Err(e) = outcome {
+            eprintln!("homa-perf: {e}");
+        }
+    }
+}
+
 /// Creates bridge `name` if it does not exist, with `addr` when given, and
 /// brings it up. The kernel's IPv6 is turned off on it unless `addr` is
-/// IPv6.
-pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<(), String> {
-    if !interface_exists(name) {
+/// IPv6. Returns whether it was created.
+pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<bool, String> {
+    let created = !interface_exists(name);
+    if created {
         run("ip", &["link", "add", name, "type", "bridge"])?;
         match addr {
             Some(a) if a.addr.is_ipv6() => {}
@@ -105,24 +140,26 @@ pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<(), String> {
             add_address(name, a)?;
         }
     }
-    run("ip", &["link", "set", name, "up"])
+    run("ip", &["link", "set", name, "up"])?;
+    Ok(created)
 }
 
 /// Opens TAP `name`. When it does not exist yet, it is created and
 /// configured: joined to `bridge` (made if missing, with `host_ip`), or else
 /// given `host_ip` (default: [`Cidr::default_peer`] of `ip`); its queue
 /// toward us is lengthened so that a descheduled reader loses no frames;
-/// then it is brought up. An existing TAP is used as it is.
+/// then it is brought up. An existing TAP is used as it is. Returns the
+/// TAP and, when the bridge was made here, its guard.
 pub fn open_tap(
     name: &str,
     ip: Cidr,
     bridge: Option<&str>,
     host_ip: Option<Cidr>,
-) -> Result<TapInterface, String> {
+) -> Result<(TapInterface, Option<CreatedBridge>), String> {
     let existed = interface_exists(name);
     let tap = TapInterface::new(name).map_err(|e| e.to_string())?;
     if existed {
-        return Ok(tap);
+        return Ok((tap, None));
     }
     let host = host_ip.unwrap_or_else(|| ip.default_peer());
     // The kernel's IPv6 stays on only where it has an IPv6 address (and
@@ -131,9 +168,15 @@ pub fn open_tap(
         quiet_ipv6(name);
     }
     run("ip", &["link", "set", name, "txqueuelen", "10000"])?;
+    let mut made = None;
     match bridge {
         Some(br) => {
-            ensure_bridge(br, host_ip)?;
+            if ensure_bridge(br, host_ip)? {
+                made = Some(CreatedBridge {
+                    name: br.to_string(),
+                    tap: name.to_string(),
+                });
+            }
             run("ip", &["link", "set", name, "master", br])?;
         }
         None => match host.addr {
@@ -144,7 +187,7 @@ pub fn open_tap(
         },
     }
     tap.set_up(true).map_err(|e: io::Error| e.to_string())?;
-    Ok(tap)
+    Ok((tap, made))
 }
 
 #[cfg(test)]

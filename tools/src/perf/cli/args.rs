@@ -121,12 +121,13 @@ pub struct HomaArgs {
     /// Static neighbours, no ARP for them.
     #[arg(long, value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
     pub neighbor: Vec<(IpAddr, EthernetAddress)>,
-    /// Write every frame to this pcap file.
-    #[arg(long, value_name = "FILE")]
+    /// Write every frame homa-stack sends and receives to this pcap file
+    /// (not with --tcp: capture the kernel's TCP with tcpdump).
+    #[arg(long, value_name = "FILE", conflicts_with = "tcp")]
     pub pcap: Option<String>,
     /// Frames dropped at random, in parts per million, 0..=1000000, each
     /// way (homa_phy's fault injector between the device and the stack).
-    #[arg(long, value_name = "PPM", default_value_t = 0,
+    #[arg(long, value_name = "PPM", default_value_t = 0, conflicts_with = "tcp",
           value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub drop_ppm: u32,
     /// RPC slots, 1..=60000.
