@@ -16,10 +16,11 @@ use std::net::IpAddr;
 use homa_phy::share::ipv6_upper_layer;
 use homa_stack::wire::homa::{self, PacketType};
 use homa_stack::wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
-use homa_stack::wire::pretty::{is_hijacked, Network, Transport as WireTransport};
-use homa_stack::wire::{
-    dissect, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, VlanTag,
-};
+use homa_stack::wire::pretty::is_hijacked;
+use homa_stack::wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, VlanTag};
+
+use super::foreign::foreign;
+pub use super::foreign::Foreign;
 
 use super::reader::{
     Record, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
@@ -163,17 +164,6 @@ impl Homa<'_> {
     pub fn has_common_header(&self) -> bool {
         self.captured >= homa::COMMON_HEADER_LEN
     }
-}
-
-/// Another protocol, shown as homa-stack's dissector shows it.
-#[derive(Debug, Clone)]
-pub struct Foreign {
-    /// The type column: `ARP`, `ICMPv4`, `ICMPv6`.
-    pub kind: &'static str,
-    /// The rest of the line.
-    pub text: String,
-    /// Its JSON object.
-    pub json: serde_json::Value,
 }
 
 /// The layer above IP.
@@ -587,31 +577,6 @@ pub fn homa_checksum(src: &IpAddr, dst: &IpAddr, data: &[u8]) -> HomaChecksum {
     }
     // A mixed address pair cannot occur: both come from one IP header.
     HomaChecksum::Bad(packet.expected_checksum(src, dst).unwrap_or(0))
-}
-
-/// ARP or ICMP through homa-stack's dissector: the packet behind a
-/// made-up Ethernet header.
-fn foreign(ethertype: EtherType, packet: &[u8]) -> Option<Foreign> {
-    let mut frame = Vec::with_capacity(14 + packet.len());
-    frame.extend_from_slice(&[0; 12]);
-    frame.extend_from_slice(&u16::from(ethertype).to_be_bytes());
-    frame.extend_from_slice(packet);
-    let d = dissect(&frame);
-    let json = super::json::foreign_json(&d)?;
-    let kind = match (&d.network, &d.transport) {
-        (Network::Arp(_), _) => "ARP",
-        (_, WireTransport::Icmpv4 { .. }) => "ICMPv4",
-        (_, WireTransport::Icmpv6 { .. }) => "ICMPv6",
-        (_, WireTransport::IcmpOther { ip_version: 4, .. }) => "ICMPv4",
-        (_, WireTransport::IcmpOther { .. }) => "ICMPv6",
-        _ => return None,
-    };
-    let text = d.to_string();
-    // Drop the made-up link addresses and, for ARP, the protocol name.
-    let text = text.split_once(", ").map_or(&text[..], |(_, rest)| rest);
-    let text = text.strip_prefix("ARP ").unwrap_or(text);
-    let text = text.replacen(&format!(" {kind} "), " ", 1);
-    Some(Foreign { kind, text, json })
 }
 
 #[cfg(test)]
