@@ -84,10 +84,12 @@ pub struct Ip {
     pub payload_len: usize,
     /// IPv4: the header checksum field and whether it is right.
     pub checksum: Option<(u16, bool)>,
-    /// A fragment of a larger datagram: its byte offset and whether more
-    /// fragments follow.
-    pub fragment: Option<(usize, bool)>,
+    /// A fragment of a larger datagram.
+    pub fragment: Option<Fragment>,
 }
+
+/// A fragment's byte offset and whether more fragments follow.
+pub type Fragment = (usize, bool);
 
 impl Ip {
     /// Homa's priority: TOS or traffic class `>> 5` (protocol.md 2.2).
@@ -477,7 +479,7 @@ fn ipv6(data: &[u8]) -> Result<(Ip, &[u8]), &'static str> {
 /// ([`ipv6_upper_layer`]), and past a fragment header, which it does not
 /// follow: the upper-layer protocol, its captured bytes, and, for a fragment
 /// of a larger datagram, its byte offset and whether more follow.
-fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8], Option<(usize, bool)>)> {
+fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8], Option<Fragment>)> {
     let mut fragment = None;
     for _ in 0..=IPV6_MAX_FRAGMENT_HEADERS {
         let (proto, upper) = ipv6_upper_layer(next, rest)?;
