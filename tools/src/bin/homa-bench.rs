@@ -47,19 +47,19 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("homa-bench: {e}");
+            eprintln!("homa-bench: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(which) = cli.only {
         let m = bench::single(which, cli.count)?;
         return homa_tools::outln!("{}", bench::summary(which, &m));
     }
     if cli.callgrind {
-        let exe = std::env::current_exe().map_err(|e| format!("no path to myself: {e}"))?;
+        let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("no path to myself: {e}"))?;
         let mut figures = Vec::new();
         for row in callgrind::ROWS {
             eprintln!("homa-bench: {} under callgrind", row.name);

@@ -302,7 +302,7 @@ fn main_inner(args: &Args) -> Result<ExitCode, Failure> {
             text.push_str(&format!("plot written to {path}\n"));
         }
     }
-    cli::write_stdout(&text).map_err(Failure::Output)?;
+    cli::write_stdout(&text).map_err(|e| Failure::Output(format!("{e:#}")))?;
     if args.json && !o.quiet {
         for p in &r.results {
             eprintln!("{}: {}", p.protocol.name(), report::speed(p));

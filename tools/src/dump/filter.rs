@@ -29,13 +29,13 @@ fn known_types() -> impl Iterator<Item = PacketType> {
 }
 
 /// Parses a `--type` value: a type's name as homa-dump prints it, any case.
-pub fn parse_type(s: &str) -> Result<PacketType, String> {
+pub fn parse_type(s: &str) -> anyhow::Result<PacketType> {
     let upper = s.to_ascii_uppercase();
     known_types()
         .find(|t| t.to_string() == upper)
         .ok_or_else(|| {
             let names: Vec<String> = known_types().map(|t| t.to_string()).collect();
-            format!("unknown Homa type {s:?} (one of {})", names.join(", "))
+            anyhow::anyhow!("unknown Homa type {s:?} (one of {})", names.join(", "))
         })
 }
 

@@ -61,17 +61,16 @@ enum Opened {
     Raw(RawSocket),
 }
 
-fn open(
-    transport: &Transport,
-) -> Result<
-    (
-        Opened,
-        IpAddr,
-        Option<EthernetAddress>,
-        Option<CreatedBridge>,
-    ),
-    String,
-> {
+/// The device, its address, its own MAC if it has one, and the guard of
+/// a bridge made for it.
+type OpenDevice = (
+    Opened,
+    IpAddr,
+    Option<EthernetAddress>,
+    Option<CreatedBridge>,
+);
+
+fn open(transport: &Transport) -> anyhow::Result<OpenDevice> {
     match transport {
         Transport::Tap {
             name,
@@ -83,13 +82,13 @@ fn open(
             Ok((Opened::Tap(tap), ip.addr, None, made))
         }
         Transport::Iface { name, ip } => {
-            let raw = RawSocket::new(name).map_err(|e| e.to_string())?;
+            let raw = RawSocket::new(name)?;
             // Sharing a real interface: use its MAC, so the frames it
             // receives for us pass its filter.
             let mac = netcfg::interface_mac(name)?;
             Ok((Opened::Raw(raw), ip.addr, Some(mac), None))
         }
-        Transport::Tcp => Err("not a Homa transport".into()),
+        Transport::Tcp => Err(anyhow::anyhow!("not a Homa transport")),
     }
 }
 
@@ -103,17 +102,15 @@ trait Job {
 /// `make` gives for the endpoint's address and MAC: the job's report, and
 /// the stack's and the device's counters for its `extra`. A bridge the run
 /// created is removed at the end (its guard outlives the device).
-fn run_job<R, J: Job<Out = Result<(R, Value), String>>>(
+fn run_job<R, J: Job<Out = anyhow::Result<(R, Value)>>>(
     transport: &Transport,
     o: &HomaOpts,
     make: impl FnOnce(IpAddr, EthernetAddress) -> J,
-) -> Result<(R, Value), String> {
+) -> anyhow::Result<(R, Value)> {
     let (mut opened, ip, dev_mac, _bridge) = open(transport)?;
     let mac = o.mac.or(dev_mac).unwrap_or_else(|| netcfg::mac_for(ip));
     let mut mem = memory(o);
-    let mut ep = mem
-        .try_endpoint(config(ip, mac, o)?)
-        .map_err(|e| e.to_string())?;
+    let mut ep = mem.try_endpoint(config(ip, mac, o)?)?;
     let (out, dev) = with_device(&mut opened, o, &mut ep, make(ip, mac))?;
     let (report, stack) = out?;
     Ok((report, json!({ "stack": stack, "device": dev })))
@@ -125,10 +122,10 @@ struct Capture {
     file: BufWriter<File>,
 }
 
-fn pcap_sink(path: &Option<String>) -> Result<Option<Capture>, String> {
+fn pcap_sink(path: &Option<String>) -> anyhow::Result<Option<Capture>> {
     path.as_ref()
         .map(|p| {
-            let f = File::create(p).map_err(|e| format!("--pcap {p}: {e}"))?;
+            let f = File::create(p).map_err(|e| anyhow::anyhow!("--pcap {p}: {e}"))?;
             Ok(Capture {
                 path: p.clone(),
                 file: BufWriter::new(f),
@@ -145,7 +142,7 @@ fn with_device<J: Job>(
     o: &HomaOpts,
     ep: &mut Endpoint<'_>,
     job: J,
-) -> Result<(J::Out, Value), String> {
+) -> anyhow::Result<(J::Out, Value)> {
     let sink = pcap_sink(&o.pcap)?;
     let (out, host) = match opened {
         Opened::Tap(t) => {
@@ -178,19 +175,19 @@ fn run_on<D: Device, J: Job>(
     drop_ppm: u32,
     ep: &mut Endpoint<'_>,
     job: J,
-) -> Result<J::Out, String> {
+) -> anyhow::Result<J::Out> {
     fn pcap<D: Device, J: Job>(
         dev: D,
         fd: RawFd,
         sink: Option<Capture>,
         ep: &mut Endpoint<'_>,
         job: J,
-    ) -> Result<J::Out, String> {
+    ) -> anyhow::Result<J::Out> {
         let Some(Capture { path, file }) = sink else {
             let mut dev = dev;
             return Ok(job.run(ep, &mut dev, fd));
         };
-        let failed = |e: std::io::Error| format!("--pcap {path}: {e}");
+        let failed = |e: std::io::Error| anyhow::anyhow!("--pcap {path}: {e}");
         let mut w = PcapWriter::new(dev, file, PcapMode::Both);
         w.sink_mut().flush().map_err(failed)?;
         let out = job.run(ep, &mut w, fd);
@@ -198,7 +195,9 @@ fn run_on<D: Device, J: Job>(
         let (_, mut file) = w.into_parts();
         file.flush().map_err(failed)?;
         if lost > 0 {
-            return Err(format!("--pcap {path}: {lost} frames could not be written"));
+            return Err(anyhow::anyhow!(
+                "--pcap {path}: {lost} frames could not be written"
+            ));
         }
         Ok(out)
     }
@@ -216,8 +215,8 @@ fn run_on<D: Device, J: Job>(
 /// (that address and the EUI-64 link-local one) for an IPv6 one. The hash
 /// seed is the operating system's: peers on a real network must not know
 /// it (the workload's `--seed` makes the requests repeat, not the ids).
-fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts) -> Result<Config, String> {
-    let seed = getrandom::u64().map_err(|e| format!("no random seed from the OS: {e}"))?;
+fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts) -> anyhow::Result<Config> {
+    let seed = getrandom::u64().map_err(|e| anyhow::anyhow!("no random seed from the OS: {e}"))?;
     let mut c = match ip {
         IpAddr::V4(a) => Config::new(a, mac, seed),
         IpAddr::V6(a) => {
@@ -355,7 +354,7 @@ impl Punctuality {
 }
 
 /// Runs a Homa server until its duration ends or a stop signal.
-pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
+pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
     let (mut report, extra) = run_job(&o.transport, &o.homa, |ip, mac| Server { o, ip, mac })?;
     report.extra = extra;
     Ok(report)
@@ -510,15 +509,14 @@ fn count(r: &mut ServerReport, a: Answered, quiet: bool) {
 }
 
 impl Job for Server<'_> {
-    type Out = Result<(ServerReport, Value), String>;
+    type Out = anyhow::Result<(ServerReport, Value)>;
 
     fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out {
         let o = self.o;
-        let sock = ep.bind(o.port).map_err(|e| e.to_string())?;
+        let sock = ep.bind(o.port)?;
         let clock = Clock::start();
         for &(ip, mac) in &o.homa.neighbors {
-            ep.add_neighbor(clock.now(), ip, mac)
-                .map_err(|e| e.to_string())?;
+            ep.add_neighbor(clock.now(), ip, mac)?;
         }
         sys::set_timer_slack_ns(1_000);
         eprintln!(
@@ -578,7 +576,7 @@ impl Job for Server<'_> {
 
 /// Runs a Homa client: issues RPCs for the duration, waits for the
 /// outstanding ones up to the drain time, and reports.
-pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
+pub fn run_client(o: &ClientOpts) -> anyhow::Result<ClientReport> {
     let (mut report, extra) = run_job(&o.transport, &o.homa, |_, _| Client { o })?;
     report.extra = extra;
     Ok(report)
@@ -636,17 +634,16 @@ struct InFlight {
 }
 
 impl Job for Client<'_> {
-    type Out = Result<(ClientReport, Value), String>;
+    type Out = anyhow::Result<(ClientReport, Value)>;
 
     fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out {
         let o = self.o;
-        let sock = ep.socket().map_err(|e| e.to_string())?;
+        let sock = ep.socket()?;
         sys::set_timer_slack_ns(1_000);
         sleep_until_unix_ms(o.start_at_ms);
         let mut c = ClientRun::new(o, sock, Clock::start());
         for &(ip, mac) in &o.homa.neighbors {
-            ep.add_neighbor(c.clock.now(), ip, mac)
-                .map_err(|e| e.to_string())?;
+            ep.add_neighbor(c.clock.now(), ip, mac)?;
         }
         let mut stopped = false;
         let mut punct = Punctuality::default();

@@ -1,7 +1,6 @@
 //! Setting up the host side: the TAP device (created and configured when it
 //! does not exist), a bridge to join it to, and running `ip`/`tc`.
 
-use std::io;
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
@@ -12,15 +11,15 @@ use homa_stack::wire::EthernetAddress;
 use super::addr::Cidr;
 
 /// Runs a program (`ip`, `tc`) and fails with its stderr if it fails.
-pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
+pub fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("{program}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{program}: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "`{program} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -29,15 +28,15 @@ pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
 }
 
 /// Runs a program and returns its stdout.
-pub fn output(program: &str, args: &[&str]) -> Result<String, String> {
+pub fn output(program: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("{program}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{program}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "`{program} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -51,9 +50,10 @@ pub fn interface_exists(name: &str) -> bool {
 }
 
 /// The MAC address of interface `name`.
-pub fn interface_mac(name: &str) -> Result<EthernetAddress, String> {
+pub fn interface_mac(name: &str) -> anyhow::Result<EthernetAddress> {
     let path = Path::new("/sys/class/net").join(name).join("address");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     super::addr::parse_mac(text.trim())
 }
 
@@ -82,7 +82,7 @@ fn quiet_ipv6(name: &str) {
 /// Gives interface `name` the address `a`. An IPv6 one skips duplicate
 /// address detection (`nodad`): the subnet is ours, and the kernel would
 /// otherwise not use the address for a second or more.
-fn add_address(name: &str, a: Cidr) -> Result<(), String> {
+fn add_address(name: &str, a: Cidr) -> anyhow::Result<()> {
     let a = a.to_string();
     let mut args = vec!["addr", "add", &a, "dev", name];
     if a.contains(':') {
@@ -113,7 +113,7 @@ impl Drop for CreatedBridge {
         let outcome = if others.is_empty() {
             run("ip", &["link", "del", &self.name])
         } else {
-            Err(format!(
+            Err(anyhow::anyhow!(
                 "bridge {} left in place: {} still on it",
                 self.name,
                 others.join(", ")
@@ -128,7 +128,7 @@ impl Drop for CreatedBridge {
 /// Creates bridge `name` if it does not exist, with `addr` when given, and
 /// brings it up. The kernel's IPv6 is turned off on it unless `addr` is
 /// IPv6. Returns whether it was created.
-pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<bool, String> {
+pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> anyhow::Result<bool> {
     let created = !interface_exists(name);
     if created {
         run("ip", &["link", "add", name, "type", "bridge"])?;
@@ -155,9 +155,9 @@ pub fn open_tap(
     ip: Cidr,
     bridge: Option<&str>,
     host_ip: Option<Cidr>,
-) -> Result<(TapInterface, Option<CreatedBridge>), String> {
+) -> anyhow::Result<(TapInterface, Option<CreatedBridge>)> {
     let existed = interface_exists(name);
-    let tap = TapInterface::new(name).map_err(|e| e.to_string())?;
+    let tap = TapInterface::new(name)?;
     if existed {
         return Ok((tap, None));
     }
@@ -180,13 +180,11 @@ pub fn open_tap(
             run("ip", &["link", "set", name, "master", br])?;
         }
         None => match host.addr {
-            IpAddr::V4(a) => tap
-                .set_ipv4_address(a.octets(), host.prefix)
-                .map_err(|e| e.to_string())?,
+            IpAddr::V4(a) => tap.set_ipv4_address(a.octets(), host.prefix)?,
             IpAddr::V6(_) => add_address(name, host)?,
         },
     }
-    tap.set_up(true).map_err(|e: io::Error| e.to_string())?;
+    tap.set_up(true)?;
     Ok((tap, made))
 }
 
