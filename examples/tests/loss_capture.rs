@@ -1,6 +1,6 @@
 //! The committed capture homa-dump's tests read (`tools/data/loss.pcap`)
 //! is what this crate's `loopback` writes: regenerate it with the command
-//! in `tools/src/bin/make-dump-captures.rs` when the engine's output changes.
+//! in `testkit/src/bin/make-dump-captures.rs` when the engine's output changes.
 
 use std::path::Path;
 use std::process::{Command, Stdio};

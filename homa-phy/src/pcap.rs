@@ -502,16 +502,16 @@ mod tests {
         assert_eq!(at, bytes.len());
     }
 
+    /// Ignored by default (it needs tcpdump); CI installs tcpdump and runs
+    /// it with the other ignored tests, where a missing tcpdump fails it.
     #[test]
     #[cfg(feature = "std")]
+    #[ignore = "needs tcpdump"]
     fn tcpdump_reads_the_file() {
-        let Ok(probe) = std::process::Command::new("tcpdump")
+        let probe = std::process::Command::new("tcpdump")
             .arg("--version")
             .output()
-        else {
-            std::println!("SKIP tcpdump_reads_the_file: tcpdump is not installed");
-            return;
-        };
+            .expect("tcpdump is not installed (apt-get install tcpdump)");
         assert!(probe.status.success());
         let path = temp_path("tcpdump");
         let mut dev = PcapWriter::new(

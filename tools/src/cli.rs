@@ -16,12 +16,12 @@ pub const MAX_MESSAGE: u32 = 1_000_000;
 /// `| head`) is not an error: the reader has what it wanted. Any other
 /// failure is, as `standard output: ERROR`, for the program to report with
 /// exit status 1 (as homa-dump does).
-pub fn write_stdout(text: &str) -> Result<(), String> {
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("standard output: {e}"))
+            Err(anyhow::anyhow!("standard output: {e}"))
         }
         _ => Ok(()),
     }
@@ -38,76 +38,84 @@ macro_rules! outln {
     };
 }
 
-fn number(s: &str) -> Result<f64, String> {
+/// Lets an option's value start with a minus sign (for clap's `mut_args`),
+/// so that `--duration -1` is refused by the option's range with a message
+/// that names it, not taken for an unknown option `-1`.
+pub fn negative_values(a: clap::Arg) -> clap::Arg {
+    let takes_value = a.get_action().takes_values();
+    a.allow_negative_numbers(takes_value)
+}
+
+fn number(s: &str) -> anyhow::Result<f64> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
+        .map_err(|_| anyhow::anyhow!("{s:?} is not a number"))?;
     if !v.is_finite() {
-        return Err(format!("{s:?} is not a finite number"));
+        return Err(anyhow::anyhow!("{s:?} is not a finite number"));
     }
     Ok(v)
 }
 
 /// An offered load: a fraction of the link in `(0, MAX_LOAD]`.
-pub fn load(s: &str) -> Result<f64, String> {
+pub fn load(s: &str) -> anyhow::Result<f64> {
     let v = number(s)?;
     if v > 0.0 && v <= MAX_LOAD {
         Ok(v)
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "{v} is not in (0, {MAX_LOAD}]: the load is a fraction of the link rate"
         ))
     }
 }
 
 /// A probability or share in `[0, 1]`.
-pub fn fraction(s: &str) -> Result<f64, String> {
+pub fn fraction(s: &str) -> anyhow::Result<f64> {
     let v = number(s)?;
     if (0.0..=1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not a fraction in [0, 1]"))
+        Err(anyhow::anyhow!("{v} is not a fraction in [0, 1]"))
     }
 }
 
 /// A share in `[0, 1)`.
-pub fn fraction_below_one(s: &str) -> Result<f64, String> {
+pub fn fraction_below_one(s: &str) -> anyhow::Result<f64> {
     let v = number(s)?;
     if (0.0..1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not a fraction in [0, 1)"))
+        Err(anyhow::anyhow!("{v} is not a fraction in [0, 1)"))
     }
 }
 
 /// Milliseconds in `(0, 10_000_000)` (under three hours).
-pub fn millis(s: &str) -> Result<f64, String> {
+pub fn millis(s: &str) -> anyhow::Result<f64> {
     let v = number(s)?;
     if v > 0.0 && v < 1e7 {
         Ok(v)
     } else {
-        Err(format!("{v} is not in (0, 10000000) milliseconds"))
+        Err(anyhow::anyhow!("{v} is not in (0, 10000000) milliseconds"))
     }
 }
 
 /// Seconds in `[0, 86_400]` (a day).
-pub fn seconds(s: &str) -> Result<f64, String> {
+pub fn seconds(s: &str) -> anyhow::Result<f64> {
     let v = number(s)?;
     if (0.0..=86_400.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not in [0, 86400] seconds"))
+        Err(anyhow::anyhow!("{v} is not in [0, 86400] seconds"))
     }
 }
 
 /// A positive, finite rate (e.g. RPCs per second) up to ten million.
-pub fn rate(s: &str) -> Result<f64, String> {
+pub fn rate(s: &str) -> anyhow::Result<f64> {
     let v = number(s)?;
     if v > 0.0 && v <= 1e7 {
         Ok(v)
     } else {
-        Err(format!("{v} is not in (0, 10000000]"))
+        Err(anyhow::anyhow!("{v} is not in (0, 10000000]"))
     }
 }
 
@@ -117,14 +125,14 @@ mod tests {
 
     #[test]
     fn ranges_are_enforced_and_named_in_the_error() {
-        assert_eq!(load("0.8"), Ok(0.8));
-        assert_eq!(load("1.5"), Ok(1.5));
+        assert_eq!(load("0.8").unwrap(), 0.8);
+        assert_eq!(load("1.5").unwrap(), 1.5);
         for bad in ["0", "2.5", "-1", "nan", "inf", "x"] {
             assert!(load(bad).is_err(), "{bad}");
         }
-        assert!(load("2.5").unwrap_err().contains("(0, 1.5]"));
-        assert!(fraction("1.01").unwrap_err().contains("[0, 1]"));
-        assert_eq!(fraction("1"), Ok(1.0));
+        assert!(load("2.5").unwrap_err().to_string().contains("(0, 1.5]"));
+        assert!(fraction("1.01").unwrap_err().to_string().contains("[0, 1]"));
+        assert_eq!(fraction("1").unwrap(), 1.0);
         assert!(fraction_below_one("1").is_err());
         assert!(millis("0").is_err());
         assert!(seconds("86401").is_err());

@@ -86,16 +86,81 @@ fn homa_bench_reports_a_failed_write() {
 }
 
 #[test]
-fn homa_bench_quick_says_only_that_it_completed() {
+fn homa_bench_quick_prints_its_rows_from_a_short_run() {
     let out = Command::new(BENCH).arg("--quick").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        stdout.trim_end(),
-        "homa-bench: quick run completed (10 measurements; run without --quick for figures)",
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The header, ten rows with a figure each, and the ratios.
+    assert_eq!(lines.len(), 12, "{}", text(&out));
+    assert!(lines[0].starts_with("measure "), "{}", text(&out));
+    for row in &lines[1..11] {
+        assert!(
+            row.split_whitespace()
+                .any(|w| w.parse::<f64>().is_ok_and(|v| v > 0.0)),
+            "no figure in {row:?}"
+        );
+    }
+    assert!(
+        lines[11].starts_with("ratios: rpc_vs_udp="),
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn help_opens_with_what_the_tool_is_for() {
+    let out = Command::new(BENCH).arg("--help").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.starts_with("homa-stack against smoltcp 0.13, in one process and one run"),
+        "{help}"
+    );
+}
+
+/// `--duration -1` is a value out of range, not an unknown option `-1`.
+#[test]
+fn a_negative_value_gets_the_range_message() {
+    for (program, args, want) in [
+        (
+            SIM,
+            &["--duration", "-1"][..],
+            "-1 is not in (0, 10000000) milliseconds",
+        ),
+        (
+            PERF,
+            &["server", "--tcp", "--duration", "-1"][..],
+            "-1 is not in [0, 86400] seconds",
+        ),
+        (
+            PERF,
+            &[
+                "client",
+                "--tcp",
+                "--server",
+                "127.0.0.1:5000",
+                "--size",
+                "1",
+                "--rate",
+                "1",
+                "--duration",
+                "-1",
+            ][..],
+            "-1 is not in [0, 86400] seconds",
+        ),
+        (
+            PERF,
+            &["testbed", "--load", "-0.5"][..],
+            "-0.5 is not in (0, 1.5]",
+        ),
+        (BENCH, &["--reps", "-1"][..], "-1 is not in 1..=1000"),
+    ] {
+        let out = Command::new(program).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {}", text(&out));
+    }
 }
 
 #[test]

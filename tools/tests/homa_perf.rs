@@ -308,6 +308,160 @@ fn over_ipv6_the_kernel_pings_and_resolves_the_endpoint_and_rpcs_complete() {
     homa_run_was_clean(&out, server);
 }
 
+/// Whether interface `name` exists in namespace `ns`.
+fn link_exists(ns: &Netns, name: &str) -> bool {
+    ns.command("ip", &["link", "show", name])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// A capture that cannot be written fails the run with a message that
+/// names the file, for a server (at once, before serving) and a client; a
+/// capture that can be written is complete, and the run is clean.
+#[test]
+#[ignore = "needs root"]
+fn a_capture_that_cannot_be_written_fails_the_run() {
+    assert_privileges();
+    let ns = Netns::new("hpc");
+    let tap = |name: &str, ip: &str| {
+        vec![
+            "--tap".to_string(),
+            name.to_string(),
+            "--bridge".into(),
+            "br0".into(),
+            "--host-ip".into(),
+            "10.77.8.1/24".into(),
+            "--ip".into(),
+            ip.to_string(),
+            "--pcap".into(),
+            "/dev/full".into(),
+        ]
+    };
+    let server: Vec<String> = ["server".to_string()]
+        .into_iter()
+        .chain(tap("hpc0", "10.77.8.2/24"))
+        .chain(["--duration".into(), "5".into()])
+        .collect();
+    let client: Vec<String> = ["client".to_string()]
+        .into_iter()
+        .chain(tap("hpc1", "10.77.8.3/24"))
+        .chain(
+            [
+                "--server",
+                "10.77.8.2:500",
+                "--size",
+                "100",
+                "--rate",
+                "10",
+                "--duration",
+                "0.2",
+            ]
+            .map(String::from),
+        )
+        .collect();
+    for args in [server, client] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ns.command(EXE, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {err}", args[0]);
+        assert!(
+            err.contains("homa-perf: --pcap /dev/full: No space left on device"),
+            "{}: {err}",
+            args[0]
+        );
+    }
+
+    // A capture that can be written: the run is clean, the file holds it.
+    let pcap = format!(
+        "{}/hpc-{}.pcap",
+        env!("CARGO_TARGET_TMPDIR"),
+        std::process::id()
+    );
+    let (server, ready) = start_server(&mut ns.command(
+        EXE,
+        &[
+            "server",
+            "--tap",
+            "hpc0",
+            "--bridge",
+            "br0",
+            "--host-ip",
+            "10.77.8.1/24",
+            "--ip",
+            "10.77.8.2/24",
+            "--duration",
+            "15",
+            "--timeout-ticks",
+            TIMEOUT_TICKS,
+            "--json",
+            "--pcap",
+            &pcap,
+        ],
+    ));
+    ready
+        .recv_timeout(Duration::from_secs(10))
+        .expect("server ready");
+    let out = ns.tap_client("hpc1", "10.77.8.3/24", "10.77.8.2:500", "100,5000");
+    homa_run_was_clean(&out, server);
+    let bytes = std::fs::read(&pcap).unwrap();
+    let _ = std::fs::remove_file(&pcap);
+    // The file header and at least a request and a response.
+    assert!(bytes.len() > 24 + 2 * (16 + 100), "{} bytes", bytes.len());
+}
+
+/// A bridge homa-perf created is removed when its run ends; one that
+/// existed before is left as it was.
+#[test]
+#[ignore = "needs root"]
+fn a_bridge_homa_perf_created_is_removed_after_the_run() {
+    assert_privileges();
+    let ns = Netns::new("hpb");
+    let run = |bridge: &str| {
+        let out = ns
+            .command(
+                EXE,
+                &[
+                    "server",
+                    "--tap",
+                    "hpb0",
+                    "--bridge",
+                    bridge,
+                    "--host-ip",
+                    "10.77.6.1/24",
+                    "--ip",
+                    "10.77.6.2/24",
+                    "--duration",
+                    "0.2",
+                    "--quiet",
+                ],
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    run("hpbr");
+    assert!(
+        !link_exists(&ns, "hpbr"),
+        "the bridge homa-perf made is left behind"
+    );
+    assert!(
+        !link_exists(&ns, "hpb0"),
+        "the TAP homa-perf made is left behind"
+    );
+    let made = ns
+        .command("ip", &["link", "add", "hpkeep", "type", "bridge"])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    run("hpkeep");
+    assert!(
+        link_exists(&ns, "hpkeep"),
+        "a bridge that existed before was removed"
+    );
+}
+
 #[test]
 #[ignore = "needs root"]
 fn a_short_testbed_run_compares_both_protocols_and_cleans_up() {
@@ -413,6 +567,26 @@ fn bad_command_lines_are_refused_with_status_2() {
             "unexpected argument '--bogus'",
         ),
         (&["testbed", "--load", "2.5"][..], "(0, 1.5]"),
+        // homa-stack's capture and fault injection are not the kernel's TCP.
+        (
+            &["server", "--tcp", "--pcap", "x.pcap"][..],
+            "'--tcp' cannot be used with '--pcap <FILE>'",
+        ),
+        (
+            &[
+                "client",
+                "--tcp",
+                "--server",
+                "127.0.0.1:1",
+                "--size",
+                "10",
+                "--rate",
+                "1",
+                "--drop-ppm",
+                "10",
+            ][..],
+            "'--tcp' cannot be used with '--drop-ppm <PPM>'",
+        ),
         (
             &[
                 "client",

@@ -160,16 +160,46 @@ fn rpcs_with_responses_all_succeed() {
     }
 }
 
-/// The chart names its run, marks slowdown 1 and the short messages, keeps
-/// the legend right of the plot, and rasterises to a PNG (with the `png`
-/// feature, as CI builds it).
+/// The right edge of an SVG `<text>` element, estimated: its x, its
+/// anchor, and 0.6 em a character (DejaVu Sans, the fonts Debian has,
+/// averages less).
+fn text_right_edge(element: &str, body: &str) -> f64 {
+    let attr = |name: &str| {
+        let at = element
+            .find(&format!(" {name}=\""))
+            .map(|i| i + name.len() + 3)?;
+        let end = element[at..].find('"')? + at;
+        Some(element[at..end].to_string())
+    };
+    let x: f64 = attr("x").and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let size: f64 = attr("font-size")
+        .and_then(|v| v.trim_end_matches("px").parse().ok())
+        .unwrap_or(12.0);
+    let chars = body
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let width = chars.chars().count() as f64 * 0.6 * size;
+    match attr("text-anchor").as_deref() {
+        Some("middle") => x + width / 2.0,
+        Some("end") => x,
+        _ => x + width,
+    }
+}
+
+/// The chart names its run, marks slowdown 1 and the short messages, and
+/// keeps every label inside its canvas (the legend's longest names, the
+/// TCP baselines', included); it rasterises to a PNG (with the `png`
+/// feature, as CI builds it) whose right edge no text runs into.
 #[test]
-fn the_plot_is_drawn_as_svg_and_png() {
+fn the_plot_is_drawn_as_svg_and_png_inside_its_canvas() {
     use homa_tools::sim::plot;
-    let mut o = short_run("w4", 200);
-    o.protocols = vec![Protocol::Homa];
-    let r = run(&o).unwrap();
-    let svg = plot::svg(&r);
+    let r = run(&short_run("w4", 200)).unwrap();
+    assert!(
+        r.results.len() > 1,
+        "every protocol, the baselines' labels too"
+    );
+    let svg = plot::svg(&r).unwrap();
     assert!(
         svg.contains("W4 at load 0.80, rack topology (16 hosts)"),
         "{svg}"
@@ -177,9 +207,40 @@ fn the_plot_is_drawn_as_svg_and_png() {
     assert!(svg.contains("slowdown 1 (ideal)"));
     assert!(svg.contains(&format!("short messages (&lt;= {} B", r.short_max_bytes)));
     assert!(svg.contains("Homa P99") && svg.contains("Homa P50"));
+    let width: f64 = {
+        let at = svg.find("width=\"").unwrap() + 7;
+        svg[at..at + svg[at..].find('"').unwrap()].parse().unwrap()
+    };
+    let mut texts = 0;
+    for piece in svg.split("<text").skip(1) {
+        let (element, rest) = piece.split_once('>').unwrap();
+        let body = rest.split("</text>").next().unwrap();
+        let right = text_right_edge(element, body);
+        assert!(
+            right <= width,
+            "{body:?} ends at about {right}, past {width}"
+        );
+        texts += 1;
+    }
+    assert!(texts > 10, "{texts} texts");
     if cfg!(feature = "png") {
         let png = plot::png(&svg).unwrap();
+        if let Some(dir) = std::env::var_os("HOMA_PLOT_DIR") {
+            std::fs::write(std::path::Path::new(&dir).join("plot.png"), &png).unwrap();
+        }
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        #[cfg(feature = "png")]
+        {
+            let pixmap = resvg::tiny_skia::Pixmap::decode_png(&png).unwrap();
+            let (w, h) = (pixmap.width(), pixmap.height());
+            for x in w - 4..w {
+                for y in 0..h {
+                    let p = pixmap.pixel(x, y).unwrap();
+                    let white = (p.red(), p.green(), p.blue()) == (255, 255, 255);
+                    assert!(white, "the PNG's right edge is drawn on at ({x}, {y})");
+                }
+            }
+        }
     } else {
         assert!(plot::png(&svg).is_err());
     }

@@ -220,9 +220,9 @@ pub mod probe {
 
     /// The probe's endpoint with `config`. Call it once (the statics are
     /// handed out only once); panics on an invalid `config`. Always
-    /// inlined: called from the library, `size-probe`'s `main` grows by
-    /// 700 bytes under LTO, and the probe would no longer measure the same
-    /// code as with the set-up written in `main`.
+    /// inlined: called from the library, LTO compiles `size-probe`'s
+    /// `main` differently (larger), and the probe would no longer measure
+    /// the same code as with the set-up written in `main`.
     #[inline(always)]
     pub fn endpoint(config: Config) -> Endpoint<'static> {
         Endpoint::new(

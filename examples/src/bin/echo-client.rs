@@ -28,12 +28,18 @@ const SERVER_PORT: u16 = 500;
 /// Give up after this long even if the endpoint has not timed the RPC out.
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
+const USAGE: &str = "usage: echo-client TAP OWN_ADDRESS SERVER_ADDRESS MESSAGE
+       (e.g. echo-client tap1 10.42.0.1 10.42.0.2 hello,
+        or echo-client tap1 fd42::1 fd42::2 hello)";
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(&args[..], [a] if a == "--help" || a == "-h") {
+        println!("Sends one Homa RPC to an echo server over a TAP interface and checks the reply.\n{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let [tap_name, ip, server_ip, message] = &args[..] else {
-        eprintln!("usage: echo-client TAP OWN_ADDRESS SERVER_ADDRESS MESSAGE");
-        eprintln!("       (e.g. echo-client tap1 10.42.0.1 10.42.0.2 hello,");
-        eprintln!("        or echo-client tap1 fd42::1 fd42::2 hello)");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     let (Ok(ip), Ok(server_ip)) = (ip.parse::<IpAddr>(), server_ip.parse::<IpAddr>()) else {

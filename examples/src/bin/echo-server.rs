@@ -29,10 +29,18 @@ const PORT: u16 = 500;
 /// Largest Homa message.
 const MAX_MESSAGE: usize = 1_000_000;
 
+const USAGE: &str = "usage: echo-server TAP ADDRESS...  (e.g. echo-server tap0 10.42.0.2 fd42::2)";
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(&args[..], [a] if a == "--help" || a == "-h") {
+        println!(
+            "Answers Homa RPCs to port {PORT} over a TAP interface with their own bytes.\n{USAGE}"
+        );
+        return ExitCode::SUCCESS;
+    }
     let Some((tap_name, addrs)) = args.split_first().filter(|(_, a)| !a.is_empty()) else {
-        eprintln!("usage: echo-server TAP ADDRESS...  (e.g. echo-server tap0 10.42.0.2 fd42::2)");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     let config = match config(addrs) {

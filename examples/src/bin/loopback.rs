@@ -50,7 +50,9 @@ fn fraction(s: &str) -> Result<f64, String> {
 /// A Homa client and server over in-memory devices (no root): one echo RPC
 /// of each boundary size, or a soak of mixed sizes through injected faults.
 #[derive(Parser, Debug)]
-#[command(name = "loopback", version)]
+// A value such as `-0.1` is read as a value (refused by its range), not
+// as an unknown option.
+#[command(name = "loopback", version, mut_args = negative_values)]
 struct Args {
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
@@ -86,6 +88,12 @@ struct Args {
     /// Every RPC over IPv6 (fd00::1 to fd00::2) instead of IPv4.
     #[arg(long)]
     ipv6: bool,
+}
+
+/// Lets an option's value start with a minus sign.
+fn negative_values(a: clap::Arg) -> clap::Arg {
+    let takes_value = a.get_action().takes_values();
+    a.allow_negative_numbers(takes_value)
 }
 
 fn ppm(p: f64) -> u32 {

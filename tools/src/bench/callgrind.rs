@@ -13,6 +13,7 @@
 //! harness in proportion to what each spent calling it: a `memcpy` into a
 //! frame is the stack's, the harness's copy of a response is not.
 
+use anyhow::Context as _;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -94,7 +95,7 @@ pub fn line(figures: &[Figure]) -> String {
 
 /// Runs `row` under callgrind: `exe` is homa-bench itself, run with
 /// `--only`; `count` overrides the row's operations.
-pub fn measure(exe: &Path, row: Row, count: Option<u64>) -> Result<Figure, String> {
+pub fn measure(exe: &Path, row: Row, count: Option<u64>) -> anyhow::Result<Figure> {
     let count = count.unwrap_or(row.count);
     let out = std::env::temp_dir().join(format!(
         "homa-bench-callgrind-{}-{}.out",
@@ -108,25 +109,28 @@ pub fn measure(exe: &Path, row: Row, count: Option<u64>) -> Result<Figure, Strin
         .arg(exe)
         .args(["--only", row.which.name(), "--count", &count.to_string()])
         .output()
-        .map_err(|e| format!("cannot run valgrind: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot run valgrind: {e}"))?;
     let text = std::fs::read_to_string(&out);
     let _ = std::fs::remove_file(&out);
     if !run.status.success() {
         let stderr = String::from_utf8_lossy(&run.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "{} under callgrind failed ({}): {}",
             row.name,
             run.status,
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         ));
     }
-    let text = text.map_err(|e| format!("{}: no callgrind output: {e}", row.name))?;
+    let text = text.map_err(|e| anyhow::anyhow!("{}: no callgrind output: {e}", row.name))?;
     let stdout = String::from_utf8_lossy(&run.stdout);
     let (ops, data_packets) = super::parse_summary(&stdout)
-        .ok_or_else(|| format!("{}: no summary in {stdout:?}", row.name))?;
+        .with_context(|| format!("{}: no summary in {stdout:?}", row.name))?;
     if ops != count {
-        return Err(format!("{}: ran {ops} operations, not {count}", row.name));
+        return Err(anyhow::anyhow!(
+            "{}: ran {ops} operations, not {count}",
+            row.name
+        ));
     }
     let per = if row.per_data_packet {
         data_packets
@@ -134,7 +138,7 @@ pub fn measure(exe: &Path, row: Row, count: Option<u64>) -> Result<Figure, Strin
         ops
     };
     if per == 0 {
-        return Err(format!("{}: nothing to divide by", row.name));
+        return Err(anyhow::anyhow!("{}: nothing to divide by", row.name));
     }
     let cost = parse(&text)?;
     let div = |n: u64| (n + per / 2) / per;
@@ -210,7 +214,7 @@ impl Names {
 
 /// Sums a callgrind output file (one part, the first event being `Ir`)
 /// into total and stack instructions (see the module's documentation).
-pub fn parse(text: &str) -> Result<Cost, String> {
+pub fn parse(text: &str) -> anyhow::Result<Cost> {
     let profile = Profile::read(text)?;
     let share = profile.shares();
     Ok(Cost {
@@ -248,7 +252,7 @@ struct Cursor {
 impl Profile {
     /// Reads every line of `text`; the lines' costs must add up to the
     /// file's `totals` or `summary`, if it has one.
-    fn read(text: &str) -> Result<Profile, String> {
+    fn read(text: &str) -> anyhow::Result<Profile> {
         let mut p = Profile {
             files: Names::default(),
             fns: Names::default(),
@@ -279,7 +283,7 @@ impl Profile {
         let total: u64 = p.own.values().sum();
         if let Some(t) = totals {
             if t != total {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "callgrind: lines sum to {total}, the file says {t}"
                 ));
             }
@@ -288,16 +292,18 @@ impl Profile {
     }
 
     /// A cost line: to the call just announced, else to the function.
-    fn cost_line(&mut self, at: &mut Cursor, line: &str) -> Result<(), String> {
+    fn cost_line(&mut self, at: &mut Cursor, line: &str) -> anyhow::Result<()> {
         let mut it = line.split_ascii_whitespace().skip(at.positions);
         let ir = match it.next() {
             Some(v) => v
                 .parse::<u64>()
-                .map_err(|_| format!("callgrind: bad cost line {line:?}"))?,
+                .map_err(|_| anyhow::anyhow!("callgrind: bad cost line {line:?}"))?,
             None => 0,
         };
         if at.func == usize::MAX {
-            return Err(format!("callgrind: cost before any function: {line:?}"));
+            return Err(anyhow::anyhow!(
+                "callgrind: cost before any function: {line:?}"
+            ));
         }
         match at.callee.take() {
             Some(c) => *self.calls.entry((at.func, at.file, c)).or_default() += ir,
@@ -308,19 +314,22 @@ impl Profile {
 
     /// A `key=value` line: moves the cursor; returns the file's total
     /// instructions if the line states them.
-    fn spec_line(&mut self, at: &mut Cursor, line: &str) -> Result<Option<u64>, String> {
+    fn spec_line(&mut self, at: &mut Cursor, line: &str) -> anyhow::Result<Option<u64>> {
         let Some((key, value)) = line.split_once(['=', ':']) else {
             return Ok(None);
         };
         match key {
             "positions" => at.positions = value.split_ascii_whitespace().count(),
             "events" if value.split_ascii_whitespace().next() != Some("Ir") => {
-                return Err(format!("callgrind: first event is not Ir: {value:?}"));
+                return Err(anyhow::anyhow!(
+                    "callgrind: first event is not Ir: {value:?}"
+                ));
             }
             "totals" | "summary" => {
                 let v = value.split_ascii_whitespace().next().unwrap_or("0");
                 return Ok(Some(
-                    v.parse().map_err(|_| format!("callgrind: bad {key}"))?,
+                    v.parse()
+                        .map_err(|_| anyhow::anyhow!("callgrind: bad {key}"))?,
                 ));
             }
             "fl" => {
@@ -340,7 +349,7 @@ impl Profile {
                 at.callee = Some(
                     at.pending_cfn
                         .take()
-                        .ok_or_else(|| format!("callgrind: calls= without cfn=: {line:?}"))?,
+                        .with_context(|| format!("callgrind: calls= without cfn=: {line:?}"))?,
                 );
             }
             _ => {}

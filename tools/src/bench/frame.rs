@@ -160,7 +160,7 @@ pub struct Frames {
 impl Frames {
     /// Both frames, verified by both parsers (and a corrupted copy of
     /// each rejected, so the parsers do check).
-    pub fn new() -> Result<Frames, String> {
+    pub fn new() -> anyhow::Result<Frames> {
         let mut payload = vec![0u8; HOMA_PAYLOAD.max(UDP_PAYLOAD)];
         fill_payload(7, &mut payload);
         let mut homa = vec![0u8; FRAME];
@@ -168,13 +168,13 @@ impl Frames {
         let mut udp = vec![0u8; FRAME];
         smol_emit(&mut udp, &payload[..UDP_PAYLOAD], true);
         if homa_parse(&homa) != Some(HOMA_PAYLOAD) || smol_parse(&udp) != Some(UDP_PAYLOAD) {
-            return Err("a test frame does not parse".into());
+            return Err(anyhow::anyhow!("a test frame does not parse"));
         }
         let (mut bad_homa, mut bad_udp) = (homa.clone(), udp.clone());
         bad_homa[FRAME - 100] ^= 1;
         bad_udp[FRAME - 100] ^= 1;
         if homa_parse(&bad_homa).is_some() || smol_parse(&bad_udp).is_some() {
-            return Err("a corrupted frame passes its checksum".into());
+            return Err(anyhow::anyhow!("a corrupted frame passes its checksum"));
         }
         Ok(Frames { homa, udp, payload })
     }
@@ -187,7 +187,7 @@ impl Default for Frames {
 }
 
 /// Seconds per call of `parse` on `frame`, over `n` calls.
-pub fn time_parse(parse: fn(&[u8]) -> Option<usize>, frame: &[u8], n: u64) -> Result<f64, String> {
+pub fn time_parse(parse: fn(&[u8]) -> Option<usize>, frame: &[u8], n: u64) -> anyhow::Result<f64> {
     let (ok, secs) = measured(|| {
         let mut ok = 0u64;
         for _ in 0..n {
@@ -196,7 +196,7 @@ pub fn time_parse(parse: fn(&[u8]) -> Option<usize>, frame: &[u8], n: u64) -> Re
         ok
     });
     if ok != n {
-        return Err(format!("{} of {n} parses failed", n - ok));
+        return Err(anyhow::anyhow!("{} of {n} parses failed", n - ok));
     }
     Ok(secs / n as f64)
 }

@@ -1,6 +1,7 @@
 //! homa-stack's side: a client and a server endpoint over a [`Pair`], used
 //! only through the public `Endpoint` API.
 
+use anyhow::Context as _;
 use std::collections::HashMap;
 
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
@@ -82,7 +83,7 @@ impl<'a> Ends<'a> {
 
     /// Runs until both ends hold no RPC and no pool page (the server frees
     /// its RPCs once acked), or fails after a virtual minute.
-    fn drain(&mut self) -> Result<(), String> {
+    fn drain(&mut self) -> anyhow::Result<()> {
         let end = self.clock.ns + STALL_NS;
         while self.clock.ns < end {
             if self.leaked() == 0 {
@@ -94,7 +95,7 @@ impl<'a> Ends<'a> {
             let moved = self.pair.bytes() - before;
             self.tick(moved, false);
         }
-        Err(format!(
+        Err(anyhow::anyhow!(
             "homa: {} RPCs or pool bytes left after the run",
             self.leaked()
         ))
@@ -111,9 +112,9 @@ impl<'a> Ends<'a> {
     /// Frames lost on the rings or failed RPCs are errors; packets the
     /// endpoints dropped or retransmitted on their own are noted on stderr
     /// (they are the stack's behaviour, and the run still completed).
-    fn check_clean(&self, what: &str) -> Result<(), String> {
+    fn check_clean(&self, what: &str) -> anyhow::Result<()> {
         if self.pair.dropped() > 0 {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "homa: {} frames lost to full rings",
                 self.pair.dropped()
             ));
@@ -121,9 +122,11 @@ impl<'a> Ends<'a> {
         for (who, ep) in [("client", &self.client), ("server", &self.server)] {
             let s = ep.stats();
             if s.client_failed > 0 || s.drops.checksum > 0 || s.drops.malformed > 0 {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "homa {who}: {} failed RPCs, {} bad checksums, {} malformed",
-                    s.client_failed, s.drops.checksum, s.drops.malformed
+                    s.client_failed,
+                    s.drops.checksum,
+                    s.drops.malformed
                 ));
             }
             if s.drops.total() > 0 || s.retransmissions > 0 {
@@ -175,7 +178,7 @@ struct Client {
 /// flight, and returns after the last response. Short requests (up to 1,500
 /// bytes) are echoed and the client checks each echo; long ones are checked
 /// in place by the server, which answers with their 8-byte sequence number.
-fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> Result<(), String> {
+fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> anyhow::Result<()> {
     let mut issued = 0u64;
     let mut done = 0u64;
     let mut scratch = vec![0u8; 1500];
@@ -188,7 +191,7 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> Result<(), String> {
             let rpc = ends
                 .client
                 .send_request(ends.csock, SERVER_IP, PORT, &cl.request)
-                .map_err(|e| format!("homa: send_request: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("homa: send_request: {e}"))?;
             cl.inflight.insert(rpc.id(), seq);
             issued += 1;
         }
@@ -196,16 +199,16 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> Result<(), String> {
         ends.client.poll(ends.clock.homa(), &mut ends.pair.a());
         while let Some(ev) = ends.client.recv(ends.csock) {
             let Event::Response { rpc, len } = ev else {
-                return Err(format!("homa client: unexpected {ev:?}"));
+                return Err(anyhow::anyhow!("homa client: unexpected {ev:?}"));
             };
             let seq = cl
                 .inflight
                 .remove(&rpc.id())
-                .ok_or_else(|| format!("homa: response for unknown {rpc}"))?;
+                .with_context(|| format!("homa: response for unknown {rpc}"))?;
             let msg = ends
                 .client
                 .message(rpc)
-                .ok_or("homa: no response message")?;
+                .context("homa: no response message")?;
             let n = msg.copy_to(&mut cl.response);
             let ok = if cl.len <= 1500 {
                 len == cl.len && n == cl.len && check_payload(seq, &cl.response[..n])
@@ -213,19 +216,22 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> Result<(), String> {
                 len == 8 && n == 8 && cl.response[..8] == seq.to_le_bytes()
             };
             if !ok {
-                return Err(format!("homa: wrong response to RPC {seq}"));
+                return Err(anyhow::anyhow!("homa: wrong response to RPC {seq}"));
             }
             ends.client
                 .release(rpc)
-                .map_err(|e| format!("homa: release: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("homa: release: {e}"))?;
             done += 1;
         }
         ends.server.poll(ends.clock.homa(), &mut ends.pair.b());
         while let Some(ev) = ends.server.recv(ends.ssock) {
             let Event::Request { rpc, len, .. } = ev else {
-                return Err(format!("homa server: unexpected {ev:?}"));
+                return Err(anyhow::anyhow!("homa server: unexpected {ev:?}"));
             };
-            let msg = ends.server.message(rpc).ok_or("homa: no request message")?;
+            let msg = ends
+                .server
+                .message(rpc)
+                .context("homa: no request message")?;
             let reply_len = if len <= 1500 {
                 msg.copy_to(&mut scratch[..len])
             } else {
@@ -240,18 +246,20 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> Result<(), String> {
                     at += chunk.len();
                 }
                 if !same {
-                    return Err(format!("homa: request {seq} arrived wrong"));
+                    return Err(anyhow::anyhow!("homa: request {seq} arrived wrong"));
                 }
                 8
             };
             ends.server
                 .reply(rpc, &scratch[..reply_len])
-                .map_err(|e| format!("homa: reply: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("homa: reply: {e}"))?;
         }
         let moved = ends.pair.bytes() - before;
         ends.tick(moved, cl.inflight.len() < cl.outstanding && issued < count);
         if ends.clock.ns > end {
-            return Err(format!("homa: stalled after {done} of {count} RPCs"));
+            return Err(anyhow::anyhow!(
+                "homa: stalled after {done} of {count} RPCs"
+            ));
         }
     }
     Ok(())
@@ -265,7 +273,7 @@ pub fn rpcs(
     table: usize,
     warmup: u64,
     count: u64,
-) -> Result<Measure, String> {
+) -> anyhow::Result<Measure> {
     let pool = if len <= 1500 {
         // A request and a response page per RPC in flight, and room to spare.
         (2 * outstanding + 64) * (PAGE + 8)

@@ -206,7 +206,7 @@ pub fn parse_summary(text: &str) -> Option<(u64, u64)> {
 
 /// Runs one measurement once, `count` operations after a short warm-up
 /// (the mode for `valgrind --tool=callgrind`).
-pub fn single(which: Single, count: u64) -> Result<Measure, String> {
+pub fn single(which: Single, count: u64) -> anyhow::Result<Measure> {
     match which {
         Single::HomaRpc => homa::rpcs(SMALL, 1, 16, 100, count),
         // The warm-up as the full run's: two windows' worth.
@@ -291,7 +291,7 @@ fn fmt_num(v: f64, unit: &str) -> String {
     }
 }
 
-fn repeat(reps: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64, String> {
+fn repeat(reps: usize, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
     let mut v = Vec::with_capacity(reps);
     for _ in 0..reps {
         v.push(f()?);
@@ -300,7 +300,7 @@ fn repeat(reps: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64
 }
 
 /// Runs every measurement; `progress` gets a line as each starts.
-pub fn run(o: Options, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+pub fn run(o: Options, mut progress: impl FnMut(&str)) -> anyhow::Result<Report> {
     let plan = Plan {
         o,
         quick: o.reps == 1 && o.rpcs < 1000,
@@ -363,7 +363,7 @@ impl Plan {
         &self,
         rows: &mut Vec<Row>,
         progress: &mut impl FnMut(&str),
-    ) -> Result<(Vec<f64>, Vec<f64>), String> {
+    ) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
         let (mut homa_at, mut udp_at) = (Vec::new(), Vec::new());
         for n in [1usize, 64, 1024] {
             progress(&format!("100-byte RPCs, {n} outstanding"));
@@ -394,7 +394,7 @@ impl Plan {
         &self,
         rows: &mut Vec<Row>,
         progress: &mut impl FnMut(&str),
-    ) -> Result<f64, String> {
+    ) -> anyhow::Result<f64> {
         progress("100-byte RPCs, 1 outstanding, 4,096-slot tables");
         // A fifth of the RPCs: this row is the slowest, and its rate is as
         // steady over fewer.
@@ -416,7 +416,7 @@ impl Plan {
         &self,
         rows: &mut Vec<Row>,
         progress: &mut impl FnMut(&str),
-    ) -> Result<(f64, f64), String> {
+    ) -> anyhow::Result<(f64, f64)> {
         progress("1,000,000-byte requests vs TCP bulk");
         let messages = self.o.messages;
         let mb = repeat(self.o.reps, || {
@@ -441,7 +441,7 @@ impl Plan {
         rows: &mut Vec<Row>,
         progress: &mut impl FnMut(&str),
         memcpy: f64,
-    ) -> Result<(f64, f64), String> {
+    ) -> anyhow::Result<(f64, f64)> {
         let (reps, n) = (self.o.reps, self.o.frames);
         progress("per-frame parse and emit");
         let frames = frame::Frames::new()?;

@@ -100,9 +100,9 @@ impl<'s> Ends<'s> {
         }
     }
 
-    fn check_clean(&self) -> Result<(), String> {
+    fn check_clean(&self) -> anyhow::Result<()> {
         if self.pair.dropped() > 0 {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "smoltcp: {} frames lost to full rings",
                 self.pair.dropped()
             ));
@@ -124,14 +124,18 @@ pub fn udp_echo(
     outstanding: usize,
     warmup: u64,
     count: u64,
-) -> Result<Measure, String> {
+) -> anyhow::Result<Measure> {
     let mut ends = Ends::new(4096);
     let slots = outstanding + 16;
     let bytes = slots * (len + 64);
     let mut client = udp_socket(slots, bytes);
-    client.bind(5000).map_err(|e| format!("udp bind: {e}"))?;
+    client
+        .bind(5000)
+        .map_err(|e| anyhow::anyhow!("udp bind: {e}"))?;
     let mut server = udp_socket(slots, bytes);
-    server.bind(PORT).map_err(|e| format!("udp bind: {e}"))?;
+    server
+        .bind(PORT)
+        .map_err(|e| anyhow::anyhow!("udp bind: {e}"))?;
     let ch = ends.csockets.add(client);
     let sh = ends.ssockets.add(server);
     let echo = Echo {
@@ -156,7 +160,7 @@ pub fn udp_echo(
 /// harness does what the UDP echo's does: a set of sequence numbers in
 /// flight, each response copied out and checked, each request copied out
 /// and sent back.
-pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> Result<Measure, String> {
+pub fn tcp_rr(len: usize, outstanding: usize, warmup: u64, count: u64) -> anyhow::Result<Measure> {
     let mut ends = Ends::new(4096);
     let (ch, sh) = tcp_connection(&mut ends, (outstanding + 16) * len, true)?;
     let rr = Rr {
@@ -183,7 +187,7 @@ fn tcp_connection(
     ends: &mut Ends<'static>,
     bytes: usize,
     server_nagle_off: bool,
-) -> Result<(SocketHandle, SocketHandle), String> {
+) -> anyhow::Result<(SocketHandle, SocketHandle)> {
     let buffer = || tcp::SocketBuffer::new(vec![0u8; bytes]);
     let mut client = tcp::Socket::new(buffer(), buffer());
     let mut server = tcp::Socket::new(buffer(), buffer());
@@ -193,11 +197,11 @@ fn tcp_connection(
     }
     server
         .listen(PORT)
-        .map_err(|e| format!("tcp listen: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("tcp listen: {e}"))?;
     let cx = ends.client.context();
     client
         .connect(cx, (ip(SERVER_IP), PORT), 5000)
-        .map_err(|e| format!("tcp connect: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("tcp connect: {e}"))?;
     Ok((ends.csockets.add(client), ends.ssockets.add(server)))
 }
 
@@ -265,11 +269,11 @@ trait RoundTrips {
     /// The socket both ends use.
     type Socket: AnySocket<'static>;
     /// The client sends request `seq`; false if it cannot send yet.
-    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> Result<bool, String>;
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> anyhow::Result<bool>;
     /// The client's next whole answer, if one arrived.
-    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String>;
+    fn answer(&mut self, s: &mut Self::Socket) -> anyhow::Result<Option<&[u8]>>;
     /// The server answers the requests that arrived.
-    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String>;
+    fn serve(&mut self, s: &mut Self::Socket) -> anyhow::Result<()>;
 }
 
 /// `warmup` round trips, then `count` timed; nothing may be lost on the
@@ -282,7 +286,7 @@ fn timed<R: RoundTrips>(
     mut proto: R,
     warmup: u64,
     count: u64,
-) -> Result<Measure, String> {
+) -> anyhow::Result<Measure> {
     exchange(ends, ch, sh, &mut w, &mut proto, warmup)?;
     let frames = ends.pair.frames();
     let (r, secs) = measured(|| exchange(ends, ch, sh, &mut w, &mut proto, count));
@@ -290,7 +294,7 @@ fn timed<R: RoundTrips>(
     let frames = ends.pair.frames() - frames;
     ends.check_clean()?;
     if !w.inflight.is_empty() {
-        return Err(format!("smoltcp: {} left in flight", R::REQUESTS));
+        return Err(anyhow::anyhow!("smoltcp: {} left in flight", R::REQUESTS));
     }
     Ok(Measure {
         ops: count,
@@ -311,7 +315,7 @@ fn exchange<R: RoundTrips>(
     w: &mut Window,
     proto: &mut R,
     count: u64,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let mut issued = 0u64;
     let mut done = 0u64;
     let end = ends.clock.ns + STALL_NS;
@@ -333,7 +337,7 @@ fn exchange<R: RoundTrips>(
                 Some(seq) if w.answered(seq, bytes) => done += 1,
                 seq => {
                     let n = bytes.len();
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "{}: wrong answer (seq {seq:?}, {n} bytes)",
                         R::NAME
                     ));
@@ -345,7 +349,7 @@ fn exchange<R: RoundTrips>(
         let moved = ends.pair.bytes() - before;
         ends.tick(moved, w.room(issued, count));
         if ends.clock.ns > end {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "smoltcp {}: stalled after {done} of {count} {}",
                 R::NAME,
                 R::REQUESTS
@@ -365,24 +369,24 @@ impl RoundTrips for Echo {
     const REQUESTS: &'static str = "datagrams";
     type Socket = udp::Socket<'static>;
 
-    fn send(&mut self, s: &mut Self::Socket, req: &[u8], _: u64) -> Result<bool, String> {
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], _: u64) -> anyhow::Result<bool> {
         let dest = IpEndpoint::new(ip(SERVER_IP), PORT);
         s.send_slice(req, dest)
-            .map_err(|e| format!("udp send: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("udp send: {e}"))?;
         Ok(true)
     }
 
-    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String> {
+    fn answer(&mut self, s: &mut Self::Socket) -> anyhow::Result<Option<&[u8]>> {
         Ok(match s.recv_slice(&mut self.buf) {
             Ok((n, _)) => Some(&self.buf[..n]),
             Err(_) => None,
         })
     }
 
-    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String> {
+    fn serve(&mut self, s: &mut Self::Socket) -> anyhow::Result<()> {
         while let Ok((n, meta)) = s.recv_slice(&mut self.buf) {
             s.send_slice(&self.buf[..n], meta.endpoint)
-                .map_err(|e| format!("udp echo: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("udp echo: {e}"))?;
         }
         Ok(())
     }
@@ -401,10 +405,10 @@ struct Rr {
 
 /// Reads into `buf` from `*at` on; true once `buf` is full (and `*at`
 /// back at 0 for the next).
-fn read_whole(sock: &mut tcp::Socket<'_>, buf: &mut [u8], at: &mut usize) -> Result<bool, String> {
+fn read_whole(sock: &mut tcp::Socket<'_>, buf: &mut [u8], at: &mut usize) -> anyhow::Result<bool> {
     let n = sock
         .recv_slice(&mut buf[*at..])
-        .map_err(|e| format!("tcp recv: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("tcp recv: {e}"))?;
     *at += n;
     if *at < buf.len() {
         return Ok(false);
@@ -418,19 +422,23 @@ impl RoundTrips for Rr {
     const REQUESTS: &'static str = "requests";
     type Socket = tcp::Socket<'static>;
 
-    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> Result<bool, String> {
+    fn send(&mut self, s: &mut Self::Socket, req: &[u8], seq: u64) -> anyhow::Result<bool> {
         // Until the handshake is done there is nowhere to send.
         if !s.may_send() {
             return Ok(false);
         }
-        let n = s.send_slice(req).map_err(|e| format!("tcp send: {e}"))?;
+        let n = s
+            .send_slice(req)
+            .map_err(|e| anyhow::anyhow!("tcp send: {e}"))?;
         if n != req.len() {
-            return Err(format!("tcp: request {seq} did not fit ({n} bytes)"));
+            return Err(anyhow::anyhow!(
+                "tcp: request {seq} did not fit ({n} bytes)"
+            ));
         }
         Ok(true)
     }
 
-    fn answer(&mut self, s: &mut Self::Socket) -> Result<Option<&[u8]>, String> {
+    fn answer(&mut self, s: &mut Self::Socket) -> anyhow::Result<Option<&[u8]>> {
         if s.can_recv() && read_whole(s, &mut self.response, &mut self.response_at)? {
             Ok(Some(&self.response))
         } else {
@@ -438,16 +446,16 @@ impl RoundTrips for Rr {
         }
     }
 
-    fn serve(&mut self, s: &mut Self::Socket) -> Result<(), String> {
+    fn serve(&mut self, s: &mut Self::Socket) -> anyhow::Result<()> {
         while s.can_recv() {
             if !read_whole(s, &mut self.scratch, &mut self.scratch_at)? {
                 break;
             }
             let n = s
                 .send_slice(&self.scratch)
-                .map_err(|e| format!("tcp send: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("tcp send: {e}"))?;
             if n != self.scratch.len() {
-                return Err(format!("tcp: response did not fit ({n} bytes)"));
+                return Err(anyhow::anyhow!("tcp: response did not fit ({n} bytes)"));
             }
         }
         Ok(())
@@ -458,7 +466,7 @@ impl RoundTrips for Rr {
 /// a homa request: sequence number, then the pattern), checked in place by
 /// the receiver, after `warmup` messages; nagle off, smoltcp's default
 /// delayed ACKs, 1 MiB socket buffers.
-pub fn tcp_bulk(len: usize, warmup: u64, count: u64) -> Result<Measure, String> {
+pub fn tcp_bulk(len: usize, warmup: u64, count: u64) -> anyhow::Result<Measure> {
     let mut ends = Ends::new(4096);
     // Nagle off at the sender; delayed ACKs as smoltcp's default (an ACK
     // for every second full segment), as bulk TCP runs.
@@ -501,7 +509,7 @@ fn bulk(
     sh: SocketHandle,
     st: &mut Bulk,
     count: u64,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let len = st.len as u64;
     let target = st.received + count * len;
     let end = ends.clock.ns + STALL_NS;
@@ -516,7 +524,7 @@ fn bulk(
                 }
                 let n = sock
                     .send_slice(&st.message[at..])
-                    .map_err(|e| format!("tcp send: {e}"))?;
+                    .map_err(|e| anyhow::anyhow!("tcp send: {e}"))?;
                 if n == 0 {
                     break;
                 }
@@ -543,8 +551,8 @@ fn bulk(
                 match r {
                     Ok((0, _)) => break,
                     Ok((n, true)) => st.received += n as u64,
-                    Ok((_, false)) => return Err("tcp: stream arrived wrong".into()),
-                    Err(e) => return Err(format!("tcp recv: {e}")),
+                    Ok((_, false)) => return Err(anyhow::anyhow!("tcp: stream arrived wrong")),
+                    Err(e) => return Err(anyhow::anyhow!("tcp recv: {e}")),
                 }
             }
         }
@@ -552,7 +560,7 @@ fn bulk(
         let busy = st.sent < target && ends.csockets.get_mut::<tcp::Socket>(ch).can_send();
         ends.tick(moved, busy);
         if ends.clock.ns > end {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "smoltcp tcp: stalled at {} of {target} bytes",
                 st.received
             ));

@@ -2,8 +2,8 @@
 //! (docs/benchmarks.md section 3).
 //!
 //! `homa-bench` runs everything and prints a table, then one `ratios:` line.
-//! `--quick` runs a tiny amount of each, only to check that all completes,
-//! and prints only that it did (figures of so little work mean nothing).
+//! `--quick` runs a tiny amount of each and prints the same rows: a check
+//! that all completes, with rough figures.
 //! `--reps N` sets the repetitions. `--only homa-rpc|homa-rpc-1024|
 //! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk|tcp-rr --count N` runs one
 //! measurement of N operations once. `--callgrind` runs each of them again
@@ -18,9 +18,10 @@ use homa_tools::bench::{self, callgrind, Options, Single};
 
 /// homa-stack against smoltcp 0.13, in one process and one run.
 #[derive(Parser, Debug)]
-#[command(name = "homa-bench", version, about)]
+#[command(name = "homa-bench", version, mut_args = homa_tools::cli::negative_values)]
 struct Cli {
-    /// A tiny amount of each measurement: checks that all completes.
+    /// A tiny amount of each measurement, the same rows: checks that all
+    /// completes (the figures of so little work are rough).
     #[arg(long, conflicts_with = "only")]
     quick: bool,
     /// Instructions per operation of each row under valgrind's callgrind,
@@ -46,19 +47,19 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("homa-bench: {e}");
+            eprintln!("homa-bench: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(which) = cli.only {
         let m = bench::single(which, cli.count)?;
         return homa_tools::outln!("{}", bench::summary(which, &m));
     }
     if cli.callgrind {
-        let exe = std::env::current_exe().map_err(|e| format!("no path to myself: {e}"))?;
+        let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("no path to myself: {e}"))?;
         let mut figures = Vec::new();
         for row in callgrind::ROWS {
             eprintln!("homa-bench: {} under callgrind", row.name);
@@ -79,10 +80,7 @@ fn run(cli: Cli) -> Result<(), String> {
     }
     let report = bench::run(o, |what| eprintln!("homa-bench: {what}"))?;
     if cli.quick {
-        return homa_tools::outln!(
-            "homa-bench: quick run completed ({} measurements; run without --quick for figures)",
-            report.rows.len()
-        );
+        eprintln!("homa-bench: a quick run: few operations, rough figures");
     }
     homa_tools::cli::write_stdout(&format!("{}{}\n", report.table(), report.ratios_line()))
 }

@@ -18,13 +18,13 @@ fn main() -> ExitCode {
     match run(cmd) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("homa-perf: {e}");
+            eprintln!("homa-perf: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cmd: Command) -> Result<ExitCode, String> {
+fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Cleanup => {
             let n = testbed::cleanup_leftovers();

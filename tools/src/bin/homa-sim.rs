@@ -83,7 +83,7 @@ enum StyleArg {
 /// arrivals, seed 1, every protocol (one thread each unless --sequential).
 /// Exits 1 when any message failed.
 #[derive(Parser, Debug)]
-#[command(name = "homa-sim", version)]
+#[command(name = "homa-sim", version, mut_args = homa_tools::cli::negative_values)]
 struct Args {
     /// Fabric shape.
     #[arg(long, value_enum, default_value = "rack")]
@@ -302,7 +302,7 @@ fn main_inner(args: &Args) -> Result<ExitCode, Failure> {
             text.push_str(&format!("plot written to {path}\n"));
         }
     }
-    cli::write_stdout(&text).map_err(Failure::Output)?;
+    cli::write_stdout(&text).map_err(|e| Failure::Output(format!("{e:#}")))?;
     if args.json && !o.quiet {
         for p in &r.results {
             eprintln!("{}: {}", p.protocol.name(), report::speed(p));

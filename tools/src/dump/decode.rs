@@ -16,10 +16,11 @@ use std::net::IpAddr;
 use homa_phy::share::ipv6_upper_layer;
 use homa_stack::wire::homa::{self, PacketType};
 use homa_stack::wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
-use homa_stack::wire::pretty::{is_hijacked, Network, Transport as WireTransport};
-use homa_stack::wire::{
-    dissect, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, VlanTag,
-};
+use homa_stack::wire::pretty::is_hijacked;
+use homa_stack::wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, VlanTag};
+
+use super::foreign::foreign;
+pub use super::foreign::Foreign;
 
 use super::reader::{
     Record, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
@@ -83,9 +84,12 @@ pub struct Ip {
     pub payload_len: usize,
     /// IPv4: the header checksum field and whether it is right.
     pub checksum: Option<(u16, bool)>,
-    /// An IPv4 fragment other than a whole datagram.
-    pub fragment: bool,
+    /// A fragment of a larger datagram.
+    pub fragment: Option<Fragment>,
 }
+
+/// A fragment's byte offset and whether more fragments follow.
+pub type Fragment = (usize, bool);
 
 impl Ip {
     /// Homa's priority: TOS or traffic class `>> 5` (protocol.md 2.2).
@@ -162,17 +166,6 @@ impl Homa<'_> {
     pub fn has_common_header(&self) -> bool {
         self.captured >= homa::COMMON_HEADER_LEN
     }
-}
-
-/// Another protocol, shown as homa-stack's dissector shows it.
-#[derive(Debug, Clone)]
-pub struct Foreign {
-    /// The type column: `ARP`, `ICMPv4`, `ICMPv6`.
-    pub kind: &'static str,
-    /// The rest of the line.
-    pub text: String,
-    /// Its JSON object.
-    pub json: serde_json::Value,
 }
 
 /// The layer above IP.
@@ -257,8 +250,10 @@ pub fn decode(record: &Record) -> Decoded<'_> {
         LINKTYPE_UNDECLARED => return malformed(None, "frame of an undeclared interface"),
         other => return malformed(None, &format!("link type {other} is not supported")),
     };
+    // A frame captured whole cannot be cut short by the snap length.
+    let whole_frame = record.data.len() >= record.orig_len;
     let net = match ethertype {
-        EtherType::Ipv4 | EtherType::Ipv6 => ip(ethertype, rest),
+        EtherType::Ipv4 | EtherType::Ipv6 => ip(ethertype, rest, whole_frame),
         EtherType::Arp => match foreign(EtherType::Arp, rest) {
             Some(f) => Net::Arp(f),
             None => Net::Malformed(format!("malformed ARP ({} bytes)", rest.len())),
@@ -350,8 +345,10 @@ fn sll2(data: &[u8]) -> Option<(Link, EtherType, &[u8])> {
     Some((link, ethertype, data.get(20..)?))
 }
 
-/// The IP layer; `ethertype` says which version the link layer announced.
-fn ip(ethertype: EtherType, data: &[u8]) -> Net<'_> {
+/// The IP layer; `ethertype` says which version the link layer announced,
+/// `whole_frame` whether the capture holds all of the frame (so a datagram
+/// longer than what was captured is malformed, not cut by the snap length).
+fn ip(ethertype: EtherType, data: &[u8], whole_frame: bool) -> Net<'_> {
     let name = if ethertype == EtherType::Ipv6 {
         "IPv6"
     } else {
@@ -376,8 +373,27 @@ fn ip(ethertype: EtherType, data: &[u8]) -> Net<'_> {
     // What was captured of the payload, without link-layer padding.
     let captured = &payload[..payload.len().min(ip.payload_len)];
     let whole = captured.len() == ip.payload_len;
-    let transport = if ip.fragment {
-        Transport::Other("fragment".into())
+    if !whole && whole_frame {
+        let why = format!(
+            "malformed {name}: the header announces {} payload bytes, the frame holds {}",
+            ip.payload_len,
+            captured.len()
+        );
+        return Net::Ip(ip, Transport::Malformed(why));
+    }
+    let transport = if let Some((offset, more)) = ip.fragment {
+        let what = format!(
+            "{name} fragment (offset {offset}{})",
+            if more { ", more fragments" } else { "" }
+        );
+        if ip.proto == u8::from(IpProtocol::Homa) {
+            // Homa never sends IP fragments: such a packet is not Homa's.
+            Transport::Malformed(format!(
+                "{what} of protocol 146 (HOMA): Homa never sends IP fragments"
+            ))
+        } else {
+            Transport::Other(what)
+        }
     } else {
         match ip.proto {
             146 => homa_transport(&ip, captured, false),
@@ -424,7 +440,8 @@ fn ipv4(data: &[u8]) -> Option<(Ip, &[u8])> {
         header_len,
         payload_len: usize::from(packet.total_len()) - header_len,
         checksum: Some((packet.checksum(), packet.verify_checksum())),
-        fragment: packet.more_frags() || packet.frag_offset() != 0,
+        fragment: (packet.more_frags() || packet.frag_offset() != 0)
+            .then(|| (usize::from(packet.frag_offset()), packet.more_frags())),
     };
     Some((ip, packet.captured_payload()))
 }
@@ -460,10 +477,10 @@ fn ipv6(data: &[u8]) -> Result<(Ip, &[u8]), &'static str> {
 
 /// Follows the extension headers from `next` over `rest` as homa-stack does
 /// ([`ipv6_upper_layer`]), and past a fragment header, which it does not
-/// follow: the upper-layer protocol, its captured bytes, and whether they
-/// are part of a fragmented datagram.
-fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8], bool)> {
-    let mut fragment = false;
+/// follow: the upper-layer protocol, its captured bytes, and, for a fragment
+/// of a larger datagram, its byte offset and whether more follow.
+fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8], Option<Fragment>)> {
+    let mut fragment = None;
     for _ in 0..=IPV6_MAX_FRAGMENT_HEADERS {
         let (proto, upper) = ipv6_upper_layer(next, rest)?;
         if proto != IPV6_FRAGMENT {
@@ -475,7 +492,10 @@ fn upper_layer(mut next: u8, mut rest: &[u8]) -> Option<(u8, &[u8], bool)> {
             return None;
         };
         let offset_flags = u16::from_be_bytes([offset_hi, offset_lo]);
-        fragment |= offset_flags >> 3 != 0 || offset_flags & 1 != 0;
+        let (offset, more) = (usize::from(offset_flags >> 3) * 8, offset_flags & 1 != 0);
+        if offset != 0 || more {
+            fragment = Some((offset, more));
+        }
         next = nh;
         rest = upper.get(8..)?;
     }
@@ -561,31 +581,6 @@ pub fn homa_checksum(src: &IpAddr, dst: &IpAddr, data: &[u8]) -> HomaChecksum {
     HomaChecksum::Bad(packet.expected_checksum(src, dst).unwrap_or(0))
 }
 
-/// ARP or ICMP through homa-stack's dissector: the packet behind a
-/// made-up Ethernet header.
-fn foreign(ethertype: EtherType, packet: &[u8]) -> Option<Foreign> {
-    let mut frame = Vec::with_capacity(14 + packet.len());
-    frame.extend_from_slice(&[0; 12]);
-    frame.extend_from_slice(&u16::from(ethertype).to_be_bytes());
-    frame.extend_from_slice(packet);
-    let d = dissect(&frame);
-    let json = super::json::foreign_json(&d)?;
-    let kind = match (&d.network, &d.transport) {
-        (Network::Arp(_), _) => "ARP",
-        (_, WireTransport::Icmpv4 { .. }) => "ICMPv4",
-        (_, WireTransport::Icmpv6 { .. }) => "ICMPv6",
-        (_, WireTransport::IcmpOther { ip_version: 4, .. }) => "ICMPv4",
-        (_, WireTransport::IcmpOther { .. }) => "ICMPv6",
-        _ => return None,
-    };
-    let text = d.to_string();
-    // Drop the made-up link addresses and, for ARP, the protocol name.
-    let text = text.split_once(", ").map_or(&text[..], |(_, rest)| rest);
-    let text = text.strip_prefix("ARP ").unwrap_or(text);
-    let text = text.replacen(&format!(" {kind} "), " ", 1);
-    Some(Foreign { kind, text, json })
-}
-
 #[cfg(test)]
 mod tests {
     use homa_stack::wire::{checksum, Ipv4Addr};
@@ -612,12 +607,13 @@ mod tests {
         let p = v6(60, rest.len() as u16, &rest);
         let (ip, payload) = ipv6(&p).unwrap();
         assert_eq!((ip.proto, ip.header_len, ip.payload_len), (146, 56, 28));
-        assert!(!ip.fragment);
+        assert_eq!(ip.fragment, None);
         assert_eq!(payload.len(), 28);
         // A fragment with an offset.
         let mut frag = rest.clone();
         frag[10..12].copy_from_slice(&0x0008u16.to_be_bytes());
-        assert!(ipv6(&v6(60, frag.len() as u16, &frag)).unwrap().0.fragment);
+        let frag = ipv6(&v6(60, frag.len() as u16, &frag)).unwrap().0.fragment;
+        assert_eq!(frag, Some((8, false)));
         // Extension headers longer than the payload, or than the capture.
         assert!(ipv6(&v6(60, 8, &rest)).is_err());
         assert!(ipv6(&v6(60, rest.len() as u16, &rest[..12])).is_err());

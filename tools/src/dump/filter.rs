@@ -10,8 +10,8 @@ use super::decode::{Decoded, Net};
 /// The filters of the command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
-    /// Homa packet types (upper-case names as printed: `DATA`, `NEED_ACK`).
-    pub types: Vec<String>,
+    /// Homa packet types.
+    pub types: Vec<PacketType>,
     /// IP addresses, matching source or destination.
     pub hosts: Vec<IpAddr>,
     /// Homa ports, matching source or destination.
@@ -21,30 +21,22 @@ pub struct Filter {
     pub rpcs: Vec<u64>,
 }
 
-/// The type names `--type` accepts.
-pub const TYPE_NAMES: [&str; 9] = [
-    "DATA",
-    "GRANT",
-    "RESEND",
-    "RPC_UNKNOWN",
-    "BUSY",
-    "CUTOFFS",
-    "FREEZE",
-    "NEED_ACK",
-    "ACK",
-];
+/// Every Homa packet type homa-stack knows (the type bytes are 0x10 to 0x18).
+fn known_types() -> impl Iterator<Item = PacketType> {
+    (0x10..=0x18u8)
+        .map(PacketType::from)
+        .filter(|t| !matches!(t, PacketType::Unknown(_)))
+}
 
-/// Parses a `--type` value: a name of [`TYPE_NAMES`], any case.
-pub fn parse_type(s: &str) -> Result<String, String> {
+/// Parses a `--type` value: a type's name as homa-dump prints it, any case.
+pub fn parse_type(s: &str) -> anyhow::Result<PacketType> {
     let upper = s.to_ascii_uppercase();
-    if TYPE_NAMES.contains(&upper.as_str()) {
-        Ok(upper)
-    } else {
-        Err(format!(
-            "unknown Homa type {s:?} (one of {})",
-            TYPE_NAMES.join(", ")
-        ))
-    }
+    known_types()
+        .find(|t| t.to_string() == upper)
+        .ok_or_else(|| {
+            let names: Vec<String> = known_types().map(|t| t.to_string()).collect();
+            anyhow::anyhow!("unknown Homa type {s:?} (one of {})", names.join(", "))
+        })
 }
 
 impl Filter {
@@ -66,11 +58,8 @@ impl Filter {
         let Some(h) = d.homa() else {
             return false;
         };
-        if !self.types.is_empty() {
-            let name = h.ptype.to_string();
-            if matches!(h.ptype, PacketType::Unknown(_)) || !self.types.contains(&name) {
-                return false;
-            }
+        if !self.types.is_empty() && !self.types.contains(&h.ptype) {
+            return false;
         }
         let p = &h.packet;
         if !self.ports.is_empty()

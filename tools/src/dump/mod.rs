@@ -3,7 +3,8 @@
 //! line per RPC (`--rpcs`) or a summary (`--stats`).
 //!
 //! The pieces: [`reader`] (capture files), [`decode`] (link, IP and Homa
-//! headers, tolerant of snap-length cuts), [`filter`], [`print`](mod@print) (text),
+//! headers, tolerant of snap-length cuts; ARP and ICMP through [`foreign`]),
+//! [`filter`], [`print`](mod@print) (text),
 //! [`json`] and [`rpcs`] (the RPC view and the statistics).
 //!
 //! Exit status: 0 when the capture was read to its end; 1 when it cannot be
@@ -12,6 +13,7 @@
 
 pub mod decode;
 pub mod filter;
+pub mod foreign;
 pub mod json;
 pub mod print;
 pub mod reader;
@@ -23,6 +25,7 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
+use homa_stack::wire::homa::PacketType;
 
 use self::filter::Filter;
 use self::print::{Clock, TimeMode};
@@ -33,6 +36,7 @@ use self::rpcs::Tracker;
 #[derive(Debug, Parser)]
 #[command(
     name = "homa-dump",
+    mut_args = crate::cli::negative_values,
     about = "Prints the Homa packets of a pcap or pcapng capture, tcpdump style",
     after_help = "Link types: Ethernet, Linux cooked v1 and v2 (tcpdump -i any), raw IPv4/IPv6.\n\
                   Live: tcpdump -i eth0 -U -w - ip proto 146 | homa-dump -\n\
@@ -55,13 +59,13 @@ pub struct Options {
     /// (since the previous one) or none.
     #[arg(short = 't', long = "time", value_enum, default_value = "absolute")]
     pub time: TimeMode,
-    /// Stop after N frames shown.
-    #[arg(short = 'c', value_name = "N")]
+    /// Stop after N frames shown (N >= 1).
+    #[arg(short = 'c', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Only these Homa types (DATA, GRANT, RESEND, RPC_UNKNOWN, BUSY,
-    /// CUTOFFS, FREEZE, NEED_ACK, ACK); repeat or separate with commas.
+    /// Only these Homa types, named as printed (DATA, NEED_ACK, ...; any
+    /// case); repeat or separate with commas.
     #[arg(long = "type", value_name = "TYPE", value_delimiter = ',', value_parser = filter::parse_type)]
-    pub types: Vec<String>,
+    pub types: Vec<PacketType>,
     /// Only packets from or to this address.
     #[arg(long = "host", value_name = "ADDR")]
     pub hosts: Vec<IpAddr>,

@@ -2,6 +2,7 @@
 //! subnet, MAC addresses, and which targets are allowed. Shared by the
 //! options ([`super::cli`]) and the device set-up ([`super::netcfg`]).
 
+use anyhow::Context as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use homa_stack::wire::EthernetAddress;
@@ -18,15 +19,15 @@ pub struct Cidr {
 impl Cidr {
     /// Parses `A.B.C.D/NN` or `IPV6/NN` (any address, and a prefix up to
     /// 32 or 128; see [`Cidr::parse_host`] for an interface's own address).
-    pub fn parse(s: &str) -> Result<Cidr, String> {
+    pub fn parse(s: &str) -> anyhow::Result<Cidr> {
         let (a, p) = s
             .split_once('/')
-            .ok_or_else(|| format!("{s}: expected A.B.C.D/NN or IPV6/NN"))?;
+            .with_context(|| format!("{s}: expected A.B.C.D/NN or IPV6/NN"))?;
         let addr: IpAddr = a
             .parse()
-            .map_err(|_| format!("{s}: {a} is neither an IPv4 nor an IPv6 address"))?;
+            .map_err(|_| anyhow::anyhow!("{s}: {a} is neither an IPv4 nor an IPv6 address"))?;
         let max = Cidr::bits(addr);
-        let range = || format!("{s}: the prefix length must be 0..={max}");
+        let range = || anyhow::anyhow!("{s}: the prefix length must be 0..={max}");
         let prefix: u8 = p.parse().map_err(|_| range())?;
         if u32::from(prefix) > max {
             return Err(range());
@@ -41,36 +42,38 @@ impl Cidr {
     /// network nor its broadcast address; IPv6, a unique-local address
     /// (fc00::/7) with a prefix of 16..=126 that is not the subnet-router
     /// anycast address (host part zero).
-    pub fn parse_host(s: &str) -> Result<Cidr, String> {
+    pub fn parse_host(s: &str) -> anyhow::Result<Cidr> {
         let c = Cidr::parse(s)?;
         match c.addr {
             IpAddr::V4(a) => {
                 if !(8..=30).contains(&c.prefix) {
-                    return Err(format!("{s}: an IPv4 prefix length must be 8..=30"));
+                    return Err(anyhow::anyhow!("{s}: an IPv4 prefix length must be 8..=30"));
                 }
                 if !a.is_private() {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "{s}: an IPv4 address must be private (10/8, 172.16/12, 192.168/16)"
                     ));
                 }
                 let host = c.host_bits();
                 if host == 0 || host == !c.mask() & u128::from(u32::MAX) {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "{s}: the address is the subnet's network or broadcast address, not a host's"
                     ));
                 }
             }
             IpAddr::V6(a) => {
                 if !(16..=126).contains(&c.prefix) {
-                    return Err(format!("{s}: an IPv6 prefix length must be 16..=126"));
+                    return Err(anyhow::anyhow!(
+                        "{s}: an IPv6 prefix length must be 16..=126"
+                    ));
                 }
                 if !is_unique_local(a) {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "{s}: an IPv6 address must be unique-local (fc00::/7)"
                     ));
                 }
                 if c.host_bits() == 0 {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "{s}: the address is the subnet's own (host part zero), not a host's"
                     ));
                 }
@@ -159,24 +162,26 @@ pub fn is_private(ip: IpAddr) -> bool {
 }
 
 /// Parses `02:00:00:00:00:01`.
-pub fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+pub fn parse_mac(s: &str) -> anyhow::Result<EthernetAddress> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
-        return Err(format!("{s}: expected six hex bytes XX:XX:XX:XX:XX:XX"));
+        return Err(anyhow::anyhow!(
+            "{s}: expected six hex bytes XX:XX:XX:XX:XX:XX"
+        ));
     }
     let mut b = [0u8; 6];
     for (d, p) in b.iter_mut().zip(parts) {
         *d = u8::from_str_radix(p, 16)
-            .map_err(|_| format!("{s}: expected six hex bytes XX:XX:XX:XX:XX:XX"))?;
+            .map_err(|_| anyhow::anyhow!("{s}: expected six hex bytes XX:XX:XX:XX:XX:XX"))?;
     }
     Ok(EthernetAddress(b))
 }
 
 /// Parses a MAC address a host may own: not zero, not multicast/broadcast.
-pub fn parse_unicast_mac(s: &str) -> Result<EthernetAddress, String> {
+pub fn parse_unicast_mac(s: &str) -> anyhow::Result<EthernetAddress> {
     let m = parse_mac(s)?;
     if m.0 == [0; 6] || m.0[0] & 1 == 1 {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "{s}: not a unicast address (zero, or the multicast bit is set)"
         ));
     }
@@ -257,7 +262,7 @@ mod tests {
             ("fd00::g/64", "neither"),
         ] {
             let e = Cidr::parse_host(bad).expect_err(bad);
-            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
         }
         assert!(is_private("fd00::1".parse().unwrap()));
         assert!(is_private("::1".parse().unwrap()));

@@ -8,7 +8,8 @@
 //! spent waiting for a free slot counts, as it does for TCP's socket buffer.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, RawFd};
 
 use homa_phy::{Device, Duration, Instant, PcapMode, PcapWriter, RawSocket, TapInterface};
@@ -20,12 +21,13 @@ use serde_json::{json, Value};
 
 use super::arrivals::{Arrival, Arrivals, Pace};
 use super::cli::{ClientOpts, HomaOpts, ServerOpts, Transport};
+use super::netcfg::{self, CreatedBridge};
 use super::payload::{self, fill, Answer, Header, Message, Refusal, HEADER_LEN};
 use super::progress::{percentiles, Progress};
 use super::report::{drops_text, ClientReport, ServerReport};
 use super::stats::SizeBuckets;
+use super::sys;
 use super::workload::MAX_MESSAGE;
-use super::{netcfg, sys};
 
 /// The wall clock as homa-phy time: nanoseconds since the run began.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +59,16 @@ enum Opened {
     Raw(RawSocket),
 }
 
-fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
+/// The device, its address, its own MAC if it has one, and the guard of
+/// a bridge made for it.
+type OpenDevice = (
+    Opened,
+    IpAddr,
+    Option<EthernetAddress>,
+    Option<CreatedBridge>,
+);
+
+fn open(transport: &Transport) -> anyhow::Result<OpenDevice> {
     match transport {
         Transport::Tap {
             name,
@@ -65,20 +76,17 @@ fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress
             bridge,
             host_ip,
         } => {
-            let tap = netcfg::open_tap(name, *ip, bridge.as_deref(), *host_ip)?;
-            Ok((Opened::Tap(tap), ip.addr, None))
+            let (tap, made) = netcfg::open_tap(name, *ip, bridge.as_deref(), *host_ip)?;
+            Ok((Opened::Tap(tap), ip.addr, None, made))
         }
         Transport::Iface { name, ip } => {
-            let raw = RawSocket::new(name).map_err(|e| e.to_string())?;
+            let raw = RawSocket::new(name)?;
             // Sharing a real interface: use its MAC, so the frames it
             // receives for us pass its filter.
-            Ok((
-                Opened::Raw(raw),
-                ip.addr,
-                Some(netcfg::interface_mac(name)?),
-            ))
+            let mac = netcfg::interface_mac(name)?;
+            Ok((Opened::Raw(raw), ip.addr, Some(mac), None))
         }
-        Transport::Tcp => Err("not a Homa transport".into()),
+        Transport::Tcp => Err(anyhow::anyhow!("not a Homa transport")),
     }
 }
 
@@ -90,28 +98,36 @@ trait Job {
 
 /// Opens the transport's device, builds an endpoint for it and runs the job
 /// `make` gives for the endpoint's address and MAC: the job's report, and
-/// the stack's and the device's counters for its `extra`.
-fn run_job<R, J: Job<Out = Result<(R, Value), String>>>(
+/// the stack's and the device's counters for its `extra`. A bridge the run
+/// created is removed at the end (its guard outlives the device).
+fn run_job<R, J: Job<Out = anyhow::Result<(R, Value)>>>(
     transport: &Transport,
     o: &HomaOpts,
     make: impl FnOnce(IpAddr, EthernetAddress) -> J,
-) -> Result<(R, Value), String> {
-    let (mut opened, ip, dev_mac) = open(transport)?;
+) -> anyhow::Result<(R, Value)> {
+    let (mut opened, ip, dev_mac, _bridge) = open(transport)?;
     let mac = o.mac.or(dev_mac).unwrap_or_else(|| netcfg::mac_for(ip));
     let mut mem = memory(o);
-    let mut ep = mem
-        .try_endpoint(config(ip, mac, o)?)
-        .map_err(|e| e.to_string())?;
+    let mut ep = mem.try_endpoint(config(ip, mac, o)?)?;
     let (out, dev) = with_device(&mut opened, o, &mut ep, make(ip, mac))?;
     let (report, stack) = out?;
     Ok((report, json!({ "stack": stack, "device": dev })))
 }
 
-fn pcap_sink(path: &Option<String>) -> Result<Option<Box<dyn Write>>, String> {
+/// The `--pcap` file, if asked for.
+struct Capture {
+    path: String,
+    file: BufWriter<File>,
+}
+
+fn pcap_sink(path: &Option<String>) -> anyhow::Result<Option<Capture>> {
     path.as_ref()
         .map(|p| {
-            let f = std::fs::File::create(p).map_err(|e| format!("{p}: {e}"))?;
-            Ok(Box::new(std::io::BufWriter::new(f)) as Box<dyn Write>)
+            let f = File::create(p).map_err(|e| anyhow::anyhow!("--pcap {p}: {e}"))?;
+            Ok(Capture {
+                path: p.clone(),
+                file: BufWriter::new(f),
+            })
         })
         .transpose()
 }
@@ -124,16 +140,16 @@ fn with_device<J: Job>(
     o: &HomaOpts,
     ep: &mut Endpoint<'_>,
     job: J,
-) -> Result<(J::Out, Value), String> {
+) -> anyhow::Result<(J::Out, Value)> {
     let sink = pcap_sink(&o.pcap)?;
     let (out, host) = match opened {
         Opened::Tap(t) => {
             let fd = t.as_raw_fd();
-            (run_on(&mut *t, fd, sink, o.drop_ppm, ep, job), t.stats())
+            (run_on(&mut *t, fd, sink, o.drop_ppm, ep, job)?, t.stats())
         }
         Opened::Raw(r) => {
             let fd = r.as_raw_fd();
-            (run_on(&mut *r, fd, sink, o.drop_ppm, ep, job), r.stats())
+            (run_on(&mut *r, fd, sink, o.drop_ppm, ep, job)?, r.stats())
         }
     };
     let dev = json!({
@@ -147,34 +163,41 @@ fn with_device<J: Job>(
 }
 
 /// Runs `job` on `dev`, behind the fault injector and the pcap writer when
-/// asked (the capture records what the stack saw, after the faults).
+/// asked (the capture records what the stack saw, after the faults). A
+/// capture that cannot be written is an error: at once if its file header
+/// cannot be, else at the end, after the run.
 fn run_on<D: Device, J: Job>(
     dev: D,
     fd: RawFd,
-    sink: Option<Box<dyn Write>>,
+    sink: Option<Capture>,
     drop_ppm: u32,
     ep: &mut Endpoint<'_>,
     job: J,
-) -> J::Out {
+) -> anyhow::Result<J::Out> {
     fn pcap<D: Device, J: Job>(
         dev: D,
         fd: RawFd,
-        sink: Option<Box<dyn Write>>,
+        sink: Option<Capture>,
         ep: &mut Endpoint<'_>,
         job: J,
-    ) -> J::Out {
-        match sink {
-            Some(s) => {
-                let mut w = PcapWriter::new(dev, s, PcapMode::Both);
-                let out = job.run(ep, &mut w, fd);
-                let _ = w.flush();
-                out
-            }
-            None => {
-                let mut dev = dev;
-                job.run(ep, &mut dev, fd)
-            }
+    ) -> anyhow::Result<J::Out> {
+        let Some(Capture { path, file }) = sink else {
+            let mut dev = dev;
+            return Ok(job.run(ep, &mut dev, fd));
+        };
+        let failed = |e: std::io::Error| anyhow::anyhow!("--pcap {path}: {e}");
+        let mut w = PcapWriter::new(dev, file, PcapMode::Both);
+        w.sink_mut().flush().map_err(failed)?;
+        let out = job.run(ep, &mut w, fd);
+        let lost = w.sink_errors();
+        let (_, mut file) = w.into_parts();
+        file.flush().map_err(failed)?;
+        if lost > 0 {
+            return Err(anyhow::anyhow!(
+                "--pcap {path}: {lost} frames could not be written"
+            ));
         }
+        Ok(out)
     }
     if drop_ppm == 0 {
         return pcap(dev, fd, sink, ep, job);
@@ -190,8 +213,8 @@ fn run_on<D: Device, J: Job>(
 /// (that address and the EUI-64 link-local one) for an IPv6 one. The hash
 /// seed is the operating system's: peers on a real network must not know
 /// it (the workload's `--seed` makes the requests repeat, not the ids).
-fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts) -> Result<Config, String> {
-    let seed = getrandom::u64().map_err(|e| format!("no random seed from the OS: {e}"))?;
+fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts) -> anyhow::Result<Config> {
+    let seed = getrandom::u64().map_err(|e| anyhow::anyhow!("no random seed from the OS: {e}"))?;
     let mut c = match ip {
         IpAddr::V4(a) => Config::new(a, mac, seed),
         IpAddr::V6(a) => {
@@ -329,7 +352,7 @@ impl Punctuality {
 }
 
 /// Runs a Homa server until its duration ends or a stop signal.
-pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
+pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
     let (mut report, extra) = run_job(&o.transport, &o.homa, |ip, mac| Server { o, ip, mac })?;
     report.extra = extra;
     Ok(report)
@@ -458,15 +481,14 @@ fn count(r: &mut ServerReport, a: Answered, quiet: bool) {
 }
 
 impl Job for Server<'_> {
-    type Out = Result<(ServerReport, Value), String>;
+    type Out = anyhow::Result<(ServerReport, Value)>;
 
     fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out {
         let o = self.o;
-        let sock = ep.bind(o.port).map_err(|e| e.to_string())?;
+        let sock = ep.bind(o.port)?;
         let clock = Clock::start();
         for &(ip, mac) in &o.homa.neighbors {
-            ep.add_neighbor(clock.now(), ip, mac)
-                .map_err(|e| e.to_string())?;
+            ep.add_neighbor(clock.now(), ip, mac)?;
         }
         sys::set_timer_slack_ns(1_000);
         eprintln!(
@@ -526,7 +548,7 @@ impl Job for Server<'_> {
 
 /// Runs a Homa client: issues RPCs for the duration, waits for the
 /// outstanding ones up to the drain time, and reports.
-pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
+pub fn run_client(o: &ClientOpts) -> anyhow::Result<ClientReport> {
     let (mut report, extra) = run_job(&o.transport, &o.homa, |_, _| Client { o })?;
     report.extra = extra;
     Ok(report)
@@ -584,17 +606,16 @@ struct InFlight {
 }
 
 impl Job for Client<'_> {
-    type Out = Result<(ClientReport, Value), String>;
+    type Out = anyhow::Result<(ClientReport, Value)>;
 
     fn run<D: Device>(self, ep: &mut Endpoint<'_>, dev: &mut D, fd: RawFd) -> Self::Out {
         let o = self.o;
-        let sock = ep.socket().map_err(|e| e.to_string())?;
+        let sock = ep.socket()?;
         sys::set_timer_slack_ns(1_000);
         sleep_until_unix_ms(o.start_at_ms);
         let mut c = ClientRun::new(o, sock, Clock::start());
         for &(ip, mac) in &o.homa.neighbors {
-            ep.add_neighbor(c.clock.now(), ip, mac)
-                .map_err(|e| e.to_string())?;
+            ep.add_neighbor(c.clock.now(), ip, mac)?;
         }
         let mut stopped = false;
         let mut punct = Punctuality::default();

@@ -1,7 +1,6 @@
 //! Setting up the host side: the TAP device (created and configured when it
 //! does not exist), a bridge to join it to, and running `ip`/`tc`.
 
-use std::io;
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
@@ -12,15 +11,15 @@ use homa_stack::wire::EthernetAddress;
 use super::addr::Cidr;
 
 /// Runs a program (`ip`, `tc`) and fails with its stderr if it fails.
-pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
+pub fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("{program}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{program}: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "`{program} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -29,15 +28,15 @@ pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
 }
 
 /// Runs a program and returns its stdout.
-pub fn output(program: &str, args: &[&str]) -> Result<String, String> {
+pub fn output(program: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("{program}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{program}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "`{program} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -51,9 +50,10 @@ pub fn interface_exists(name: &str) -> bool {
 }
 
 /// The MAC address of interface `name`.
-pub fn interface_mac(name: &str) -> Result<EthernetAddress, String> {
+pub fn interface_mac(name: &str) -> anyhow::Result<EthernetAddress> {
     let path = Path::new("/sys/class/net").join(name).join("address");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     super::addr::parse_mac(text.trim())
 }
 
@@ -82,7 +82,7 @@ fn quiet_ipv6(name: &str) {
 /// Gives interface `name` the address `a`. An IPv6 one skips duplicate
 /// address detection (`nodad`): the subnet is ours, and the kernel would
 /// otherwise not use the address for a second or more.
-fn add_address(name: &str, a: Cidr) -> Result<(), String> {
+fn add_address(name: &str, a: Cidr) -> anyhow::Result<()> {
     let a = a.to_string();
     let mut args = vec!["addr", "add", &a, "dev", name];
     if a.contains(':') {
@@ -91,11 +91,46 @@ fn add_address(name: &str, a: Cidr) -> Result<(), String> {
     run("ip", &args)
 }
 
+/// A bridge this run created, removed when dropped: unless an interface
+/// other than the run's TAP is still on it (another run joined it), which
+/// is then left in place with a note.
+#[derive(Debug)]
+pub struct CreatedBridge {
+    name: String,
+    tap: String,
+}
+
+impl Drop for CreatedBridge {
+    fn drop(&mut self) {
+        let members = std::fs::read_dir(format!("/sys/class/net/{}/brif", self.name));
+        let others: Vec<String> = members
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|m| *m != self.tap)
+            .collect();
+        let outcome = if others.is_empty() {
+            run("ip", &["link", "del", &self.name])
+        } else {
+            Err(anyhow::anyhow!(
+                "bridge {} left in place: {} still on it",
+                self.name,
+                others.join(", ")
+            ))
+        };
+        if let Err(e) = outcome {
+            eprintln!("homa-perf: {e}");
+        }
+    }
+}
+
 /// Creates bridge `name` if it does not exist, with `addr` when given, and
 /// brings it up. The kernel's IPv6 is turned off on it unless `addr` is
-/// IPv6.
-pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<(), String> {
-    if !interface_exists(name) {
+/// IPv6. Returns whether it was created.
+pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> anyhow::Result<bool> {
+    let created = !interface_exists(name);
+    if created {
         run("ip", &["link", "add", name, "type", "bridge"])?;
         match addr {
             Some(a) if a.addr.is_ipv6() => {}
@@ -105,24 +140,26 @@ pub fn ensure_bridge(name: &str, addr: Option<Cidr>) -> Result<(), String> {
             add_address(name, a)?;
         }
     }
-    run("ip", &["link", "set", name, "up"])
+    run("ip", &["link", "set", name, "up"])?;
+    Ok(created)
 }
 
 /// Opens TAP `name`. When it does not exist yet, it is created and
 /// configured: joined to `bridge` (made if missing, with `host_ip`), or else
 /// given `host_ip` (default: [`Cidr::default_peer`] of `ip`); its queue
 /// toward us is lengthened so that a descheduled reader loses no frames;
-/// then it is brought up. An existing TAP is used as it is.
+/// then it is brought up. An existing TAP is used as it is. Returns the
+/// TAP and, when the bridge was made here, its guard.
 pub fn open_tap(
     name: &str,
     ip: Cidr,
     bridge: Option<&str>,
     host_ip: Option<Cidr>,
-) -> Result<TapInterface, String> {
+) -> anyhow::Result<(TapInterface, Option<CreatedBridge>)> {
     let existed = interface_exists(name);
-    let tap = TapInterface::new(name).map_err(|e| e.to_string())?;
+    let tap = TapInterface::new(name)?;
     if existed {
-        return Ok(tap);
+        return Ok((tap, None));
     }
     let host = host_ip.unwrap_or_else(|| ip.default_peer());
     // The kernel's IPv6 stays on only where it has an IPv6 address (and
@@ -131,20 +168,24 @@ pub fn open_tap(
         quiet_ipv6(name);
     }
     run("ip", &["link", "set", name, "txqueuelen", "10000"])?;
+    let mut made = None;
     match bridge {
         Some(br) => {
-            ensure_bridge(br, host_ip)?;
+            if ensure_bridge(br, host_ip)? {
+                made = Some(CreatedBridge {
+                    name: br.to_string(),
+                    tap: name.to_string(),
+                });
+            }
             run("ip", &["link", "set", name, "master", br])?;
         }
         None => match host.addr {
-            IpAddr::V4(a) => tap
-                .set_ipv4_address(a.octets(), host.prefix)
-                .map_err(|e| e.to_string())?,
+            IpAddr::V4(a) => tap.set_ipv4_address(a.octets(), host.prefix)?,
             IpAddr::V6(_) => add_address(name, host)?,
         },
     }
-    tap.set_up(true).map_err(|e: io::Error| e.to_string())?;
-    Ok(tap)
+    tap.set_up(true)?;
+    Ok((tap, made))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! What a client or server run found, as a table for people and as JSON for
 //! the testbed (which merges the clients' histograms).
 
+use anyhow::Context as _;
 use serde_json::{json, Value};
 
 use super::stats::{Histogram, SizeBuckets};
@@ -74,9 +75,15 @@ impl ClientReport {
     }
 
     /// Reads [`ClientReport::to_json`]'s form back.
-    pub fn from_json(v: &Value) -> Result<ClientReport, String> {
-        let u = |k: &str| v[k].as_u64().ok_or(format!("client report without {k}"));
-        let f = |k: &str| v[k].as_f64().ok_or(format!("client report without {k}"));
+    pub fn from_json(v: &Value) -> anyhow::Result<ClientReport> {
+        let u = |k: &str| {
+            v[k].as_u64()
+                .with_context(|| format!("client report without {k}"))
+        };
+        let f = |k: &str| {
+            v[k].as_f64()
+                .with_context(|| format!("client report without {k}"))
+        };
         let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
         Ok(ClientReport {
             protocol: s("protocol"),
@@ -98,7 +105,7 @@ impl ClientReport {
     }
 
     /// Adds another client's results (same workload) to these.
-    pub fn merge(&mut self, o: &ClientReport) -> Result<(), String> {
+    pub fn merge(&mut self, o: &ClientReport) -> anyhow::Result<()> {
         self.rtt.merge(&o.rtt)?;
         self.duration_s = self.duration_s.max(o.duration_s);
         self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
@@ -294,9 +301,15 @@ impl ServerReport {
     }
 
     /// Reads [`ServerReport::to_json`]'s form back.
-    pub fn from_json(v: &Value) -> Result<ServerReport, String> {
-        let u = |k: &str| v[k].as_u64().ok_or(format!("server report without {k}"));
-        let f = |k: &str| v[k].as_f64().ok_or(format!("server report without {k}"));
+    pub fn from_json(v: &Value) -> anyhow::Result<ServerReport> {
+        let u = |k: &str| {
+            v[k].as_u64()
+                .with_context(|| format!("server report without {k}"))
+        };
+        let f = |k: &str| {
+            v[k].as_f64()
+                .with_context(|| format!("server report without {k}"))
+        };
         Ok(ServerReport {
             protocol: v["protocol"].as_str().unwrap_or_default().to_string(),
             elapsed_s: f("elapsed_s")?,
@@ -306,7 +319,7 @@ impl ServerReport {
             // Absent from reports of servers that predate it.
             headerless: v["headerless"].as_u64().unwrap_or(0),
             failures: serde_json::from_value(v["failures"].clone())
-                .map_err(|e| format!("server report failures: {e}"))?,
+                .map_err(|e| anyhow::anyhow!("server report failures: {e}"))?,
             request_bytes: u("request_bytes")?,
             response_bytes: u("response_bytes")?,
             cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),

@@ -3,6 +3,7 @@
 //! and sum kept beside it), mergeable across processes through their JSON
 //! form, and per-size-bucket sets of them.
 
+use anyhow::Context as _;
 use hdrhistogram::Histogram as Hdr;
 use serde_json::{json, Value};
 
@@ -124,18 +125,22 @@ impl Histogram {
     }
 
     /// Reads [`Histogram::to_json`]'s form back.
-    pub fn from_json(v: &Value) -> Result<Histogram, String> {
+    pub fn from_json(v: &Value) -> anyhow::Result<Histogram> {
         let mut h = Histogram::new();
-        let buckets = v["buckets"].as_array().ok_or("histogram without buckets")?;
+        let buckets = v["buckets"]
+            .as_array()
+            .context("histogram without buckets")?;
         for b in buckets {
-            let value = b[0].as_u64().ok_or("bad bucket value")?;
-            let c = b[1].as_u64().ok_or("bad bucket count")?;
+            let value = b[0].as_u64().context("bad bucket value")?;
+            let c = b[1].as_u64().context("bad bucket count")?;
             h.hdr
                 .record_n(value, c)
-                .map_err(|e| format!("bucket value {value}: {e:?}"))?;
+                .map_err(|e| anyhow::anyhow!("bucket value {value}: {e:?}"))?;
         }
         if h.count() != v["count"].as_u64().unwrap_or(u64::MAX) {
-            return Err("histogram count does not match its buckets".into());
+            return Err(anyhow::anyhow!(
+                "histogram count does not match its buckets"
+            ));
         }
         h.sum = v["sum_ns"].as_f64().unwrap_or(0.0) as u128;
         h.min = if h.count() == 0 {
@@ -201,11 +206,12 @@ impl SizeBuckets {
     }
 
     /// Adds `other`'s values; both must have the same bounds.
-    pub fn merge(&mut self, other: &SizeBuckets) -> Result<(), String> {
+    pub fn merge(&mut self, other: &SizeBuckets) -> anyhow::Result<()> {
         if self.bounds != other.bounds {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "size buckets differ: {:?} vs {:?}",
-                self.bounds, other.bounds
+                self.bounds,
+                other.bounds
             ));
         }
         for (a, b) in self.hists.iter_mut().zip(&other.hists) {
@@ -239,12 +245,16 @@ impl SizeBuckets {
     }
 
     /// Reads [`SizeBuckets::to_json`]'s form back.
-    pub fn from_json(v: &Value) -> Result<SizeBuckets, String> {
-        let list = v["buckets"].as_array().ok_or("no buckets")?;
+    pub fn from_json(v: &Value) -> anyhow::Result<SizeBuckets> {
+        let list = v["buckets"].as_array().context("no buckets")?;
         let mut bounds = Vec::new();
         let mut hists = Vec::new();
         for b in list {
-            bounds.push(b["max_bytes"].as_u64().ok_or("bucket without max_bytes")? as u32);
+            bounds.push(
+                b["max_bytes"]
+                    .as_u64()
+                    .context("bucket without max_bytes")? as u32,
+            );
             hists.push(Histogram::from_json(&b["hist"])?);
         }
         Ok(SizeBuckets {

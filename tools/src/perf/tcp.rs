@@ -112,10 +112,11 @@ fn frame(out: &mut Vec<u8>, msg: &[u8]) {
     out.extend_from_slice(msg);
 }
 
-fn stream_for(s: &TcpStream) -> Result<(), String> {
-    s.set_nodelay(true).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(TICK)).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(TICK)).map_err(|e| e.to_string())
+fn stream_for(s: &TcpStream) -> anyhow::Result<()> {
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(TICK))?;
+    s.set_write_timeout(Some(TICK))?;
+    Ok(())
 }
 
 /// What one connection's reader found.
@@ -190,7 +191,7 @@ impl Deadline {
 }
 
 /// Runs the TCP client.
-pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
+pub fn run_client(o: &ClientOpts) -> anyhow::Result<ClientReport> {
     sys::set_timer_slack_ns(1_000);
     let streams = connect(o)?;
     sleep_until_unix_ms(o.start_at_ms);
@@ -214,7 +215,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
         conns.push(conn.clone());
         let (tx, rx) = mpsc::channel::<Arrival>();
         senders.push(tx);
-        let ws = s.try_clone().map_err(|e| e.to_string())?;
+        let ws = s.try_clone()?;
         let (wconn, reply_len) = (conn.clone(), o.reply_len);
         writers.push(thread::spawn(move || {
             write_requests(ws, &wconn, &rx, reply_len, deadline)
@@ -246,7 +247,7 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
     let mut r = empty_report("tcp", o);
     r.issued = issued;
     for res in results {
-        let res = res.map_err(|_| "a reader thread panicked")?;
+        let res = res.map_err(|_| anyhow::anyhow!("a reader thread panicked"))?;
         r.completed += res.completed;
         r.corrupt += res.corrupt;
         r.failed += res.failed;
@@ -268,12 +269,12 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
 }
 
 /// One connection to each target.
-fn connect(o: &ClientOpts) -> Result<Vec<TcpStream>, String> {
+fn connect(o: &ClientOpts) -> anyhow::Result<Vec<TcpStream>> {
     o.targets
         .iter()
         .map(|t| {
             let s = TcpStream::connect_timeout(t, StdDuration::from_secs(5))
-                .map_err(|e| format!("connect {t}: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("connect {t}: {e}"))?;
             stream_for(&s)?;
             Ok(s)
         })
@@ -479,9 +480,10 @@ struct Totals {
 }
 
 /// Runs the TCP server until its duration ends or a stop signal.
-pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
-    let listener = TcpListener::bind(o.listen).map_err(|e| format!("listen {}: {e}", o.listen))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
+    let listener =
+        TcpListener::bind(o.listen).map_err(|e| anyhow::anyhow!("listen {}: {e}", o.listen))?;
+    listener.set_nonblocking(true)?;
     eprintln!("homa-perf: server ready: tcp {}", o.listen);
     let clock = Clock::start();
     let end_ns = o.duration_s.map_or(u64::MAX, |s| (s * 1e9) as u64);
@@ -506,7 +508,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         match listener.accept() {
             Ok((s, _)) => {
                 connections += 1;
-                s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                s.set_nonblocking(false)?;
                 stream_for(&s)?;
                 let (stop, totals, verify) = (stop.clone(), totals.clone(), o.verify);
                 handlers.push(thread::spawn(move || serve(s, &stop, &totals, verify)));

@@ -47,7 +47,7 @@ pub struct SizeDist {
 impl SizeDist {
     /// Parses `spec`: `w1`..`w5` (the `cp_node` tables), a list of sizes
     /// (`100` or `100,1000`, equally likely), or the path of a CSV file.
-    pub fn from_spec(spec: &str) -> Result<SizeDist, String> {
+    pub fn from_spec(spec: &str) -> anyhow::Result<SizeDist> {
         let lower = spec.to_ascii_lowercase();
         if let Some((name, text)) = CP_NODE.iter().find(|(n, _)| *n == lower) {
             return SizeDist::from_csv(name, text);
@@ -56,31 +56,31 @@ impl SizeDist {
             return SizeDist::fixed_spec(spec);
         }
         let text = std::fs::read_to_string(spec).map_err(|e| {
-            format!("workload {spec}: not w1..w5, not sizes and not a readable file: {e}")
+            anyhow::anyhow!("workload {spec}: not w1..w5, not sizes and not a readable file: {e}")
         })?;
         SizeDist::from_csv(spec, &text)
     }
 
     /// Parses `N[,N...]`: equally likely fixed sizes.
-    pub fn fixed_spec(spec: &str) -> Result<SizeDist, String> {
+    pub fn fixed_spec(spec: &str) -> anyhow::Result<SizeDist> {
         let sizes = spec
             .split(',')
             .map(|s| {
                 s.trim()
                     .parse::<u32>()
-                    .map_err(|_| format!("size {s}: not a number in 1..={MAX_MESSAGE}"))
+                    .map_err(|_| anyhow::anyhow!("size {s}: not a number in 1..={MAX_MESSAGE}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         SizeDist::fixed(&sizes)
     }
 
     /// Equally likely fixed sizes (each 1..=1,000,000).
-    pub fn fixed(sizes: &[u32]) -> Result<SizeDist, String> {
+    pub fn fixed(sizes: &[u32]) -> anyhow::Result<SizeDist> {
         let mut s: Vec<u32> = sizes.to_vec();
         s.sort_unstable();
         s.dedup();
         if s.is_empty() || s[0] == 0 || s[s.len() - 1] > MAX_MESSAGE {
-            return Err(format!("sizes must be 1..={MAX_MESSAGE}"));
+            return Err(anyhow::anyhow!("sizes must be 1..={MAX_MESSAGE}"));
         }
         // Equal weights per listed size, duplicates counted once.
         let n = s.len() as f64;
@@ -97,7 +97,7 @@ impl SizeDist {
     /// Parses a `bytes,cdf` table by the rules of [`crate::cdf`] (the
     /// reader homa-sim uses too). Sizes over 1,000,000 are capped: their
     /// rows fold into one row at the cap.
-    pub fn from_csv(name: &str, text: &str) -> Result<SizeDist, String> {
+    pub fn from_csv(name: &str, text: &str) -> anyhow::Result<SizeDist> {
         let rows = crate::cdf::parse(name, text)?;
         let (mut sizes, mut cdf): (Vec<u32>, Vec<f64>) = (Vec::new(), Vec::new());
         let mut capped = false;

@@ -4,23 +4,29 @@
 //! sizes at its edges), the y axis is the slowdown on a log scale, with P50
 //! (dashed) and P99 (solid) per protocol, a reference line at slowdown 1,
 //! the short-message bucket shaded, a title naming workload, load and
-//! topology, and the legend to the right of the plot, clear of the data.
-//! Written as SVG; PNG is the same SVG rasterised by resvg, with the
-//! `png` feature of homa-tools (off by default: resvg and its font stack
-//! are most of homa-sim's build).
+//! topology, and the legend in a column right of the plot, clear of the
+//! data and inside the canvas. Drawn with plotters as SVG; PNG is the same
+//! SVG rasterised by resvg, with the `png` feature of homa-tools (off by
+//! default: resvg and its font stack are most of homa-sim's build;
+//! plotters' own bitmap backend would need font-kit and the system's
+//! fontconfig to draw text).
 
-use std::fmt::Write as _;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::metrics::Bucket;
 use super::run::SimResult;
 
-const W: f64 = 900.0;
-const H: f64 = 520.0;
-const LEFT: f64 = 80.0;
-/// Room right of the plot for the legend.
-const RIGHT: f64 = 170.0;
-const TOP: f64 = 70.0;
-const BOTTOM: f64 = 75.0;
+const W: u32 = 900;
+const H: u32 = 520;
+/// The legend's column, right of the plot: wide enough for its longest
+/// label ("TCP, connection pool P50") in the 12-pixel font.
+const LEGEND_W: u32 = 210;
+/// The plot's width, about (for spacing the edge labels).
+const PLOT_W: f64 = (W - LEGEND_W - 70) as f64;
+const TOP: u32 = 70;
+const BOTTOM: u32 = 55;
 /// Lowest slowdown on the axis: below 1, so the reference line at 1 is
 /// not hidden by the axis.
 const Y_MIN: f64 = 0.5;
@@ -28,13 +34,20 @@ const Y_MIN: f64 = 0.5;
 /// Fonts asked for, in order (DejaVu is what Debian installs by default).
 const FONTS: &str = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif";
 
-fn colour(name: &str) -> &'static str {
+const GRID: RGBColor = RGBColor(0xe4, 0xe4, 0xe4);
+const SHORT: RGBColor = RGBColor(0xf2, 0xe8, 0xc9);
+const SHORT_TEXT: RGBColor = RGBColor(0x7a, 0x5c, 0x00);
+const GREY_TEXT: RGBColor = RGBColor(0x44, 0x44, 0x44);
+
+type DrawError<B> = DrawingAreaErrorKind<<B as DrawingBackend>::ErrorType>;
+
+fn colour(name: &str) -> RGBColor {
     match name {
-        "homa" => "#1f77b4",
-        "tcp-1" => "#d62728",
-        "tcp-mc" => "#ff7f0e",
-        "pias" => "#2ca02c",
-        _ => "#555555",
+        "homa" => RGBColor(0x1f, 0x77, 0xb4),
+        "tcp-1" => RGBColor(0xd6, 0x27, 0x28),
+        "tcp-mc" => RGBColor(0xff, 0x7f, 0x0e),
+        "pias" => RGBColor(0x2c, 0xa0, 0x2c),
+        _ => RGBColor(0x55, 0x55, 0x55),
     }
 }
 
@@ -83,7 +96,7 @@ impl Format {
 
 /// Writes the chart to `path` in the format its name asks for.
 pub fn write(r: &SimResult, path: &str) -> Result<(), String> {
-    let svg = svg(r);
+    let svg = svg(r)?;
     match Format::of_path(path)? {
         Format::Svg => std::fs::write(path, svg).map_err(|e| format!("{path}: {e}")),
         Format::Png => {
@@ -163,8 +176,27 @@ fn spans(r: &SimResult, buckets: &[Bucket]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The chart as an SVG document.
-pub fn svg(r: &SimResult) -> String {
+/// The chart as an SVG document, drawn with plotters: the plot on the
+/// left, the legend in a column of its own on the right, inside the canvas.
+pub fn svg(r: &SimResult) -> Result<String, String> {
+    let mut out = String::new();
+    draw(
+        r,
+        SVGBackend::with_string(&mut out, (W, H)).into_drawing_area(),
+    )
+    .map_err(|e| format!("the chart: {e}"))?;
+    Ok(out)
+}
+
+/// A `size`-pixel text style anchored at `h`, `v`.
+fn text(size: f64, h: HPos, v: VPos) -> TextStyle<'static> {
+    TextStyle::from((FONTS, size).into_font()).pos(Pos::new(h, v))
+}
+
+fn draw<B: DrawingBackend>(r: &SimResult, root: DrawingArea<B, Shift>) -> Result<(), DrawError<B>>
+where
+    B::ErrorType: 'static,
+{
     let layout: &[Bucket] = r.results.first().map_or(&[], |p| &p.buckets[..]);
     let spans = spans(r, layout);
     let ymax = r
@@ -172,17 +204,10 @@ pub fn svg(r: &SimResult) -> String {
         .iter()
         .flat_map(|p| p.buckets.iter().filter(|b| b.count > 0).map(|b| b.p99))
         .fold(2.0f64, f64::max);
-    let (ylo, yhi) = (Y_MIN.log10(), ymax.log10().ceil().max(1.0));
-    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, TOP, H - BOTTOM);
-    let px = |share: f64| x0 + share.clamp(0.0, 1.0) * (x1 - x0);
-    let py = |v: f64| y1 - (v.max(Y_MIN).log10() - ylo) / (yhi - ylo) * (y1 - y0);
+    let yhi = 10f64.powf(ymax.log10().ceil().max(1.0));
+    root.fill(&WHITE)?;
+    let (left, legend) = root.split_horizontally(W - LEGEND_W);
 
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="{FONTS}" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
     let o = &r.options;
     let name = &r.workload.name;
     let name = if name.len() == 2 && name.starts_with('w') {
@@ -193,12 +218,6 @@ pub fn svg(r: &SimResult) -> String {
     let title = format!(
         "{name} at load {:.2}, {} topology ({} hosts): message slowdown",
         o.load, o.topology_name, r.hosts
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
-        (x0 + x1) / 2.0,
-        xml(&title)
     );
     let sub = format!(
         "{} messages, {} us of arrivals, seed {}{}",
@@ -211,158 +230,132 @@ pub fn svg(r: &SimResult) -> String {
             String::new()
         }
     );
-    let _ = writeln!(
-        s,
-        r##"<text x="{:.1}" y="42" text-anchor="middle" fill="#444">{}</text>"##,
-        (x0 + x1) / 2.0,
-        xml(&sub)
-    );
-    // The short-message bucket, shaded and named.
+    let centre = |size| text(size, HPos::Center, VPos::Top);
+    let mid = (left.dim_in_pixel().0 / 2) as i32;
+    let bold = TextStyle::from((FONTS, 15.0, FontStyle::Bold).into_font());
+    left.draw_text(
+        &title,
+        &bold.pos(Pos::new(HPos::Center, VPos::Top)),
+        (mid, 12),
+    )?;
+    left.draw_text(&sub, &centre(12.0).color(&GREY_TEXT), (mid, 32))?;
+
+    // Bucket edges: a tick and the size at each (those far enough apart),
+    // spaced by share; slowdowns 1, 2, 5 per decade.
+    let xs: Vec<f64> = spans.iter().map(|&(_, hi)| hi).collect();
+    let labelled = label_edges(&xs, 34.0 / PLOT_W);
+    let decades = (Y_MIN.log10().floor() as i32 + 1)..=(yhi.log10().round() as i32);
+    let ys: Vec<f64> = decades
+        .flat_map(|d| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(d)))
+        .filter(|&v| v <= yhi * 1.0001)
+        .collect();
+    let mut chart = ChartBuilder::on(&left)
+        .margin_top(TOP)
+        .margin_right(10)
+        .x_label_area_size(BOTTOM)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..1f64, (Y_MIN..yhi).log_scale().with_key_points(ys))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .bold_line_style(GRID)
+        .label_style((FONTS, 12.0))
+        .axis_desc_style((FONTS, 12.0))
+        .x_desc("Message size (bytes): bucket edges, spaced by the share of messages; 0% to 100% of messages, smallest first")
+        .y_desc("Slowdown (log scale)")
+        .y_label_formatter(&|v| format!("{v}"))
+        .draw()?;
+
+    // The short-message bucket, shaded, and named above the plot.
     let short_hi = {
         let w = &r.workload;
         let i = w.sizes.partition_point(|&x| x < r.short_max_bytes);
         w.cdf.get(i).copied().unwrap_or(0.0)
     };
-    let _ = writeln!(
-        s,
-        r##"<rect x="{x0:.1}" y="{y0:.1}" width="{:.1}" height="{:.1}" fill="#f2e8c9"/>"##,
-        px(short_hi) - x0,
-        y1 - y0
-    );
-    // Named above the plot, where no data can cover it.
-    let _ = writeln!(
-        s,
-        r##"<rect x="{x0:.1}" y="{:.1}" width="10" height="10" fill="#f2e8c9" stroke="#c9b57a"/><text x="{:.1}" y="{:.1}" fill="#7a5c00">short messages (&lt;= {} B, {:.0}% of messages)</text>"##,
-        y0 - 15.0,
-        x0 + 14.0,
-        y0 - 6.0,
+    chart.draw_series([Rectangle::new(
+        [(0.0, Y_MIN), (short_hi, yhi)],
+        SHORT.filled(),
+    )])?;
+    let edges = xs
+        .iter()
+        .map(|&x| PathElement::new([(x, Y_MIN), (x, yhi)], GRID));
+    chart.draw_series(edges)?;
+    let below = text(12.0, HPos::Center, VPos::Top);
+    for ((x, b), shown) in xs.iter().zip(layout).zip(&labelled) {
+        let (px, py) = chart.backend_coord(&(*x, Y_MIN));
+        left.draw(&PathElement::new([(px, py), (px, py + 5)], BLACK))?;
+        if *shown {
+            left.draw_text(&size_label(b.max_bytes), &below, (px, py + 8))?;
+        }
+    }
+    let (x0, y0) = chart.plotting_area().get_base_pixel();
+    left.draw(&Rectangle::new(
+        [(x0, y0 - 15), (x0 + 10, y0 - 5)],
+        SHORT.filled(),
+    ))?;
+    let note = format!(
+        "short messages (<= {} B, {:.0}% of messages)",
         r.short_max_bytes,
         short_hi * 100.0
     );
-    // Horizontal grid and slowdown labels: 1, 2, 5 per decade.
-    let mut decade = 1.0f64;
-    while decade.log10() <= yhi + 1e-9 {
-        for m in [1.0f64, 2.0, 5.0] {
-            let v = decade * m;
-            if v.log10() > yhi + 1e-9 {
-                break;
-            }
-            let y = py(v);
-            let _ = writeln!(
-                s,
-                r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" text-anchor="end">{v}</text>"##,
-                x0 - 6.0,
-                y + 4.0
-            );
-        }
-        decade *= 10.0;
-    }
-    // Bucket edges: a tick and the size at each, spaced by share.
-    let xs: Vec<f64> = spans.iter().map(|&(_, hi)| px(hi)).collect();
-    let labelled = label_edges(&xs, 34.0);
-    for (i, b) in layout.iter().enumerate() {
-        let x = xs[i];
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/>"##,
-            y1 + 5.0
-        );
-        if labelled[i] {
-            let _ = writeln!(
-                s,
-                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                y1 + 18.0,
-                size_label(b.max_bytes)
-            );
-        }
-    }
+    left.draw_text(
+        &note,
+        &(FONTS, 12.0).into_font().color(&SHORT_TEXT),
+        (x0 + 14, y0 - 16),
+    )?;
+
     // The reference: a message as fast as on an empty fabric.
-    let y = py(1.0);
-    let _ = writeln!(
-        s,
-        r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#333" stroke-width="1.2" stroke-dasharray="2 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">slowdown 1 (ideal)</text>"##,
-        x1 - 4.0,
-        y + 15.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect x="{x0}" y="{y0}" width="{:.1}" height="{:.1}" fill="none" stroke="black"/>"#,
-        x1 - x0,
-        y1 - y0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">Message size (bytes): bucket edges, spaced by the share of messages</text>"#,
-        (x0 + x1) / 2.0,
-        H - 38.0
-    );
-    let _ = writeln!(
-        s,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">0% to 100% of messages, smallest first</text>"##,
-        (x0 + x1) / 2.0,
-        H - 20.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="22" y="{0:.1}" text-anchor="middle" transform="rotate(-90 22 {0:.1})">Slowdown (log scale)</text>"#,
-        (y0 + y1) / 2.0
-    );
-    // Curves: each bucket at the middle of its span.
+    let ideal = DashedLineSeries::new([(0.0, 1.0), (1.0, 1.0)], 2, 3, BLACK.stroke_width(1));
+    chart.draw_series(ideal)?;
+    let right = text(12.0, HPos::Right, VPos::Top);
+    chart.draw_series([Text::new("slowdown 1 (ideal)", (0.99, 0.95), right)])?;
+
+    // Curves: each bucket at the middle of its span; P99 solid, P50 dashed.
     for p in &r.results {
-        let name = p.protocol.name();
-        for (dash, pick) in [
-            (
-                r#" stroke-dasharray="7 4""#,
-                (|b: &Bucket| b.p50) as fn(&Bucket) -> f64,
-            ),
-            ("", |b: &Bucket| b.p99),
+        let c = colour(p.protocol.name());
+        for (pct, pick) in [
+            ("P99", (|b: &Bucket| b.p99) as fn(&Bucket) -> f64),
+            ("P50", |b| b.p50),
         ] {
             let pts: Vec<(f64, f64)> = p
                 .buckets
                 .iter()
                 .zip(&spans)
                 .filter(|(b, _)| b.count > 0)
-                .map(|(b, &(lo, hi))| (px((lo + hi) / 2.0), py(pick(b))))
+                .map(|(b, &(lo, hi))| ((lo + hi) / 2.0, pick(b).max(Y_MIN)))
                 .collect();
-            let path: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-            let _ = writeln!(
-                s,
-                r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{dash}/>"#,
-                path.join(" "),
-                colour(name)
-            );
-            for (x, y) in pts {
-                let _ = writeln!(
-                    s,
-                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{}"/>"#,
-                    colour(name)
-                );
+            let style = c.stroke_width(2);
+            if pct == "P99" {
+                chart.draw_series(LineSeries::new(pts.clone(), style))?;
+            } else {
+                chart.draw_series(DashedLineSeries::new(pts.clone(), 7, 4, style))?;
             }
+            chart.draw_series(pts.iter().map(|&xy| Circle::new(xy, 3, c.filled())))?;
         }
     }
-    // Legend, right of the plot.
-    let lx = x1 + 18.0;
-    let mut ly = y0 + 12.0;
+
+    // The legend, in its own column: a sample of each line and its name.
+    let font = text(12.0, HPos::Left, VPos::Center);
+    let mut y = y0 + 12;
     for p in &r.results {
-        let name = p.protocol.name();
-        for (label, dash) in [("P99", ""), ("P50", r#" stroke-dasharray="7 4""#)] {
-            let _ = writeln!(
-                s,
-                r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{}" stroke-width="2"{dash}/><circle cx="{:.1}" cy="{ly:.1}" r="3" fill="{}"/><text x="{:.1}" y="{:.1}">{} {label}</text>"#,
-                lx + 34.0,
-                colour(name),
-                lx + 17.0,
-                colour(name),
-                lx + 42.0,
-                ly + 4.0,
-                display_name(name)
-            );
-            ly += 20.0;
+        let c = colour(p.protocol.name());
+        for pct in ["P99", "P50"] {
+            let line = [(4, y), (38, y)];
+            if pct == "P99" {
+                legend.draw(&PathElement::new(line, c.stroke_width(2)))?;
+            } else {
+                legend.draw(&PathElement::new([(4, y), (14, y)], c.stroke_width(2)))?;
+                legend.draw(&PathElement::new([(21, y), (31, y)], c.stroke_width(2)))?;
+            }
+            legend.draw(&Circle::new((21, y), 3, c.filled()))?;
+            let label = format!("{} {pct}", display_name(p.protocol.name()));
+            legend.draw_text(&label, &font, (44, y))?;
+            y += 20;
         }
-        ly += 6.0;
+        y += 6;
     }
-    s.push_str("</svg>\n");
-    s
+    root.present()
 }
 
 /// Which of the edges at `xs` (ascending) get a label, at least `gap`
@@ -378,13 +371,6 @@ fn label_edges(xs: &[f64], gap: f64) -> Vec<bool> {
         }
     }
     shown
-}
-
-/// Escapes text for SVG.
-fn xml(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

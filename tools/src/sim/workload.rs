@@ -196,7 +196,7 @@ mod tests {
         for bad in ["size,p\n1,1\n", "10,0.5\n", "10,0.5\n5,1\n"] {
             let a = Workload::parse("x", bad).unwrap_err();
             let b = SizeDist::from_csv("x", bad).unwrap_err();
-            assert_eq!(a, b);
+            assert_eq!(a, b.to_string());
         }
     }
 

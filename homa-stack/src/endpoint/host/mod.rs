@@ -79,8 +79,8 @@ impl<'a> Endpoint<'a> {
 
     /// A received frame: what to answer through its transmit token, if
     /// anything.
-    // Out of line on firmware: inlined into a small program's poll loop it
-    // grew `.text` by 800 bytes.
+    // Out of line on firmware: inlined into a small program's poll loop,
+    // its body is copied there and the firmware's `.text` is larger.
     #[cfg_attr(target_os = "none", inline(never))]
     fn process_frame<'f>(&mut self, now: Instant, frame: &'f [u8]) -> Option<Reply<'f>> {
         let Ok(eth) = EthernetFrame::new_checked(frame) else {

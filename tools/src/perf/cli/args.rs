@@ -2,6 +2,7 @@
 //! involve more than one value (device, targets, sizes and pace), which
 //! turn the parsed arguments into [`super::opts`].
 
+use anyhow::Context as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use clap::builder::RangedU64ValueParser;
@@ -35,7 +36,8 @@ one). IPv6 servers are given as [ADDR]:PORT.";
 /// kernel's TCP the same way; `testbed` compares them under load in network
 /// namespaces it builds and removes.
 #[derive(Parser, Debug)]
-#[command(name = "homa-perf", version, arg_required_else_help = true)]
+#[command(name = "homa-perf", version, arg_required_else_help = true,
+          mut_subcommands = |s: clap::Command| s.mut_args(cli::negative_values))]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
@@ -86,15 +88,15 @@ pub struct DeviceArgs {
     pub host_ip: Option<Cidr>,
 }
 
-fn neighbor(s: &str) -> Result<(IpAddr, EthernetAddress), String> {
+fn neighbor(s: &str) -> anyhow::Result<(IpAddr, EthernetAddress)> {
     let (ip, mac) = s
         .split_once('=')
-        .ok_or_else(|| format!("{s}: expected IP=MAC"))?;
+        .with_context(|| format!("{s}: expected IP=MAC"))?;
     let ip: IpAddr = ip
         .parse()
-        .map_err(|_| format!("{s}: {ip} is neither an IPv4 nor an IPv6 address"))?;
+        .map_err(|_| anyhow::anyhow!("{s}: {ip} is neither an IPv4 nor an IPv6 address"))?;
     if !is_private(ip) || ip.is_loopback() {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "{s}: the address must be private (10/8, 172.16/12, 192.168/16) or \
              unique-local (fc00::/7)"
         ));
@@ -120,12 +122,13 @@ pub struct HomaArgs {
     /// Static neighbours, no ARP for them.
     #[arg(long, value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
     pub neighbor: Vec<(IpAddr, EthernetAddress)>,
-    /// Write every frame to this pcap file.
-    #[arg(long, value_name = "FILE")]
+    /// Write every frame homa-stack sends and receives to this pcap file
+    /// (not with --tcp: capture the kernel's TCP with tcpdump).
+    #[arg(long, value_name = "FILE", conflicts_with = "tcp")]
     pub pcap: Option<String>,
     /// Frames dropped at random, in parts per million, 0..=1000000, each
     /// way (homa_phy's fault injector between the device and the stack).
-    #[arg(long, value_name = "PPM", default_value_t = 0,
+    #[arg(long, value_name = "PPM", default_value_t = 0, conflicts_with = "tcp",
           value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub drop_ppm: u32,
     /// RPC slots, 1..=60000.
@@ -186,13 +189,16 @@ enum Only {
     Tcp,
 }
 
-fn reply_len(s: &str) -> Result<u32, String> {
+fn reply_len(s: &str) -> anyhow::Result<u32> {
     if s == "echo" {
         return Ok(ECHO);
     }
     match s.parse::<u32>() {
         Ok(n) if (1..=cli::MAX_MESSAGE).contains(&n) => Ok(n),
-        _ => Err(format!("{s} is not 1..={} or echo", cli::MAX_MESSAGE)),
+        _ => Err(anyhow::anyhow!(
+            "{s} is not 1..={} or echo",
+            cli::MAX_MESSAGE
+        )),
     }
 }
 
@@ -335,45 +341,49 @@ pub struct TestbedArgs {
     timeout_ticks: u32,
 }
 
-fn testbed_seconds(s: &str) -> Result<f64, String> {
+fn testbed_seconds(s: &str) -> anyhow::Result<f64> {
     let v = cli::seconds(s)?;
     if (0.5..=3600.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not in [0.5, 3600] seconds"))
+        Err(anyhow::anyhow!("{v} is not in [0.5, 3600] seconds"))
     }
 }
 
-fn probe_seconds(s: &str) -> Result<f64, String> {
+fn probe_seconds(s: &str) -> anyhow::Result<f64> {
     let v = cli::seconds(s)?;
     if v <= 3600.0 {
         Ok(v)
     } else {
-        Err(format!("{v} is not in [0, 3600] seconds"))
+        Err(anyhow::anyhow!("{v} is not in [0, 3600] seconds"))
     }
 }
 
 impl DeviceArgs {
-    fn transport(&self) -> Result<Transport, String> {
+    fn transport(&self) -> anyhow::Result<Transport> {
         if self.tap.is_none() && (self.bridge.is_some() || self.host_ip.is_some()) {
-            return Err("--bridge and --host-ip are for --tap".into());
+            return Err(anyhow::anyhow!("--bridge and --host-ip are for --tap"));
         }
         if self.tcp {
             if self.ip.is_some() {
-                return Err("--ip is for --tap/--iface; TCP uses the kernel's addresses".into());
+                return Err(anyhow::anyhow!(
+                    "--ip is for --tap/--iface; TCP uses the kernel's addresses"
+                ));
             }
             return Ok(Transport::Tcp);
         }
         let ip = self
             .ip
-            .ok_or("--tap and --iface need --ip A.B.C.D/NN or IPV6/NN (homa-stack's address)")?;
+            .context("--tap and --iface need --ip A.B.C.D/NN or IPV6/NN (homa-stack's address)")?;
         if let Some(name) = &self.tap {
             if let Some(h) = self.host_ip {
                 if h.addr == ip.addr {
-                    return Err("--host-ip must differ from --ip".into());
+                    return Err(anyhow::anyhow!("--host-ip must differ from --ip"));
                 }
                 if h.prefix != ip.prefix || !ip.contains(h.addr) {
-                    return Err(format!("--host-ip {h} is not in --ip's subnet {ip}"));
+                    return Err(anyhow::anyhow!(
+                        "--host-ip {h} is not in --ip's subnet {ip}"
+                    ));
                 }
             }
             return Ok(Transport::Tap {
@@ -411,15 +421,17 @@ impl HomaArgs {
 }
 
 impl ServerArgs {
-    fn check(&self) -> Result<ServerOpts, String> {
+    fn check(&self) -> anyhow::Result<ServerOpts> {
         let transport = self.device.transport()?;
         let tcp = transport == Transport::Tcp;
         if self.listen.is_some() && !tcp {
-            return Err("--listen is for --tcp".into());
+            return Err(anyhow::anyhow!("--listen is for --tcp"));
         }
         let port = self.port.unwrap_or(if tcp { 5000 } else { 500 });
         if !tcp && !(1..0x8000).contains(&port) {
-            return Err(format!("--port {port}: Homa server ports are 1..=32767"));
+            return Err(anyhow::anyhow!(
+                "--port {port}: Homa server ports are 1..=32767"
+            ));
         }
         Ok(ServerOpts {
             transport,
@@ -437,33 +449,39 @@ impl ServerArgs {
 }
 
 impl ClientArgs {
-    fn check(&self) -> Result<ClientOpts, String> {
+    fn check(&self) -> anyhow::Result<ClientOpts> {
         let transport = self.device.transport()?;
         for t in &self.server {
             if !is_private(t.ip()) {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "--server {t}: only private (10/8, 172.16/12, 192.168/16), unique-local \
                      (fc00::/7) or loopback addresses are allowed"
                 ));
             }
             if let Some(ip) = transport.homa_ip() {
                 if !ip.contains(t.ip()) || t.ip() == ip.addr {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "--server {t} is not another host in {ip}: homa-stack has no router, \
                          the server must be on-link"
                     ));
                 }
                 if !(1..0x8000).contains(&t.port()) {
-                    return Err(format!("--server {t}: Homa server ports are 1..=32767"));
+                    return Err(anyhow::anyhow!(
+                        "--server {t}: Homa server ports are 1..=32767"
+                    ));
                 }
             } else if t.port() == 0 {
-                return Err(format!("--server {t}: the port must be 1..=65535"));
+                return Err(anyhow::anyhow!("--server {t}: the port must be 1..=65535"));
             }
         }
         let dist = match (&self.size, &self.workload) {
             (Some(s), None) => SizeDist::fixed_spec(s)?,
             (None, Some(w)) => SizeDist::from_spec(w)?,
-            _ => return Err("give one of --size N[,N...] or --workload W".into()),
+            _ => {
+                return Err(anyhow::anyhow!(
+                    "give one of --size N[,N...] or --workload W"
+                ))
+            }
         };
         let homa = self.homa.opts(64);
         let pace = match (self.rate, self.load, self.outstanding) {
@@ -475,7 +493,7 @@ impl ClientArgs {
                 }
             }
             (None, None, Some(outstanding)) => Pace::Closed { outstanding },
-            _ => return Err("give one of --rate, --load, --outstanding".into()),
+            _ => return Err(anyhow::anyhow!("give one of --rate, --load, --outstanding")),
         };
         Ok(ClientOpts {
             transport,
@@ -496,7 +514,7 @@ impl ClientArgs {
 }
 
 impl TestbedArgs {
-    fn check(&self) -> Result<TestbedOpts, String> {
+    fn check(&self) -> anyhow::Result<TestbedOpts> {
         SizeDist::from_spec(&self.workload)?;
         let rtt_bytes = u64::from(self.bottleneck_mbps) * u64::from(self.rtt_us) / 8;
         let unsched = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
@@ -536,7 +554,7 @@ impl TestbedArgs {
 impl Sub {
     /// The options the programs run with: the checks that involve more
     /// than one value (the device and the targets, sizes and pace).
-    pub fn check(&self) -> Result<Command, String> {
+    pub fn check(&self) -> anyhow::Result<Command> {
         Ok(match self {
             Sub::Server(a) => Command::Server(a.check()?),
             Sub::Client(a) => Command::Client(Box::new(a.check()?)),

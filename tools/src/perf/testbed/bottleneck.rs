@@ -1,6 +1,7 @@
 //! The bottleneck: the switch's egress toward the server, shaped with htb
 //! into strict-priority bands chosen by the IP TOS bits, and its counters.
 
+use anyhow::Context as _;
 use serde_json::Value;
 
 use crate::perf::cli::TestbedOpts;
@@ -12,7 +13,7 @@ use crate::perf::netcfg::{output, run};
 /// priority order), a byte-limited FIFO per band, and u32 filters on
 /// the TOS bits 7..5 (IPv4) or traffic-class bits 7..5 (IPv6), which
 /// carry the Homa priority.
-pub(super) fn install_bottleneck(sw: &str, o: &TestbedOpts) -> Result<(), String> {
+pub(super) fn install_bottleneck(sw: &str, o: &TestbedOpts) -> anyhow::Result<()> {
     let rate = format!("{}mbit", o.bottleneck_mbps);
     let assured = format!("{}kbit", o.bottleneck_mbps.max(8));
     let lowest = 10 + o.bands - 1;
@@ -112,15 +113,15 @@ impl Bottleneck {
     }
 }
 
-pub(super) fn read_bottleneck(sw: &str, bands: u8) -> Result<Bottleneck, String> {
+pub(super) fn read_bottleneck(sw: &str, bands: u8) -> anyhow::Result<Bottleneck> {
     let text = output("tc", &["-n", sw, "-s", "-j", "qdisc", "show", "dev", "p0"])?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("tc -j: {e}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("tc -j: {e}"))?;
     let mut b = Bottleneck {
         band_bytes: vec![0; bands as usize],
         band_drops: vec![0; bands as usize],
         ..Bottleneck::default()
     };
-    for q in v.as_array().ok_or("tc -j: not a list")? {
+    for q in v.as_array().context("tc -j: not a list")? {
         let get = |k: &str| q[k].as_u64().unwrap_or(0);
         match q["kind"].as_str() {
             Some("htb") => {
@@ -153,10 +154,10 @@ pub(super) fn read_bottleneck(sw: &str, bands: u8) -> Result<Bottleneck, String>
 /// namespace `ns`: the TAP's transmit queue (kernel to reader) overflows
 /// when the process falls behind. Not the bottleneck's drops, but losses
 /// all the same, which the receivers recover with RESENDs.
-pub(super) fn tap_queue_drops(ns: &str) -> Result<u64, String> {
+pub(super) fn tap_queue_drops(ns: &str) -> anyhow::Result<u64> {
     let text = output("ip", &["-n", ns, "-j", "-s", "link", "show", "tap0"])?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("ip -j: {e}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("ip -j: {e}"))?;
     v[0]["stats64"]["tx"]["dropped"]
         .as_u64()
-        .ok_or_else(|| format!("ip -j -s link show tap0 in {ns}: no tx dropped count"))
+        .with_context(|| format!("ip -j -s link show tap0 in {ns}: no tx dropped count"))
 }

@@ -46,7 +46,7 @@ use phases::{print_phase, probe_text, run_phase, strings, Load, Phase};
 /// Builds the testbed, runs Homa then TCP, prints the comparison, and
 /// removes everything. Needs root. Returns whether every RPC of every
 /// phase (capacity probes included) succeeded.
-pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
+pub fn run_testbed(o: &TestbedOpts) -> anyhow::Result<bool> {
     preflight()?;
     let dist = SizeDist::from_spec(&o.workload)?;
     let rate_bytes = o.load * f64::from(o.bottleneck_mbps) * 1e6 / 8.0;
@@ -108,12 +108,16 @@ pub fn run_testbed(o: &TestbedOpts) -> Result<bool, String> {
 
 /// Checks what the testbed needs (root, TAP) and removes what an earlier
 /// run left.
-fn preflight() -> Result<(), String> {
+fn preflight() -> anyhow::Result<()> {
     if !sys::is_root() {
-        return Err("the testbed needs root (network namespaces, TAP, tc)".into());
+        return Err(anyhow::anyhow!(
+            "the testbed needs root (network namespaces, TAP, tc)"
+        ));
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
-        return Err("/dev/net/tun does not exist (modprobe tun)".into());
+        return Err(anyhow::anyhow!(
+            "/dev/net/tun does not exist (modprobe tun)"
+        ));
     }
     sys::catch_stop_signals();
     let removed = cleanup_leftovers();
@@ -130,7 +134,7 @@ fn run_protocols(
     protocols: &[&str],
     per_client: f64,
     budget: Instant,
-) -> Result<(Vec<Phase>, Vec<Phase>), String> {
+) -> anyhow::Result<(Vec<Phase>, Vec<Phase>)> {
     let mut tb = Testbed {
         tag: format!("hp{}", std::process::id()),
         made: Vec::new(),
@@ -153,7 +157,7 @@ fn run_protocols(
     let mut probes = Vec::new();
     for p in protocols {
         if Instant::now() > budget || sys::stop_requested() {
-            return Err("time budget exhausted or stopped".into());
+            return Err(anyhow::anyhow!("time budget exhausted or stopped"));
         }
         if o.probe_s > 0.0 {
             eprintln!(
@@ -207,7 +211,7 @@ fn report(
     header: &str,
     probes: &[Phase],
     phases: &[Phase],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let short = |p: &Phase| p.clients.rtt.short().percentile(0.99) as f64 / 1e3;
     let homa = phases.iter().find(|p| p.protocol == "homa");
     let tcp = phases.iter().find(|p| p.protocol == "tcp");
@@ -232,10 +236,7 @@ fn report(
                 "verdict": probe_text(p, o),
             })).collect::<Vec<_>>(),
         });
-        crate::outln!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        )?;
+        crate::outln!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
     crate::outln!()?;

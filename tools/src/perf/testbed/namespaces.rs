@@ -2,6 +2,7 @@
 //! host namespaces with their bridges and veths, the child processes run
 //! inside them, and the clean-up of everything, also after a crash.
 
+use anyhow::Context as _;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Child, Command, Stdio};
@@ -117,7 +118,7 @@ impl Testbed {
         format!("{}-{role}", self.tag)
     }
 
-    pub(super) fn add_ns(&mut self, role: &str, ipv6: bool) -> Result<String, String> {
+    pub(super) fn add_ns(&mut self, role: &str, ipv6: bool) -> anyhow::Result<String> {
         let ns = self.ns(role);
         run("ip", &["netns", "add", &ns])?;
         self.made.push(ns.clone());
@@ -134,7 +135,7 @@ impl Testbed {
     }
 
     /// Builds the switch, the hosts and the bottleneck.
-    pub(super) fn build(&mut self, o: &TestbedOpts) -> Result<(), String> {
+    pub(super) fn build(&mut self, o: &TestbedOpts) -> anyhow::Result<()> {
         let sw = self.add_ns("sw", o.ipv6)?;
         run("ip", &["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
         run("ip", &["-n", &sw, "link", "set", "br0", "up"])?;
@@ -179,8 +180,8 @@ impl Testbed {
         &mut self,
         role: &str,
         args: &[String],
-    ) -> Result<(usize, mpsc::Receiver<String>, mpsc::Receiver<()>), String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    ) -> anyhow::Result<(usize, mpsc::Receiver<String>, mpsc::Receiver<()>)> {
+        let exe = std::env::current_exe()?;
         let ns = self.ns(role);
         let mut child = Command::new("ip")
             .args(["netns", "exec", &ns])
@@ -190,16 +191,16 @@ impl Testbed {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("ip netns exec {ns}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("ip netns exec {ns}: {e}"))?;
         let (out_tx, out_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
-        let mut stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut stdout = child.stdout.take().context("no stdout")?;
         thread::spawn(move || {
             let mut s = String::new();
             let _ = stdout.read_to_string(&mut s);
             let _ = out_tx.send(s);
         });
-        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let stderr = child.stderr.take().context("no stderr")?;
         let label = role.to_string();
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -215,17 +216,19 @@ impl Testbed {
     }
 
     /// Waits for child `i` to exit, up to `limit`; kills it after that.
-    pub(super) fn wait_child(&mut self, i: usize, limit: Instant) -> Result<(), String> {
+    pub(super) fn wait_child(&mut self, i: usize, limit: Instant) -> anyhow::Result<()> {
         loop {
             match self.children[i].try_wait() {
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => {}
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             }
             if Instant::now() >= limit {
                 let _ = self.children[i].kill();
                 let _ = self.children[i].wait();
-                return Err("a child process overran its time and was killed".into());
+                return Err(anyhow::anyhow!(
+                    "a child process overran its time and was killed"
+                ));
             }
             thread::sleep(Duration::from_millis(50));
         }

@@ -2,6 +2,7 @@
 //! set time at a set pace, their reports merged, the bottleneck's and the
 //! CPU's counters taken around it, and the verdict on what set the pace.
 
+use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::thread;
@@ -209,11 +210,13 @@ pub(super) fn run_phase(
     o: &TestbedOpts,
     protocol: &str,
     load: &Load,
-) -> Result<Phase, String> {
+) -> anyhow::Result<Phase> {
     let homa = protocol == "homa";
     let (si, sout, sready) = tb.spawn("s0", &server_args(o, homa))?;
     if sready.recv_timeout(Duration::from_secs(10)).is_err() {
-        return Err(format!("the {protocol} server did not start within 10 s"));
+        return Err(anyhow::anyhow!(
+            "the {protocol} server did not start within 10 s"
+        ));
     }
     let start_ms = unix_ms() + 1500;
     let mut clients = Vec::new();
@@ -224,7 +227,7 @@ pub(super) fn run_phase(
     }
     let counters = measure(tb, o, load, start_ms)?;
     if sys::stop_requested() {
-        return Err("stopped by a signal".into());
+        return Err(anyhow::anyhow!("stopped by a signal"));
     }
     let limit = Instant::now() + Duration::from_secs_f64(load.drain_s + 20.0);
     let mut merged: Option<ClientReport> = None;
@@ -241,7 +244,7 @@ pub(super) fn run_phase(
     let server = ServerReport::from_json(&report(&sout, protocol, "server")?)?;
     Ok(Phase {
         protocol: protocol.to_string(),
-        clients: merged.ok_or("no clients")?,
+        clients: merged.context("no clients")?,
         server,
         bottleneck: counters.bottleneck,
         seconds: counters.seconds,
@@ -293,10 +296,10 @@ fn client_args(o: &TestbedOpts, c: usize, homa: bool, load: &Load, start_ms: u64
 }
 
 /// The JSON report a process printed on `out`.
-fn report(out: &mpsc::Receiver<String>, protocol: &str, who: &str) -> Result<Value, String> {
+fn report(out: &mpsc::Receiver<String>, protocol: &str, who: &str) -> anyhow::Result<Value> {
     let text = out.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
     serde_json::from_str(&text)
-        .map_err(|e| format!("{protocol} {who} printed no report ({e}): {text:?}"))
+        .map_err(|e| anyhow::anyhow!("{protocol} {who} printed no report ({e}): {text:?}"))
 }
 
 /// What the counters around a phase's issuing period say.
@@ -311,7 +314,7 @@ struct Counters {
 /// Waits for the clients' start at `start_ms`, then reads the bottleneck's,
 /// the TAP queues' and the CPU's counters before and after the issuing
 /// period.
-fn measure(tb: &Testbed, o: &TestbedOpts, load: &Load, start_ms: u64) -> Result<Counters, String> {
+fn measure(tb: &Testbed, o: &TestbedOpts, load: &Load, start_ms: u64) -> anyhow::Result<Counters> {
     let sw = tb.ns("sw");
     let wait_start = start_ms.saturating_sub(unix_ms());
     thread::sleep(Duration::from_millis(wait_start));
@@ -398,7 +401,7 @@ pub(super) fn probe_text(p: &Phase, o: &TestbedOpts) -> String {
     )
 }
 
-pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) -> Result<(), String> {
+pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) -> anyhow::Result<()> {
     crate::outln!("\n== {} ==", p.protocol)?;
     crate::cli::write_stdout(&rtt_table(&p.clients.rtt))?;
     let c = &p.clients;

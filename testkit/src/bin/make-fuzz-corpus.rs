@@ -2,7 +2,7 @@
 //! Ethernet frame per file, named by what it holds.
 //!
 //! ```text
-//! cargo run -p homa-tools --bin make-fuzz-corpus [DIR]
+//! cargo run -p homa-testkit --bin make-fuzz-corpus [DIR]
 //! ```
 //!
 //! DIR defaults to `fuzz/corpus/packet_parser` in the repository. The seeds

@@ -2,7 +2,7 @@
 //! read, into `tools/data/` (or the directory given):
 //!
 //! ```text
-//! cargo run -p homa-tools --bin make-dump-captures [DIR]
+//! cargo run -p homa-testkit --bin make-dump-captures [DIR]
 //! ```
 //!
 //! - `every-type.pcapng`: Ethernet, nanosecond pcapng; every Homa packet
@@ -490,7 +490,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
 
 fn main() {
     let dir: PathBuf = std::env::args().nth(1).map_or_else(
-        || concat!(env!("CARGO_MANIFEST_DIR"), "/data").into(),
+        || concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/data").into(),
         PathBuf::from,
     );
     let every = every_type_frames();

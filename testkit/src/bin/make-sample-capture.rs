@@ -1,7 +1,7 @@
 //! Writes `tools/data/sample.pcap`, the capture homa-dump's tests read.
 //!
 //! ```text
-//! cargo run -p homa-tools --bin make-sample-capture [OUT.pcap]
+//! cargo run -p homa-testkit --bin make-sample-capture [OUT.pcap]
 //! ```
 //!
 //! Two homa-stack endpoints, A (client, 10.0.0.1) and B (server on port
@@ -161,9 +161,9 @@ fn ping_from_b() -> Vec<u8> {
 }
 
 fn main() {
-    let out = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample.pcap").into());
+    let out = std::env::args().nth(1).unwrap_or_else(|| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/data/sample.pcap").into()
+    });
     let a = endpoint(A_IP, A_MAC);
     let b = endpoint(B_IP, B_MAC);
     let da = PcapWriter::new(TestDevice::default(), Vec::new(), PcapMode::Both);
