@@ -1,5 +1,5 @@
-//! The homa-stack client and server over a TAP device or an AF_PACKET
-//! socket, on the wall clock.
+//! The homa-stack client and server over a TAP device, an AF_PACKET
+//! socket or an AF_XDP socket, on the wall clock.
 //!
 //! The loop is the one a real program runs: `poll(now, device)`, handle the
 //! events, then sleep until the endpoint's `poll_at`, the next arrival or a
@@ -57,9 +57,47 @@ fn memory(o: &HomaOpts) -> Storage {
 enum Opened {
     Tap(TapInterface),
     Raw(RawSocket),
+    #[cfg(feature = "xdp")]
+    Xdp(Box<homa_phy::XdpSocket>),
 }
 
-fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
+/// Opens an AF_XDP socket on queue `queue` of `name` that gets the frames
+/// for `ip` (and, when the endpoint has a MAC of its own, for the IPv6
+/// link-local address derived from it; with the interface's MAC that
+/// address is the kernel's).
+#[cfg(feature = "xdp")]
+fn open_xdp(
+    name: &str,
+    ip: IpAddr,
+    queue: u32,
+    mac: Option<EthernetAddress>,
+) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
+    let if_mac = netcfg::interface_mac(name)?;
+    let mut addrs = vec![ip];
+    if let (IpAddr::V6(_), Some(m)) = (ip, mac.filter(|&m| m != if_mac)) {
+        let mut c = Config::new(Ipv4Addr::UNSPECIFIED, m, 0);
+        c.ipv6 = true;
+        addrs.extend(c.link_local_v6().map(IpAddr::V6));
+    }
+    let config = homa_phy::XdpConfig::new(queue, &addrs);
+    let dev = homa_phy::XdpSocket::new(name, &config).map_err(|e| e.to_string())?;
+    Ok((Opened::Xdp(Box::new(dev)), ip, Some(if_mac)))
+}
+
+#[cfg(not(feature = "xdp"))]
+fn open_xdp(
+    _: &str,
+    _: IpAddr,
+    _: u32,
+    _: Option<EthernetAddress>,
+) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
+    Err("this homa-perf was built without AF_XDP (cargo build --features homa-tools/xdp)".into())
+}
+
+fn open(
+    transport: &Transport,
+    mac: Option<EthernetAddress>,
+) -> Result<(Opened, IpAddr, Option<EthernetAddress>), String> {
     match transport {
         Transport::Tap {
             name,
@@ -80,6 +118,7 @@ fn open(transport: &Transport) -> Result<(Opened, IpAddr, Option<EthernetAddress
                 Some(netcfg::interface_mac(name)?),
             ))
         }
+        Transport::Xdp { name, ip, queue } => open_xdp(name, ip.addr, *queue, mac),
         Transport::Tcp => Err("not a Homa transport".into()),
     }
 }
@@ -98,7 +137,7 @@ fn run_job<R, J: Job<Out = Result<(R, Value), String>>>(
     o: &HomaOpts,
     make: impl FnOnce(IpAddr, EthernetAddress) -> J,
 ) -> Result<(R, Value), String> {
-    let (mut opened, ip, dev_mac) = open(transport)?;
+    let (mut opened, ip, dev_mac) = open(transport, o.mac)?;
     let mac = o.mac.or(dev_mac).unwrap_or_else(|| netcfg::mac_for(ip));
     let mut mem = memory(o);
     let mut ep = mem
@@ -136,6 +175,26 @@ fn with_device<J: Job>(
         Opened::Raw(r) => {
             let fd = r.as_raw_fd();
             (run_on(&mut *r, fd, sink, o.drop_ppm, ep, job), r.stats())
+        }
+        #[cfg(feature = "xdp")]
+        Opened::Xdp(x) => {
+            let fd = x.as_raw_fd();
+            let out = run_on(&mut **x, fd, sink, o.drop_ppm, ep, job);
+            let s = x.stats();
+            let dev = json!({
+                "rx_frames": s.rx_frames,
+                "rx_batches": s.rx_batches,
+                "tx_frames": s.tx_frames,
+                "tx_wakeups": s.tx_wakeups,
+                "fill_wakeups": s.fill_wakeups,
+                "tx_dropped": s.tx_dropped,
+                "errors": s.errors,
+                "kernel_rx_dropped": s.kernel_rx_dropped,
+                "kernel_rx_ring_full": s.kernel_rx_ring_full,
+                "zero_copy": x.zero_copy(),
+                "driver_mode": x.driver_mode(),
+            });
+            return Ok((out, dev));
         }
     };
     let dev = json!({
