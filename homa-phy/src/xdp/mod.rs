@@ -196,6 +196,53 @@ pub struct XdpStats {
     pub kernel_fill_ring_empty: u64,
 }
 
+/// The transmit side, which a transmit token borrows, and the counters.
+struct TxPort {
+    queue: TxQueue,
+    /// Frames of ours, free for transmission.
+    free: Vec<FrameDesc>,
+    /// Frames on the TX ring or in the kernel, not yet completed.
+    in_flight: u32,
+    /// Frames put on the TX ring since the kernel was last woken.
+    unkicked: u32,
+    stats: XdpStats,
+    last_error: Option<io::Error>,
+}
+
+impl TxPort {
+    /// Wakes the kernel for the frames on the TX ring, if it sleeps.
+    fn wake(&mut self, name: &str) {
+        self.unkicked = 0;
+        if self.queue.needs_wakeup() {
+            self.stats.tx_wakeups += 1;
+            if let Err(e) = self.queue.wakeup() {
+                self.stats.errors += 1;
+                self.last_error = Some(context("AF_XDP on", name, "sendto", e));
+            }
+        }
+    }
+
+    /// Puts a filled frame of ours on the TX ring, and wakes the kernel
+    /// for every `TX_BATCH` of them.
+    fn send(&mut self, desc: FrameDesc, name: &str) {
+        // SAFETY: the frame is ours and filled; the kernel owns it from
+        // here until it comes back on the completion ring.
+        if unsafe { self.queue.produce_one(&desc) } == 1 {
+            self.in_flight += 1;
+            self.unkicked += 1;
+            self.stats.tx_frames += 1;
+        } else {
+            // The TX ring is as large as the frames we keep, so it cannot
+            // be full while we hold a free frame; count it if it is.
+            self.free.push(desc);
+            self.stats.tx_dropped += 1;
+        }
+        if self.unkicked >= TX_BATCH {
+            self.wake(name);
+        }
+    }
+}
+
 /// An AF_XDP socket on one queue of an interface, with its UMEM and the
 /// steering program; see the [module](self) documentation.
 pub struct XdpSocket {
@@ -210,23 +257,16 @@ pub struct XdpSocket {
     fill: FillQueue,
     comp: CompQueue,
     rx: RxQueue,
-    tx: TxQueue,
-    /// The socket's descriptor (owned by `rx`/`tx`).
+    /// The socket's descriptor (owned by the queues).
     fd: RawFd,
-    /// Frames of ours, free for transmission.
-    free: Vec<FrameDesc>,
-    /// Frames on the TX ring or in the kernel, not yet completed.
-    in_flight: u32,
-    /// Frames put on the TX ring since the kernel was last woken.
-    unkicked: u32,
+    /// The TX ring, its frames and the counters.
+    port: TxPort,
     /// Received frames the stack has read, for the fill ring.
     used: Vec<FrameDesc>,
     /// Received frames not yet handed out: `batch[next..len]`.
     batch: Vec<FrameDesc>,
     next: usize,
     len: usize,
-    stats: XdpStats,
-    last_error: Option<io::Error>,
     /// Dropped after the socket's rings: removes its map entries and, the
     /// last one out, the program.
     steering: steer::Steering,
@@ -237,7 +277,7 @@ impl std::fmt::Debug for XdpSocket {
         f.debug_struct("XdpSocket")
             .field("name", &self.name)
             .field("zero_copy", &self.zero_copy)
-            .field("stats", &self.stats)
+            .field("stats", &self.port.stats)
             .finish_non_exhaustive()
     }
 }
@@ -317,17 +357,19 @@ impl XdpSocket {
             fill,
             comp,
             rx,
-            tx,
             fd,
-            free: descs[rx_frames..].to_vec(),
-            in_flight: 0,
-            unkicked: 0,
+            port: TxPort {
+                queue: tx,
+                free: descs[rx_frames..].to_vec(),
+                in_flight: 0,
+                unkicked: 0,
+                stats: XdpStats::default(),
+                last_error: None,
+            },
             used: descs[..rx_frames].to_vec(),
             batch: vec![FrameDesc::default(); RX_BATCH],
             next: 0,
             len: 0,
-            stats: XdpStats::default(),
-            last_error: None,
             steering,
         };
         dev.refill();
@@ -363,7 +405,7 @@ impl XdpSocket {
 
     /// The counters, the kernel's for this socket included.
     pub fn stats(&self) -> XdpStats {
-        let mut s = self.stats;
+        let mut s = self.port.stats;
         if let Ok(k) = self.rx.fd().xdp_statistics() {
             s.kernel_rx_dropped = k.rx_dropped();
             s.kernel_rx_ring_full = k.rx_ring_full();
@@ -374,36 +416,30 @@ impl XdpSocket {
 
     /// The last failed wake-up, if any.
     pub fn take_last_error(&mut self) -> Option<io::Error> {
-        self.last_error.take()
+        self.port.last_error.take()
     }
 
     /// Wakes the kernel for the frames on the TX ring, if it sleeps; what
     /// the next [`XdpSocket::receive`] and a poll of the descriptor do
     /// anyway.
     pub fn flush(&mut self) {
-        self.unkicked = 0;
-        if self.tx.needs_wakeup() {
-            self.stats.tx_wakeups += 1;
-            if let Err(e) = self.tx.wakeup() {
-                self.stats.errors += 1;
-                self.last_error = Some(context("AF_XDP on", &self.name, "sendto", e));
-            }
-        }
+        self.port.wake(&self.name);
     }
 
     /// Takes the sent frames back from the completion ring.
     fn reclaim(&mut self) {
-        if self.in_flight == 0 {
+        let p = &mut self.port;
+        if p.in_flight == 0 {
             return;
         }
-        let start = self.free.len();
-        self.free
-            .resize(start + self.in_flight as usize, FrameDesc::default());
+        let start = p.free.len();
+        p.free
+            .resize(start + p.in_flight as usize, FrameDesc::default());
         // SAFETY: the completion ring hands back frames of this UMEM that
         // the kernel is done with.
-        let n = unsafe { self.comp.consume(&mut self.free[start..]) };
-        self.free.truncate(start + n);
-        self.in_flight -= n as u32;
+        let n = unsafe { self.comp.consume(&mut p.free[start..]) };
+        p.free.truncate(start + n);
+        p.in_flight -= n as u32;
     }
 
     /// Gives the frames the stack has read back to the fill ring, and wakes
@@ -420,7 +456,7 @@ impl XdpSocket {
             }
         }
         if self.fill.needs_wakeup() {
-            self.stats.fill_wakeups += 1;
+            self.port.stats.fill_wakeups += 1;
             // SAFETY: an empty, non-blocking receive on our socket.
             let rc = unsafe {
                 libc::recvfrom(
@@ -438,8 +474,8 @@ impl XdpSocket {
                     e.raw_os_error(),
                     Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENETDOWN)
                 ) {
-                    self.stats.errors += 1;
-                    self.last_error = Some(context("AF_XDP on", &self.name, "recvfrom", e));
+                    self.port.stats.errors += 1;
+                    self.port.last_error = Some(context("AF_XDP on", &self.name, "recvfrom", e));
                 }
             }
         }
@@ -537,21 +573,17 @@ pub struct XdpTxToken<'a> {
     umem: &'a Umem,
     /// Bytes a frame holds.
     room: usize,
-    tx: &'a mut TxQueue,
-    free: &'a mut Vec<FrameDesc>,
-    in_flight: &'a mut u32,
-    unkicked: &'a mut u32,
-    stats: &'a mut XdpStats,
-    last_error: &'a mut Option<io::Error>,
     name: &'a str,
+    port: &'a mut TxPort,
 }
 
 impl crate::TxToken for XdpTxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let Some(mut desc) = self.free.pop().filter(|_| len <= self.room) else {
+        let port = self.port;
+        let Some(mut desc) = port.free.pop().filter(|_| len <= self.room) else {
             // No frame (an RX token's partner when all are in flight) or
             // longer than one: the stack's bytes go nowhere.
-            self.stats.tx_dropped += 1;
+            port.stats.tx_dropped += 1;
             return f(&mut vec![0; len]);
         };
         // SAFETY: `desc` is a free frame of this UMEM: neither the kernel
@@ -559,45 +591,8 @@ impl crate::TxToken for XdpTxToken<'_> {
         let mut data = unsafe { self.umem.data_mut(&mut desc) };
         data.cursor().set_pos(len);
         let r = f(data.contents_mut());
-        // SAFETY: the frame is ours and filled; the kernel owns it from
-        // here until it comes back on the completion ring.
-        if unsafe { self.tx.produce_one(&desc) } == 1 {
-            *self.in_flight += 1;
-            *self.unkicked += 1;
-            self.stats.tx_frames += 1;
-        } else {
-            // The TX ring is as large as the frames we keep, so it cannot
-            // be full while we hold a free frame; count it if it is.
-            self.free.push(desc);
-            self.stats.tx_dropped += 1;
-        }
-        if *self.unkicked >= TX_BATCH {
-            *self.unkicked = 0;
-            if self.tx.needs_wakeup() {
-                self.stats.tx_wakeups += 1;
-                if let Err(e) = self.tx.wakeup() {
-                    self.stats.errors += 1;
-                    *self.last_error = Some(context("AF_XDP on", self.name, "sendto", e));
-                }
-            }
-        }
+        port.send(desc, self.name);
         r
-    }
-}
-
-impl XdpSocket {
-    fn tx_token(&mut self) -> XdpTxToken<'_> {
-        XdpTxToken {
-            umem: &self.umem,
-            room: self.room,
-            tx: &mut self.tx,
-            free: &mut self.free,
-            in_flight: &mut self.in_flight,
-            unkicked: &mut self.unkicked,
-            stats: &mut self.stats,
-            last_error: &mut self.last_error,
-            name: &self.name,
-        }
     }
 }
 
@@ -609,7 +604,7 @@ impl Device for XdpSocket {
         if self.next == self.len {
             // Frames the kernel has not taken off the TX ring: wake it (if
             // it sleeps) before looking for more to receive.
-            if self.tx.nb_free_exact() < self.ring_size {
+            if self.port.queue.nb_free_exact() < self.ring_size {
                 self.flush();
             }
             self.reclaim();
@@ -620,44 +615,44 @@ impl Device for XdpSocket {
             if self.len == 0 {
                 return None;
             }
-            self.stats.rx_batches += 1;
+            self.port.stats.rx_batches += 1;
         }
         let desc = self.batch[self.next];
         self.next += 1;
         // Back to the fill ring at the next refill, which cannot come
         // before the token is gone (it borrows the device).
         self.used.push(desc);
-        self.stats.rx_frames += 1;
+        self.port.stats.rx_frames += 1;
         // SAFETY: the frame came off the RX ring and stays ours until the
         // next refill, after the token's lifetime.
         let frame = unsafe { self.umem.data(&desc) }.contents();
         let tx = XdpTxToken {
             umem: &self.umem,
             room: self.room,
-            tx: &mut self.tx,
-            free: &mut self.free,
-            in_flight: &mut self.in_flight,
-            unkicked: &mut self.unkicked,
-            stats: &mut self.stats,
-            last_error: &mut self.last_error,
             name: &self.name,
+            port: &mut self.port,
         };
         Some((XdpRxToken { frame }, tx))
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        if self.free.is_empty() {
+        if self.port.free.is_empty() {
             self.reclaim();
-            if self.free.is_empty() {
+            if self.port.free.is_empty() {
                 // Everything is in the kernel: make sure it is moving.
                 self.flush();
                 self.reclaim();
             }
         }
-        if self.free.is_empty() {
+        if self.port.free.is_empty() {
             return None;
         }
-        Some(self.tx_token())
+        Some(XdpTxToken {
+            umem: &self.umem,
+            room: self.room,
+            name: &self.name,
+            port: &mut self.port,
+        })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {

@@ -477,6 +477,84 @@ fn attached(ifindex: i32) -> io::Result<Option<(u32, u32)>> {
     })
 }
 
+/// The steering program already attached to the interface, if there is
+/// one: its descriptor and its maps' (program, addresses, sockets), and its
+/// attach mode; an error if the interface runs another program.
+fn find(name: &str, ifindex: i32, mode: XdpMode) -> io::Result<Option<([OwnedFd; 3], u32)>> {
+    let Some((id, attach_mode)) =
+        attached(ifindex).map_err(err(name, "querying its XDP program"))?
+    else {
+        return Ok(None);
+    };
+    // SAFETY: plain call.
+    let prog = owned(unsafe { sys::bpf_prog_get_fd_by_id(id) })
+        .map_err(err(name, "opening its XDP program"))?;
+    let mut ids = [0u32; 4];
+    let info =
+        prog_info(prog.as_raw_fd(), &mut ids).map_err(err(name, "reading its XDP program"))?;
+    let prog_name = name_of(&info.name);
+    let wrong_mode = match mode {
+        XdpMode::Driver => attach_mode != XDP_FLAGS_DRV_MODE,
+        XdpMode::Generic => attach_mode != XDP_FLAGS_SKB_MODE,
+        XdpMode::Auto => false,
+    };
+    if prog_name != PROG_NAME || info.nr_map_ids != 2 || wrong_mode {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "AF_XDP on {name}: the interface already runs XDP program {id} ({prog_name:?}{}), \
+                 not homa-phy's steering program {PROG_NAME:?} in the mode asked for: remove it \
+                 (`ip link set dev {name} xdp off`) or use another interface",
+                if wrong_mode { ", in another mode" } else { "" }
+            ),
+        ));
+    }
+    let (mut addrs, mut xsks) = (None, None);
+    for &map_id in &ids[..2] {
+        // SAFETY: plain call.
+        let fd = owned(unsafe { sys::bpf_map_get_fd_by_id(map_id) })
+            .map_err(err(name, "opening the steering program's maps"))?;
+        let info =
+            map_info(fd.as_raw_fd()).map_err(err(name, "reading the steering program's maps"))?;
+        if info.type_ == sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP {
+            xsks = Some(fd);
+        } else if info.type_ == sys::bpf_map_type_BPF_MAP_TYPE_HASH && info.key_size == 16 {
+            addrs = Some(fd);
+        }
+    }
+    let (Some(addrs), Some(xsks)) = (addrs, xsks) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("AF_XDP on {name}: program {id} is named {PROG_NAME:?} but has other maps"),
+        ));
+    };
+    Ok(Some(([prog, addrs, xsks], attach_mode)))
+}
+
+/// Creates the maps and loads the program over them: (program,
+/// addresses, sockets).
+fn load(name: &str) -> io::Result<[OwnedFd; 3]> {
+    let addrs = create_map(
+        sys::bpf_map_type_BPF_MAP_TYPE_HASH,
+        ADDRS_NAME,
+        16,
+        4,
+        MAX_ADDRS,
+    )
+    .map_err(err(name, "creating the address map"))?;
+    let xsks = create_map(
+        sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP,
+        XSKS_NAME,
+        4,
+        4,
+        MAX_QUEUES,
+    )
+    .map_err(err(name, "creating the socket map"))?;
+    let prog = load_program(addrs.as_raw_fd(), xsks.as_raw_fd())
+        .map_err(err(name, "loading the steering program"))?;
+    Ok([prog, addrs, xsks])
+}
+
 /// The steering program on one interface, with this endpoint's entries
 /// in its maps; dropping it removes them, and detaches the program when
 /// no endpoint's address is left.
@@ -516,27 +594,11 @@ impl Steering {
         // Two tries: another endpoint may install the program between our
         // look and our attach.
         for _ in 0..2 {
-            if let Some(found) = Steering::reuse(name, ifindex, mode, queue)? {
-                return found.add(xsk, addresses);
-            }
-            let addrs = create_map(
-                sys::bpf_map_type_BPF_MAP_TYPE_HASH,
-                ADDRS_NAME,
-                16,
-                4,
-                MAX_ADDRS,
-            )
-            .map_err(err(name, "creating the address map"))?;
-            let xsks = create_map(
-                sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP,
-                XSKS_NAME,
-                4,
-                4,
-                MAX_QUEUES,
-            )
-            .map_err(err(name, "creating the socket map"))?;
-            let prog = load_program(addrs.as_raw_fd(), xsks.as_raw_fd())
-                .map_err(err(name, "loading the steering program"))?;
+            let (fds, attach_mode, reused) = match find(name, ifindex, mode)? {
+                Some((fds, attach_mode)) => (fds, attach_mode, true),
+                None => (load(name)?, 0, false),
+            };
+            let [prog, addrs, xsks] = fds;
             let st = Steering {
                 name: name.to_string(),
                 ifindex,
@@ -545,10 +607,13 @@ impl Steering {
                 addrs,
                 xsks,
                 keys: Vec::new(),
-                attach_mode: 0,
-                reused: false,
+                attach_mode,
+                reused,
             }
             .add(xsk, addresses)?;
+            if reused {
+                return Ok(st);
+            }
             match st.install(mode) {
                 Ok(st) => return Ok(st),
                 Err(e)
@@ -602,68 +667,6 @@ impl Steering {
             "the interface supports no XDP, not even generic"
         };
         Err(os_error(&self.name, what, e))
-    }
-
-    /// The program already attached to the interface, if it is ours.
-    fn reuse(name: &str, ifindex: i32, mode: XdpMode, queue: u32) -> io::Result<Option<Steering>> {
-        let Some((id, attach_mode)) =
-            attached(ifindex).map_err(err(name, "querying its XDP program"))?
-        else {
-            return Ok(None);
-        };
-        // SAFETY: plain call.
-        let prog = owned(unsafe { sys::bpf_prog_get_fd_by_id(id) })
-            .map_err(err(name, "opening its XDP program"))?;
-        let mut ids = [0u32; 4];
-        let info =
-            prog_info(prog.as_raw_fd(), &mut ids).map_err(err(name, "reading its XDP program"))?;
-        let prog_name = name_of(&info.name);
-        let wrong_mode = match mode {
-            XdpMode::Driver => attach_mode != XDP_FLAGS_DRV_MODE,
-            XdpMode::Generic => attach_mode != XDP_FLAGS_SKB_MODE,
-            XdpMode::Auto => false,
-        };
-        if prog_name != PROG_NAME || info.nr_map_ids != 2 || wrong_mode {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "AF_XDP on {name}: the interface already runs XDP program {id} ({prog_name:?}{}), \
-                     not homa-phy's steering program {PROG_NAME:?} in the mode asked for: remove it \
-                     (`ip link set dev {name} xdp off`) or use another interface",
-                    if wrong_mode { ", in another mode" } else { "" }
-                ),
-            ));
-        }
-        let (mut addrs, mut xsks) = (None, None);
-        for &map_id in &ids[..2] {
-            // SAFETY: plain call.
-            let fd = owned(unsafe { sys::bpf_map_get_fd_by_id(map_id) })
-                .map_err(err(name, "opening the steering program's maps"))?;
-            let info = map_info(fd.as_raw_fd())
-                .map_err(err(name, "reading the steering program's maps"))?;
-            if info.type_ == sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP {
-                xsks = Some(fd);
-            } else if info.type_ == sys::bpf_map_type_BPF_MAP_TYPE_HASH && info.key_size == 16 {
-                addrs = Some(fd);
-            }
-        }
-        let (Some(addrs), Some(xsks)) = (addrs, xsks) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("AF_XDP on {name}: program {id} is named {PROG_NAME:?} but has other maps"),
-            ));
-        };
-        Ok(Some(Steering {
-            name: name.to_string(),
-            ifindex,
-            queue,
-            prog,
-            addrs,
-            xsks,
-            keys: Vec::new(),
-            attach_mode,
-            reused: true,
-        }))
     }
 
     /// Puts the socket and the addresses in the maps.
