@@ -24,7 +24,7 @@ out_large=4
 homa=(--resend-ticks 15 --timeout-ticks 1000)
 a=hpdev-a-$$
 b=hpdev-b-$$
-work=$(mktemp -d)
+work=$(mktemp -d -t device-bench.XXXXXX)
 cleanup() {
   ip netns pids "$a" 2>/dev/null | xargs -r kill 2>/dev/null || true
   ip netns pids "$b" 2>/dev/null | xargs -r kill 2>/dev/null || true

@@ -23,7 +23,7 @@
 //! Zero-copy (the NIC's DMA into the UMEM) is used where the driver
 //! supports it, copy mode elsewhere (veth, TAP, most virtual interfaces).
 //!
-//! The rings and the UMEM are [xsk-rs](https://docs.rs/xsk-rs)'s (over
+//! The rings and the UMEM are the xsk-rs crate's (over
 //! libxdp), the program is loaded through libbpf; both libraries are built
 //! from the sources their crates carry, which needs clang, m4, libelf and
 //! zlib at build time (`.ci/run` installs them). Needs root (or
