@@ -26,6 +26,7 @@
 //! | `smoltcp::SmoltcpDevice`: any device as a smoltcp device (for smoltcp on a `Share` half) | yes | feature `smoltcp` |
 //! | `share::driver::SharedDriver`: one embassy-net driver for two stacks | yes | feature `embassy` |
 //! | `TapInterface`, `RawSocket`, `wait`: Linux host devices | no | `std`, Linux |
+//! | `xdp::XdpSocket`: an AF_XDP socket on one queue of an interface, batched rings, its own XDP program | no | feature `xdp`, Linux |
 //! | `testing`: the test kit (generator, payload patterns; devices, frames and a two-host driver under `std`) | partly | `testing`; `std` for the devices |
 //!
 //! Middleware wraps any device and is a device itself, so they stack:
@@ -176,6 +177,8 @@ pub mod tap;
 pub mod testing;
 pub mod time;
 pub mod tracer;
+#[cfg(all(feature = "xdp", target_os = "linux"))]
+pub mod xdp;
 
 #[cfg(feature = "embassy")]
 pub use embassy::DriverAdapter;
@@ -192,6 +195,8 @@ pub use share::Share;
 pub use tap::{wait, TapInterface};
 pub use time::{Duration, Instant};
 pub use tracer::{Tracer, TracerDirection, TracerPacket};
+#[cfg(all(feature = "xdp", target_os = "linux"))]
+pub use xdp::{XdpConfig, XdpSocket};
 
 /// A network device: a source of received frames and a sink for frames to send.
 pub trait Device {

@@ -141,6 +141,21 @@ pub(crate) fn interface_index(name: &str) -> io::Result<c_int> {
     Ok(unsafe { ifr.ifr_ifru.ifru_ifindex })
 }
 
+/// The hardware type (`ARPHRD_*`, 1 for Ethernet) and address of
+/// interface `name`.
+#[cfg(feature = "xdp")]
+pub(crate) fn interface_hwaddr(name: &str) -> io::Result<(u16, [u8; 6])> {
+    let mut ifr = ifreq_for(name)?;
+    interface_ioctl(name, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR", &mut ifr)?;
+    // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member.
+    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, &b) in mac.iter_mut().zip(&sa.sa_data) {
+        *m = b as u8;
+    }
+    Ok((sa.sa_family, mac))
+}
+
 /// Brings interface `name` up or down (`ip link set NAME up|down`).
 /// Needs `CAP_NET_ADMIN`.
 pub fn set_interface_up(name: &str, up: bool) -> io::Result<()> {

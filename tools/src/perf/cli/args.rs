@@ -24,6 +24,10 @@ DEVICE (Homa over homa-stack, or the kernel's TCP), exactly one of:
         bridge BR (created if missing, with --host-ip as its address), or
         else given --host-ip (default: the first other address of the subnet)
   --iface NAME --ip ADDR/NN         an AF_PACKET socket on an existing interface
+  --xdp NAME --ip ADDR/NN [--xdp-queue Q]
+        an AF_XDP socket on queue Q (default 0) of an existing interface; an
+        XDP program gives it the frames for --ip, the kernel keeps the rest
+        (built with the `xdp` feature)
   --tcp                             kernel TCP, one connection per server,
                                     length-prefixed messages
 --ip and --host-ip are host addresses of one subnet: IPv4 A.B.C.D/NN, private
@@ -74,10 +78,17 @@ pub struct DeviceArgs {
     /// homa-stack over an AF_PACKET socket on this existing interface.
     #[arg(long, value_name = "NAME", group = "device", help_heading = "Device")]
     pub iface: Option<String>,
+    /// homa-stack over an AF_XDP socket on this existing interface.
+    #[arg(long, value_name = "NAME", group = "device", help_heading = "Device")]
+    pub xdp: Option<String>,
+    /// The interface queue the AF_XDP socket binds (--xdp), 0..=255.
+    #[arg(long, value_name = "Q", default_value_t = 0, help_heading = "Device",
+          value_parser = clap::value_parser!(u32).range(0..=255))]
+    pub xdp_queue: u32,
     /// The kernel's TCP instead of homa-stack.
     #[arg(long, group = "device", help_heading = "Device")]
     pub tcp: bool,
-    /// homa-stack's address and subnet, IPv4 or IPv6 (--tap, --iface).
+    /// homa-stack's address and subnet, IPv4 or IPv6 (--tap, --iface, --xdp).
     #[arg(long, value_name = "ADDR/NN", value_parser = Cidr::parse_host, help_heading = "Device")]
     pub ip: Option<Cidr>,
     /// Bridge to join a created TAP to (created if missing).
@@ -308,6 +319,9 @@ pub struct TestbedArgs {
     /// Both protocols over IPv6 (fd00:77::/64) instead of IPv4 (10.77.0.0/24).
     #[arg(long)]
     ipv6: bool,
+    /// Homa over AF_XDP on each host's veth instead of a bridged TAP.
+    #[arg(long)]
+    xdp: bool,
     /// Seconds of the closed-loop capacity probe per protocol, 0..=3600 (0: none).
     #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
     probe: f64,
@@ -367,14 +381,21 @@ impl DeviceArgs {
         if self.tcp {
             if self.ip.is_some() {
                 return Err(anyhow::anyhow!(
-                    "--ip is for --tap/--iface; TCP uses the kernel's addresses"
+                    "--ip is for --tap/--iface/--xdp; TCP uses the kernel's addresses"
                 ));
             }
             return Ok(Transport::Tcp);
         }
-        let ip = self
-            .ip
-            .context("--tap and --iface need --ip A.B.C.D/NN or IPV6/NN (homa-stack's address)")?;
+        let ip = self.ip.context(
+            "--tap, --iface and --xdp need --ip A.B.C.D/NN or IPV6/NN (homa-stack's address)",
+        )?;
+        if let Some(name) = &self.xdp {
+            return Ok(Transport::Xdp {
+                name: name.clone(),
+                ip,
+                queue: self.xdp_queue,
+            });
+        }
         if let Some(name) = &self.tap {
             if let Some(h) = self.host_ip {
                 if h.addr == ip.addr {
@@ -547,6 +568,7 @@ impl TestbedArgs {
             timeout_ticks: self.timeout_ticks,
             probe_s: self.probe,
             ipv6: self.ipv6,
+            xdp: self.xdp,
         })
     }
 }

@@ -144,6 +144,27 @@ mod tests {
     }
 
     #[test]
+    fn an_af_xdp_client_names_its_interface_and_queue() {
+        let cmd = p("client --xdp eth1 --xdp-queue 3 --ip 10.77.0.3/24 \
+                     --server 10.77.0.2:500 --size 100 --rate 10");
+        let Command::Client(c) = cmd.unwrap() else {
+            panic!("not a client")
+        };
+        let Transport::Xdp { name, ip, queue } = c.transport else {
+            panic!("not AF_XDP")
+        };
+        assert_eq!(
+            (name.as_str(), queue, ip.to_string().as_str()),
+            ("eth1", 3, "10.77.0.3/24")
+        );
+        let e = p("server --xdp eth1").unwrap_err().to_string();
+        assert!(e.contains("--xdp need --ip"), "{e}");
+        assert!(p("server --xdp eth1 --tap t0 --ip 10.0.0.1/24").is_err());
+        let e = p("server --xdp eth1 --xdp-queue 256 --ip 10.0.0.1/24").unwrap_err();
+        assert!(e.to_string().contains("0..=255"), "{e}");
+    }
+
+    #[test]
     fn a_tcp_server_listens_on_5000_by_default() {
         let Command::Server(s) = p("server --tcp --duration 3").unwrap() else {
             panic!("not a server")

@@ -32,6 +32,15 @@ pub enum Transport {
         /// homa-stack's own address and subnet.
         ip: Cidr,
     },
+    /// homa-stack over an AF_XDP socket.
+    Xdp {
+        /// Interface name.
+        name: String,
+        /// homa-stack's own address and subnet.
+        ip: Cidr,
+        /// The interface queue the socket binds.
+        queue: u32,
+    },
     /// The kernel's TCP.
     Tcp,
 }
@@ -40,7 +49,9 @@ impl Transport {
     /// homa-stack's address and subnet, if Homa.
     pub fn homa_ip(&self) -> Option<Cidr> {
         match self {
-            Transport::Tap { ip, .. } | Transport::Iface { ip, .. } => Some(*ip),
+            Transport::Tap { ip, .. } | Transport::Iface { ip, .. } | Transport::Xdp { ip, .. } => {
+                Some(*ip)
+            }
             Transport::Tcp => None,
         }
     }
@@ -190,6 +201,8 @@ pub struct TestbedOpts {
     pub probe_s: f64,
     /// Run both protocols over IPv6 (fd00:77::/64) instead of IPv4.
     pub ipv6: bool,
+    /// Homa over AF_XDP on the hosts' veths instead of bridged TAPs.
+    pub xdp: bool,
 }
 
 /// A parsed command line.

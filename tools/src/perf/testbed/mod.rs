@@ -80,7 +80,7 @@ pub fn run_testbed(o: &TestbedOpts) -> anyhow::Result<bool> {
             "IP TOS"
         },
         o.duration_s
-    );
+    ) + if o.xdp { ", Homa over AF_XDP" } else { "" };
     if !o.json {
         crate::outln!("{header}")?;
         if o.bottleneck_mbps == DEFAULT_BOTTLENECK_MBPS {

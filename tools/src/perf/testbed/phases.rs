@@ -143,11 +143,19 @@ fn neighbors(o: &TestbedOpts, hosts: &mut dyn Iterator<Item = usize>) -> String 
 /// homa-perf's device and Homa options for host `h` of the testbed.
 fn homa_device_args(o: &TestbedOpts, h: usize) -> Vec<String> {
     let v6 = o.ipv6;
-    strings(&[
-        "--tap",
-        "tap0",
-        "--bridge",
-        "br0",
+    // Over AF_XDP the endpoint sits on the host's veth (a bridge port, so
+    // it takes the endpoint's own MAC) instead of a TAP bridged to it.
+    let mut a = if o.xdp {
+        strings(&[
+            "--xdp",
+            "eth0",
+            "--mac",
+            &mac_for(homa_ip(h, v6)).to_string(),
+        ])
+    } else {
+        strings(&["--tap", "tap0", "--bridge", "br0"])
+    };
+    a.extend(strings(&[
         "--ip",
         &format!("{}/{}", homa_ip(h, v6), prefix(v6)),
         "--link-mbps",
@@ -164,7 +172,8 @@ fn homa_device_args(o: &TestbedOpts, h: usize) -> Vec<String> {
         &o.resend_ticks.to_string(),
         "--timeout-ticks",
         &o.timeout_ticks.to_string(),
-    ])
+    ]));
+    a
 }
 
 /// The command line of the testbed's server for the protocol.
