@@ -847,6 +847,7 @@ fn a_reply_that_does_not_fit_leaves_the_request_readable() {
 mod hostile;
 #[cfg(feature = "ipv6")]
 mod ipv6;
+mod restart;
 mod wire_bytes;
 
 #[test]
