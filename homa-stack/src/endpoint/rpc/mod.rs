@@ -137,10 +137,11 @@ pub(crate) struct Rpc {
     /// Server: ticks since the whole response was handed to the NIC
     /// (saturating; 16 bits, as `stale_ticks`, keep the slot small).
     done_ticks: u16,
-    /// Server: ticks without progress (new request bytes, pool space, new
-    /// response bytes to send), which RESENDs may bridge for a bounded time
-    /// only (see `timer`; 16 bits keep the slot small, and the bound is
-    /// capped to fit).
+    /// Ticks without progress (new request bytes, pool space, new bytes
+    /// to send), which RESENDs may bridge for a bounded time only (see
+    /// `timer`; 16 bits keep the slot small, and the bound is capped to
+    /// fit): then a server RPC is freed, and a client's request sends
+    /// nothing again until it progresses ([`RESENDS_SPENT`]).
     stale_ticks: u16,
     /// RESENDs for the incoming message's missing ranges are due.
     resend_due: bool,
@@ -181,6 +182,9 @@ pub(crate) enum ResendVerdict {
     Busy,
     /// Over the message's ration: nothing queued (counted as rate-limited).
     Rationed,
+    /// A client RPC whose request is gone (answered, or failed): nothing
+    /// to do (a wrong-state drop).
+    Ignored,
 }
 
 /// What an RPC_UNKNOWN did to an RPC ([`Rpc::on_rpc_unknown`]).
@@ -623,19 +627,25 @@ impl Rpc {
             // A server still receiving or computing owes its response: BUSY
             // keeps the client from timing out (docs/protocol.md 4.7).
             Some(out) if !owes => out,
+            // Our request is answered (or failed): nothing to send, and
+            // only a server says BUSY.
+            _ if self.state.is_client() => return ResendVerdict::Ignored,
             _ => {
                 // A client asking while its request waits for our pool
-                // space is alive: the wait is ours, not its silence. (Not
-                // a server naming our client RPC: only a message's
-                // receiver asks, so that is no sign of life.)
-                if !self.state.is_client() && self.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
+                // space is alive: the wait is ours, not its silence.
+                if self.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
                     self.silent_ticks = 0;
                 }
                 return ResendVerdict::Busy;
             }
         };
-        // The receiver is alive and waiting for us: not silence.
-        self.silent_ticks = 0;
+        // A client waiting for our response is alive: not silence. (Not a
+        // server naming our request: as in Linux it shows life with BUSY
+        // when we ask, and RESENDs, easily forged, must not keep a request
+        // to a dead server and its pages for ever, docs/protocol.md 4.7.)
+        if !self.state.is_client() {
+            self.silent_ticks = 0;
+        }
         let tx_end = out.next_xmit;
         let end = if length == crate::wire::homa::RESEND_ALL {
             tx_end
@@ -654,7 +664,9 @@ impl Rpc {
         if offset >= tx_end {
             return ResendVerdict::Busy;
         }
-        if !out.request_resend(offset, end, priority.min(top), cap, interval) {
+        if self.stale_ticks == RESENDS_SPENT
+            || !out.request_resend(offset, end, priority.min(top), cap, interval)
+        {
             // Still a sign of life (above), but no more bytes this interval.
             net_debug!("homa: RESEND for rpc {}: over its ration", self.id);
             return ResendVerdict::Rationed;
@@ -690,6 +702,7 @@ impl Rpc {
                 UnknownVerdict::Ignored
             }
             State::ClientOutgoing => {
+                let spent = self.stale_ticks == RESENDS_SPENT;
                 let Some(out) = self.out.as_mut() else {
                     return UnknownVerdict::Ignored;
                 };
@@ -709,7 +722,9 @@ impl Rpc {
                         // The server may still lack room: its first packet
                         // is enough for it to take the request and ask for
                         // the rest, and costs a forger's packet no more.
-                        let _ = out.request_resend(0, 1, priority, cap, interval);
+                        if !spent {
+                            let _ = out.request_resend(0, 1, priority, cap, interval);
+                        }
                         net_debug!("homa: RPC_UNKNOWN for rpc {}: restarts spent", self.id);
                         UnknownVerdict::Spent
                     }
@@ -817,8 +832,18 @@ impl Rpc {
         if let Some(out) = self.out.as_mut() {
             out.ration.tick();
         }
-        if !self.state.is_client() && self.stale(rules.stale, resolved) {
-            return TickVerdict::Stale;
+        if self.stale(rules.stale, resolved) {
+            if !self.state.is_client() {
+                net_debug!(
+                    "homa: server rpc {} freed: RESENDs without progress for {} ticks",
+                    self.id,
+                    rules.stale
+                );
+                return TickVerdict::Stale;
+            }
+            // A client's request: nothing more goes again (as the server
+            // frees its RPC) until it has new bytes to send.
+            self.stale_ticks = RESENDS_SPENT;
         }
         let mut due = false;
         let waiting = match self.state {
@@ -907,11 +932,11 @@ impl Rpc {
         TickVerdict::Doubt { due }
     }
 
-    /// A server RPC's count of ticks without progress, which RESENDs may
-    /// not bridge for ever: true when it reached `limit`.
+    /// The count of ticks without progress, which RESENDs may not bridge
+    /// for ever: true when it reached `limit`.
     fn stale(&mut self, limit: u32, resolved: bool) -> bool {
         let progress = match self.state {
-            State::ServerOutgoing => {
+            State::ServerOutgoing | State::ClientOutgoing => {
                 resolved && self.out.as_ref().is_some_and(|o| o.can_send_new())
             }
             State::ServerIncoming => self.inp.as_ref().is_some_and(|m| m.buf.is_some()),
@@ -922,11 +947,6 @@ impl Rpc {
             return false;
         }
         if u32::from(self.stale_ticks) + 1 >= limit {
-            net_debug!(
-                "homa: server rpc {} freed: RESENDs without progress for {} ticks",
-                self.id,
-                limit
-            );
             return true;
         }
         self.stale_ticks += 1;
@@ -1133,6 +1153,13 @@ pub(crate) enum Restart {
 /// frees, for as long as the RPC's silence timeout allows (Linux never
 /// fails a client RPC on RPC_UNKNOWN).
 pub const MAX_RESTARTS: u8 = 2;
+
+/// A client's `stale_ticks` once RESENDs kept its request without progress
+/// for the RESEND life (`RESEND_LIFE_TIMEOUTS`): what RESENDs and
+/// RPC_UNKNOWN would make it send again is refused until it progresses (a
+/// server RPC is freed instead). Never reached by counting: the life is
+/// capped at 65,535 ticks.
+const RESENDS_SPENT: u16 = u16::MAX;
 
 /// How often RPC_UNKNOWN started a client request over, and the ticks
 /// before it may act again, in one `u16` (it keeps the slot within its

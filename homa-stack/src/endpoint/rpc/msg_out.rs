@@ -23,8 +23,11 @@ use crate::storage::MessageBuf;
 /// with: each RESEND interval in which it asks refills a spent reserve by
 /// one packet, so its RPC still completes, slowly, instead of starving
 /// until it times out. That is one full-size frame for at least one RESEND
-/// (a 71-byte frame): a forger who names the RPC gains one per interval of
-/// its life, however many RESENDs it sends.
+/// (a 71-byte frame): a forger who names the RPC gains one per interval,
+/// however many RESENDs it sends, and only for the RESEND life
+/// (`RESEND_LIFE_TIMEOUTS` silence timeouts without new bytes to send:
+/// then a server RPC is freed, and a client's request sends nothing again
+/// until it has).
 pub(crate) const RESEND_WINDOWS: u32 = 8;
 
 /// What one outgoing message may still send again (see

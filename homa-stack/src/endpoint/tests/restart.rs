@@ -6,6 +6,7 @@
 
 use super::hostile::homa_frame;
 use super::*;
+use crate::endpoint::rpc::RESEND_WINDOWS;
 use crate::wire::homa::{Kind, Repr};
 
 /// A control packet `kind` from B's server port 500 (B's address and MAC:
@@ -194,6 +195,11 @@ fn forged_rpc_unknowns_do_not_end_an_rpc_the_server_serves() {
 const SEG: usize = 1424;
 const DATA_FRAME: usize = 14 + 20 + 56;
 
+/// The most a message may send again before its ration refills by single
+/// packets: `RESEND_WINDOWS` windows of 40,000 bytes (29 frames each), and
+/// as many again earned back by the receiver's GRANTs.
+const RESERVE: usize = 2 * RESEND_WINDOWS as usize * (40_000 + 29 * DATA_FRAME);
+
 #[test]
 #[cfg_attr(miri, ignore = "32 requests of 1 MB: too slow under Miri")]
 fn forged_rpc_unknowns_buy_two_starts_and_then_a_packet_each() {
@@ -324,4 +330,118 @@ fn requests_the_server_forgets_are_sent_again_and_complete() {
         let took = took.unwrap_or_else(|| panic!("{len} bytes forgotten {forget} times failed"));
         assert!(took < Duration::from_millis(within), "{len} bytes: {took}");
     }
+}
+
+/// What A did under [`resends_every_5_ms_for_10_s`].
+struct Outcome {
+    /// Bytes A sent from the first forgery on.
+    sent: usize,
+    /// DATA packets A sent again in the last 8.9 s (after the RESEND life
+    /// of 1 s, from when the request went out whole).
+    late: u64,
+    /// When the request failed, and why, if it did.
+    failed: Option<(Duration, RpcError)>,
+    /// Bytes A sent after it failed.
+    after: usize,
+    /// Pool bytes held at the end.
+    held: usize,
+}
+
+/// A's 1 MB request to B, sent whole (B granted it), then a RESEND(0,
+/// 40,000) forged from B's address every 5 ms for 10 s, with B's BUSY
+/// every 5 ms too when `busy` (B alive and computing).
+fn resends_every_5_ms_for_10_s(busy: bool) -> Outcome {
+    let (mut ep, mut dev, mut now, client, _) =
+        super::hostile::a_request_sent_whole(Config::new(A_IP, A_MAC, SEED));
+    let port = ep.client_port(client).unwrap();
+    let id = ep.rpc_info().next().unwrap().id;
+    let resend = to_client(
+        id,
+        port,
+        Kind::Resend {
+            offset: 0,
+            length: 40_000,
+            priority: 0,
+        },
+    );
+    let busy_frame = to_client(id, port, Kind::Busy);
+    let t0 = now;
+    let (mut sent, mut failed, mut early, mut after) = (0, None, None, 0);
+    while now < t0 + Duration::from_secs(10) {
+        if now >= t0 + Duration::from_millis(1_100) {
+            early.get_or_insert(ep.stats().retransmissions);
+        }
+        dev.rx.push_back(resend.clone());
+        if busy {
+            dev.rx.push_back(busy_frame.clone());
+        }
+        let bytes = run_alone(&mut ep, &mut dev, &mut now, Duration::from_millis(5));
+        sent += bytes;
+        if failed.is_some() {
+            after += bytes;
+        }
+        if let Some(Event::Failed { error, .. }) = ep.recv(client) {
+            failed.get_or_insert((now - t0, error));
+        }
+    }
+    let late = ep.stats().retransmissions - early.unwrap_or(0);
+    let held = ep.pool_capacity_bytes() - ep.pool_free_bytes();
+    Outcome {
+        sent,
+        late,
+        failed,
+        after,
+        held,
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "ten seconds of 100 us polls: too slow under Miri")]
+fn forged_resends_do_not_keep_a_request_to_a_dead_server() {
+    // B is gone; a RESEND forged from its address every 5 ms names A's
+    // 1 MB request. RESENDs are no sign of the server's life (it shows it
+    // with BUSY when asked): the request times out as if they never came,
+    // and its pages go back to the pool; what it sent again meanwhile is
+    // its ration's reserve.
+    let Outcome {
+        sent,
+        failed,
+        after,
+        held,
+        ..
+    } = resends_every_5_ms_for_10_s(false);
+    std::println!("a forged RESEND every 5 ms, server gone: {sent} bytes sent, {failed:?}");
+    let (at, error) = failed.expect("the forged RESENDs kept the request for 10 s");
+    assert_eq!(error, RpcError::TimedOut);
+    assert!(at <= Duration::from_millis(110), "failed after {at}");
+    assert_eq!(held, 0, "the request's pages are held");
+    // RESENDs naming the failed RPC get nothing (only a server says BUSY).
+    assert_eq!(after, 0, "bytes sent after the request failed");
+    assert!(
+        sent <= RESERVE + 20 * (SEG + DATA_FRAME + 75),
+        "{sent} bytes"
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "ten seconds of 100 us polls: too slow under Miri")]
+fn forged_resends_buy_resends_for_the_resend_life_only() {
+    // B is alive and computing (its BUSY every 5 ms keeps A's request
+    // waiting, as Linux's would); a RESEND forged from its address every
+    // 5 ms for 10 s asks for the request's first 40,000 bytes again. What
+    // the request sends again is its ration's reserve, then a packet per
+    // RESEND interval, for `RESEND_LIFE_TIMEOUTS` timeouts (1 s) without
+    // new bytes to send: then nothing more, as a server frees an RPC that
+    // RESENDs alone kept that long. The request still waits for B.
+    let Outcome {
+        sent, late, failed, ..
+    } = resends_every_5_ms_for_10_s(true);
+    std::println!("a forged RESEND every 5 ms, server alive: {sent} bytes sent in 10 s");
+    assert_eq!(failed, None);
+    assert_eq!(late, 0, "DATA sent again after the RESEND life");
+    let life = 200 * (SEG + DATA_FRAME);
+    // A's own RESENDs for the response, one per interval (B's BUSY
+    // answers each).
+    let asks = 2_000 * 75;
+    assert!(sent <= RESERVE + life + asks, "{sent} bytes");
 }
