@@ -294,11 +294,6 @@ pub struct Stats {
     pub timeouts: u64,
     /// Server RPCs freed (by ACK, RPC_UNKNOWN or timeout).
     pub server_freed: u64,
-    /// Client requests started over after RPC_UNKNOWN (at most
-    /// [`MAX_RESTARTS`] each).
-    ///
-    /// [`MAX_RESTARTS`]: crate::endpoint::MAX_RESTARTS
-    pub restarts: u64,
     /// RPC_UNKNOWNs naming a request whose restarts ([`MAX_RESTARTS`])
     /// were spent: its first packet went again (at most once per
     /// `resend_interval`, from its resend ration), and the RPC was left to

@@ -499,10 +499,9 @@ impl<'a> Endpoint<'a> {
         // RESEND do (docs/protocol.md 4.7).
         let prio = c.highest_priority();
         match self.with_rpc(i, |r, _| r.on_rpc_unknown(interval, resend, prio, unsched)) {
-            Some(UnknownVerdict::Restarted) => self.stats.restarts += 1,
             Some(UnknownVerdict::Spent) => self.stats.restarts_spent += 1,
             Some(UnknownVerdict::TooSoon) => self.count_drop(DropReason::RateLimited),
-            None => {}
+            Some(UnknownVerdict::Restarted) | None => {}
             Some(UnknownVerdict::Forgotten) => {
                 self.free_rpc(i);
                 self.stats.server_freed += 1;

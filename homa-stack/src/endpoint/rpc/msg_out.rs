@@ -146,7 +146,8 @@ pub(crate) struct MsgOut {
     /// Packets to send again (from RESEND or RPC_UNKNOWN), exactly those
     /// asked for: a bitmap over this message's packet grid.
     pub(super) resend: ResendSet,
-    /// What RESENDs and restarts may still make it send again.
+    /// What RESENDs and knocks after RPC_UNKNOWN may still make it send
+    /// again.
     pub(super) ration: Ration,
 }
 
