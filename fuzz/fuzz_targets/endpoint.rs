@@ -23,14 +23,22 @@
 //! entries, and a poll makes at most [`LOOKUPS_PER_FRAME`] lookups per
 //! frame it took or sent, so no packet buys a walk of a table.
 //!
+//! And no client RPC fails before its time: a failure is a timeout (or an
+//! unresolved peer) at least `timeout_ticks` after the request was sent,
+//! or ICMP's word after the endpoint took an ICMP error
+//! ([`check_failure`]); whatever RPC_UNKNOWN, RESEND or BUSY the input
+//! sends, none ends an RPC.
+//!
 //! Three inputs of the corpus were written by hand to hold the bounds to
 //! account: `6acbcb9d…` fills the table with 29 requests whose ids share a
 //! bucket under the key 0 and GRANTs two more of that bucket (a known key
 //! would make every lookup walk them all: the work bound), `d5209102…`
 //! answers the 45,000-byte request with RPC_UNKNOWN 60 times, 6 ms apart
-//! (unrationed restarts would resend 40 kB each: the amplification bound),
-//! and `e91055c7…` asks for its first 40,000 bytes again with 60 RESENDs,
-//! 6 ms apart (unrationed, each would buy 40 kB: the same bound).
+//! (unrationed restarts would resend 40 kB each: the amplification bound;
+//! a budget of restarts that failed the RPC would end it while its peer
+//! answers: the failure check), and `e91055c7…` asks for its first 40,000 bytes again
+//! with 60 RESENDs, 6 ms apart (unrationed, each would buy 40 kB: the
+//! amplification bound).
 //!
 //! At the end of every input the clock runs past the timeouts with no input,
 //! and then nothing may be held: no RPC, no pool page, and no peer beyond
@@ -47,7 +55,7 @@
 
 #![no_main]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
@@ -60,7 +68,8 @@ use homa_stack::wire::icmpv6::Icmpv6DstUnreachable;
 use homa_stack::wire::{
     EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Repr,
 };
-use homa_stack::{Config, Endpoint, Event, RpcHandle, SendError};
+use homa_stack::endpoint::MAX_RESTARTS;
+use homa_stack::{Config, Endpoint, Event, RpcError, RpcHandle, SendError};
 
 const ME: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -86,11 +95,14 @@ const SENT_KEPT: usize = 8;
 /// endpoint send this many, beyond what the application's messages cost
 /// (`Traffic::allowance`). Answers are one for one (RPC_UNKNOWN, BUSY,
 /// ACK, GRANT for DATA, echo, ARP and neighbour replies); the most a
-/// packet draws is what a forged first DATA of a long message does before
-/// its RPC times out: about 20 RESENDs toward its source
-/// (`timeout_ticks / resend_interval`), each barely bigger than that DATA
-/// (accepted, as Linux does the same).
-const AMPLIFICATION: u64 = 32;
+/// packet draws is one full DATA frame (1,514 bytes) for an RPC_UNKNOWN of
+/// 62 bytes (24.4 times) once a request's starts are spent, or for a
+/// RESEND of 71 once its message's reserve is spent (21.3 times), each at
+/// most once per RESEND interval per message; and what a forged first
+/// DATA of a long message draws before its RPC times out: about 20
+/// RESENDs toward its source (`timeout_ticks / resend_interval`), 16 times
+/// the smallest such DATA (accepted, as Linux does the same).
+const AMPLIFICATION: u64 = 25;
 /// Bytes of a DATA packet beyond its payload, at most: Ethernet with an
 /// 802.1Q tag, IPv6, the DATA header.
 const DATA_OVERHEAD: u64 = 18 + 40 + 56;
@@ -102,11 +114,14 @@ const MIN_SEGMENT: u64 = 1_400;
 /// solicitations resolving the peer: 32 frames of up to 128 bytes.
 const MESSAGE_CONTROL: u64 = 32 * 128;
 /// Times a message's first [`RESEND_WINDOW`] bytes may go out again with no
-/// received byte paying for them at [`AMPLIFICATION`]: the restarts of a
-/// request a server forgot (RPC_UNKNOWN) and RESENDs, rationed per RPC.
+/// received byte paying for them at [`AMPLIFICATION`]: the reserve of the
+/// message's resend ration (`RESEND_WINDOWS`, spent by RESENDs and a
+/// request's knocks after RPC_UNKNOWN).
 const RESENDS_PER_MESSAGE: u64 = 8;
-/// The most one RESEND or RPC_UNKNOWN makes the endpoint send again.
-const RESEND_WINDOW: u64 = 64 * 1024;
+/// The most one RESEND makes the endpoint send again (and a request's
+/// start after RPC_UNKNOWN at once): the configuration's unscheduled bytes
+/// (at most `RESEND_MAX_BYTES`).
+const RESEND_WINDOW: u64 = 40_000;
 /// The work bound: the most index entries one lookup may examine. Keys are
 /// secret (`secret_seed`), so the ids of any input are as good as random:
 /// `RPCS` keys in as many buckets put 16 in one with a probability below
@@ -126,18 +141,25 @@ struct Traffic {
     /// Bytes of the frames it sent.
     tx_bytes: u64,
     /// What the application's messages may cost on the wire: each once
-    /// with its headers, [`RESENDS_PER_MESSAGE`] times again up to
-    /// [`RESEND_WINDOW`], and [`MESSAGE_CONTROL`].
+    /// with its headers (a request once more for each of its
+    /// `MAX_RESTARTS` starts, as the forged GRANTs that follow one may draw
+    /// it whole), [`RESENDS_PER_MESSAGE`] times again up to
+    /// [`RESEND_WINDOW`], once again more as GRANTs above the highest yet
+    /// earn back what they grant (at most the message), and
+    /// [`MESSAGE_CONTROL`].
     messages: u64,
 }
 
 impl Traffic {
-    /// A message of `len` bytes the application asked to send.
-    fn message(&mut self, len: usize) {
+    /// A message of `len` bytes the application asked to send, a request
+    /// or a response.
+    fn message(&mut self, len: usize, request: bool) {
         let wire = |n: u64| n + n.div_ceil(MIN_SEGMENT).max(1) * DATA_OVERHEAD;
         let len = len as u64;
-        self.messages +=
-            wire(len) + RESENDS_PER_MESSAGE * wire(len.min(RESEND_WINDOW)) + MESSAGE_CONTROL;
+        let starts = if request { u64::from(MAX_RESTARTS) } else { 0 };
+        self.messages += (2 + starts) * wire(len)
+            + RESENDS_PER_MESSAGE * wire(len.min(RESEND_WINDOW))
+            + MESSAGE_CONTROL;
     }
 
     /// The most the endpoint may have sent by now.
@@ -587,10 +609,14 @@ fuzz_target!(|data: &[u8]| {
     let client = ep.socket().unwrap();
     let client_port = ep.client_port(client).unwrap();
     let mut live: Vec<RpcHandle> = Vec::new();
+    // When each request was sent, for the failure check.
+    let mut sent_at: HashMap<RpcHandle, Instant> = HashMap::new();
     let mut traffic = Traffic::default();
     for len in [1usize, 1500, 45_000] {
-        live.push(ep.send_request(client, PEER, 500, &payload[..len]).unwrap());
-        traffic.message(len);
+        let h = ep.send_request(client, PEER, 500, &payload[..len]).unwrap();
+        live.push(h);
+        sent_at.insert(h, now);
+        traffic.message(len, true);
     }
     check_work(ep.take_index_work(), 0);
     let mut dev = device();
@@ -699,7 +725,8 @@ fuzz_target!(|data: &[u8]| {
                 had_rpc.insert(dest.into());
                 if let Ok(h) = ep.send_request(client, dest, 500, &payload[..len]) {
                     live.push(h);
-                    traffic.message(len);
+                    sent_at.insert(h, now);
+                    traffic.message(len, true);
                 }
                 check_work(ep.take_index_work(), 0);
             }
@@ -711,7 +738,7 @@ fuzz_target!(|data: &[u8]| {
                     if let Event::Request { rpc, len, .. } = ev {
                         assert_eq!(ep.message(rpc).map(|m| m.len()), Some(len));
                         if ep.reply(rpc, &payload[..reply_len]).is_ok() {
-                            traffic.message(reply_len);
+                            traffic.message(reply_len, false);
                         } else {
                             // A server that cannot answer lets the RPC go.
                             let _ = ep.abort(rpc);
@@ -725,7 +752,10 @@ fuzz_target!(|data: &[u8]| {
                             assert_eq!(ep.message(rpc).map(|m| m.len()), Some(len));
                             rpc
                         }
-                        Event::Failed { rpc, .. } => rpc,
+                        Event::Failed { rpc, error } => {
+                            check_failure(&ep, &sent_at, rpc, error, now);
+                            rpc
+                        }
                         Event::Request { .. } => panic!("a client socket got a request"),
                     };
                     ep.release(rpc).unwrap();
@@ -777,8 +807,13 @@ fuzz_target!(|data: &[u8]| {
         now += Duration::from_millis(1);
         traffic.poll(&mut ep, &mut dev, now);
         while let Some(ev) = ep.recv(client) {
-            if let Event::Response { rpc, .. } | Event::Failed { rpc, .. } = ev {
-                ep.release(rpc).unwrap();
+            match ev {
+                Event::Response { rpc, .. } => ep.release(rpc).unwrap(),
+                Event::Failed { rpc, error } => {
+                    check_failure(&ep, &sent_at, rpc, error, now);
+                    ep.release(rpc).unwrap();
+                }
+                Event::Request { .. } => {}
             }
         }
         while let Some(Event::Request { rpc, .. }) = ep.recv(server) {
@@ -822,6 +857,38 @@ fn secret_seed(data: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     data.hash(&mut h);
     h.finish()
+}
+
+/// A client RPC's failure is one of its time (see the module doc): a
+/// timeout, or a peer never resolved, after `timeout_ticks` ticks, which
+/// (ticks being at least `tick` apart, the first one maybe at once) span
+/// at least `timeout_ticks - 1` ticks' time from its request; an ICMP
+/// error's word only once the endpoint took one. Anything else (a budget
+/// of restarts giving up while the peer still answers, say) fails the
+/// input.
+fn check_failure(
+    ep: &Endpoint<'_>,
+    sent_at: &HashMap<RpcHandle, Instant>,
+    rpc: RpcHandle,
+    error: RpcError,
+    now: Instant,
+) {
+    let sent = sent_at.get(&rpc).expect("a failure of a request we sent");
+    let config = ep.config();
+    let ticks = u64::from(config.timeout_ticks.saturating_sub(1));
+    let timeout = Duration::from_nanos(config.tick.total_nanos() * ticks);
+    match error {
+        RpcError::TimedOut | RpcError::Unresolved => assert!(
+            now >= *sent + timeout,
+            "an RPC failed ({error}) {:?} after its request, before its timeout",
+            now - *sent
+        ),
+        RpcError::PortUnreachable | RpcError::PeerUnreachable => assert!(
+            ep.stats().icmp_unreachable_received > 0,
+            "an RPC failed ({error}) with no ICMP error taken"
+        ),
+        other => panic!("an RPC failed ({other}) {:?} after its request", now - *sent),
+    }
 }
 
 /// Bounds that hold after every poll.

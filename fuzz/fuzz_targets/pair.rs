@@ -1,6 +1,8 @@
 //! Two endpoints over in-memory devices whose frames the input mutates
 //! (drops, byte changes, duplicates, truncations): every RPC that completes
-//! must deliver exactly the bytes that were sent, and nothing may panic.
+//! must deliver exactly the bytes that were sent, one that fails must have
+//! timed out (the server is there: nothing else may end it), and nothing
+//! may panic.
 //! The input after the request sizes is a fault schedule, read in order and
 //! then sampled at random, so faults go on for the whole run. When every RPC
 //! has ended, the clock runs past the timeouts (faults still on) and both
@@ -28,7 +30,7 @@ use homa_phy::testing::{pattern, Pair, SplitMix64};
 use homa_phy::{Duration, Instant};
 use homa_stack::endpoint::{PeerSlot, RpcSlot, SocketSlot};
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
-use homa_stack::{Config, Endpoint, Event, RpcHandle};
+use homa_stack::{Config, Endpoint, Event, RpcError, RpcHandle};
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -209,6 +211,12 @@ fuzz_target!(|data: &[u8]| {
     let config = p.b.config();
     let linger =
         Duration::from_nanos(config.tick.total_nanos() * (u64::from(config.timeout_ticks) + 20));
+    // The earliest an RPC may fail: its timeout, `timeout_ticks` ticks
+    // after its request (the first tick maybe at once).
+    let timeout = Duration::from_nanos(
+        config.tick.total_nanos() * u64::from(config.timeout_ticks.saturating_sub(1)),
+    );
+    let sent_at = p.now;
     // The step limit is for the RPCs; the clock running out after them is
     // bounded by `linger` alone.
     for step in 0.. {
@@ -242,7 +250,16 @@ fuzz_target!(|data: &[u8]| {
                     p.a.release(rpc).unwrap();
                     done += 1;
                 }
-                Event::Failed { rpc, .. } => {
+                Event::Failed { rpc, error } => {
+                    // Only the silence timeout ends an RPC whose server
+                    // is there (an unresolved peer is silence too).
+                    let at = sent_at;
+                    assert!(
+                        matches!(error, RpcError::TimedOut | RpcError::Unresolved)
+                            && p.now >= at + timeout,
+                        "an RPC failed ({error}) {:?} after its request",
+                        p.now - at
+                    );
                     p.a.release(rpc).unwrap();
                     done += 1;
                 }

@@ -106,8 +106,9 @@ pub enum DropReason {
     FrameTooBig,
     /// An ICMP error beyond the per-tick budget of those acted on (each
     /// makes a pass over the live RPCs, so a flood must not buy one each),
-    /// or an RPC_UNKNOWN within a RESEND interval of the restart the last
-    /// one caused (each restart sends the unscheduled bytes again).
+    /// an RPC_UNKNOWN within a RESEND interval of the restart the last one
+    /// caused (each restart sends DATA again), or a RESEND over its
+    /// message's resend ration.
     RateLimited,
     /// A neighbour advertisement without the override flag for a peer whose
     /// known link address differs: not applied (RFC 4861 7.2.5).
@@ -293,6 +294,13 @@ pub struct Stats {
     pub timeouts: u64,
     /// Server RPCs freed (by ACK, RPC_UNKNOWN or timeout).
     pub server_freed: u64,
+    /// RPC_UNKNOWNs naming a request whose restarts ([`MAX_RESTARTS`])
+    /// were spent: its first packet went again (at most once per
+    /// `resend_interval`, from its resend ration), and the RPC was left to
+    /// its silence timeout, never failed for them.
+    ///
+    /// [`MAX_RESTARTS`]: crate::endpoint::MAX_RESTARTS
+    pub restarts_spent: u64,
     /// Server RPCs freed after `timeout_ticks` of silence from the client
     /// (also while sending the response or waiting for its ACK).
     pub server_timeouts: u64,

@@ -7,7 +7,7 @@ use crate::duo::{self, Endpoints, Storage, CLIENT_IP, CLIENT_MAC, SERVER_IP, SER
 use homa_phy::fault::FaultConfig;
 use homa_phy::testing::{fill_pattern, SplitMix64};
 use homa_phy::{Duration, Instant};
-use homa_stack::{Event, RpcHandle};
+use homa_stack::{Event, RpcError, RpcHandle};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::IpAddr;
@@ -112,8 +112,16 @@ pub struct Report {
     pub verified: usize,
     /// RPCs that failed.
     pub failed: usize,
-    /// Failures that were timeouts.
+    /// Failures that were timeouts (`RpcError::TimedOut`).
     pub timed_out: usize,
+    /// Failures for a peer whose link address never resolved
+    /// (`RpcError::Unresolved`).
+    pub unresolved: usize,
+    /// Failures ICMP caused (`RpcError::PortUnreachable`,
+    /// `RpcError::PeerUnreachable`).
+    pub unreachable: usize,
+    /// Failures for a device MTU that shrank (`RpcError::MtuShrank`).
+    pub mtu_shrank: usize,
     /// RPC slots and pool bytes still in use at the end, both ends.
     pub leaked: usize,
     /// Virtual time the run took.
@@ -131,8 +139,17 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "sent {} completed {} verified {} failed {} leaked {}",
-            self.sent, self.completed, self.verified, self.failed, self.leaked
+            "sent {} completed {} verified {} failed {} (timed out {}, unresolved {}, \
+             unreachable {}, mtu shrank {}) leaked {}",
+            self.sent,
+            self.completed,
+            self.verified,
+            self.failed,
+            self.timed_out,
+            self.unresolved,
+            self.unreachable,
+            self.mtu_shrank,
+            self.leaked
         )
     }
 }
@@ -202,7 +219,14 @@ pub fn run(mut soak: Soak) -> Report {
                 Event::Failed { rpc, error } => {
                     if pending.remove(&rpc).is_some() {
                         r.failed += 1;
-                        r.timed_out += usize::from(error == homa_stack::RpcError::TimedOut);
+                        match error {
+                            RpcError::TimedOut => r.timed_out += 1,
+                            RpcError::Unresolved => r.unresolved += 1,
+                            RpcError::PortUnreachable | RpcError::PeerUnreachable => {
+                                r.unreachable += 1
+                            }
+                            RpcError::MtuShrank => r.mtu_shrank += 1,
+                        }
                     }
                     let _ = d.a.release(rpc);
                 }

@@ -909,7 +909,7 @@ fn rpc_view_of_known_rpcs_with_losses() {
         "{text:?}"
     );
     assert!(text.contains(
-        &"rpc 546170868858898 10.0.0.1:32768 > 10.0.0.2:500 start 0.000004745 dur 15000.8 us \
+        &"rpc 13449639951778578450 10.0.0.1:32768 > 10.0.0.2:500 start 0.000004745 dur 15000.8 us \
           req 756 B: 3 DATA 2268 B resp 756 B: 1 DATA 756 B retx 1512 B grants 0 resends 3 \
           busy 0 completed acked"
             .to_string()

@@ -8,8 +8,10 @@
 //! time, through fault injection (`--loss`, `--dup`, `--reorder`,
 //! `--corrupt`, as fractions applied once per frame; checksums are on
 //! whenever `--corrupt` is set), reproducibly for `--seed`, and ends with the
-//! line `sent N completed N verified N failed N leaked N`. The exit status
-//! is 0 only when every RPC was verified and nothing leaked.
+//! line `sent N completed N verified N failed N (timed out N, unresolved N,
+//! unreachable N, mtu shrank N) leaked N`, the failures counted by kind.
+//! The exit status is 0 only when every RPC was verified and nothing
+//! leaked.
 //!
 //! `--ipv6` runs the same over IPv6 (both ends dual-stack, link addresses
 //! from neighbour discovery; the default sizes are IPv6's boundaries).

@@ -417,8 +417,8 @@ impl<'a> Endpoint<'a> {
         let now = self.now;
         let peer = self.peer_index(dest, now).ok_or(SendError::PeerTableFull)?;
         let out = self.new_msgout(peer, len, fill)?;
-        let id = client_id(self.next_seq, slot);
-        self.next_seq = self.next_seq.wrapping_add(1).max(1);
+        let id = client_id(self.next_seq.wrapping_add(self.id_offset(dest)), slot);
+        self.next_seq = self.next_seq.wrapping_add(1);
         self.births += 1;
         let rpc = Rpc::client(
             id,

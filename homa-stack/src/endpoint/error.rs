@@ -21,11 +21,6 @@ pub enum RpcError {
     Unresolved,
     /// The device's MTU shrank below the size the message was cut for.
     MtuShrank,
-    /// The server kept forgetting the request: it answered RPC_UNKNOWN
-    /// again after [`MAX_RESTARTS`](crate::endpoint::MAX_RESTARTS) restarts
-    /// (a server that keeps losing it, or RPC_UNKNOWN forged from its
-    /// address).
-    ServerForgot,
 }
 
 impl fmt::Display for RpcError {
@@ -36,7 +31,6 @@ impl fmt::Display for RpcError {
             RpcError::PeerUnreachable => "peer unreachable",
             RpcError::Unresolved => "peer address could not be resolved",
             RpcError::MtuShrank => "device MTU shrank below the message's packets",
-            RpcError::ServerForgot => "the server kept forgetting the request",
         })
     }
 }

@@ -492,21 +492,16 @@ impl<'a> Endpoint<'a> {
         let Some(i) = self.find_rpc(from.addr, from.local_id, from.dport) else {
             return self.count_drop(DropReason::UnknownRpc);
         };
-        let interval = self.config.resend_interval;
-        let unsched = self.config.unsched_bytes;
-        // The priority a restarted request's unscheduled packets go at.
-        let num_priorities = self.config.num_priorities;
-        let Some(r) = self.rpc_at(i) else { return };
-        let length = r.outgoing().map_or(0, |o| o.length());
-        let prio = self
-            .peers
-            .get(usize::from(r.peer()))
-            .and_then(|s| s.peer.as_ref())
-            .map_or(0, |p| p.unsched_priority(length, num_priorities));
-        match self.with_rpc(i, |r, _| r.on_rpc_unknown(interval, prio, unsched)) {
-            Some(UnknownVerdict::Restarted) | None => {}
+        let c = &self.config;
+        let (interval, resend, unsched) = (c.resend_interval, c.resend_ticks, c.unsched_bytes);
+        // A request's first packet knocking again goes at the highest
+        // priority, as the retransmissions a Linux receiver asks for with
+        // RESEND do (docs/protocol.md 4.7).
+        let prio = c.highest_priority();
+        match self.with_rpc(i, |r, _| r.on_rpc_unknown(interval, resend, prio, unsched)) {
+            Some(UnknownVerdict::Spent) => self.stats.restarts_spent += 1,
             Some(UnknownVerdict::TooSoon) => self.count_drop(DropReason::RateLimited),
-            Some(UnknownVerdict::Exhausted) => self.fail_client_rpc(i, RpcError::ServerForgot),
+            Some(UnknownVerdict::Restarted) | None => {}
             Some(UnknownVerdict::Forgotten) => {
                 self.free_rpc(i);
                 self.stats.server_freed += 1;

@@ -62,10 +62,10 @@ pub struct Endpoint<'a> {
     ctrl: Deque<Ctrl, CTRL_QUEUE>,
     pacer: pacer::Pacer,
     stats: Stats,
-    /// Sequence number of the next client RPC; its id is built from it and
-    /// the RPC's slot (see `client_id`). It starts at a value drawn from
-    /// the seed, so a rebooted host does not reuse the ids its previous
-    /// life may have left in servers.
+    /// Sequence number of the next client RPC; its id is built from it,
+    /// its peer's secret offset and the RPC's slot (see `client_id`). It
+    /// starts at a value drawn from the seed, so a rebooted host does not
+    /// reuse the ids its previous life may have left in servers.
     next_seq: u64,
     /// RPC slots with no RPC, and slots with one, in the order they were
     /// taken (links in the slots).
@@ -159,10 +159,25 @@ pub struct IndexWork {
 /// The label of the first client sequence number in [`KeyedHash::derive`].
 const FIRST_ID_LABEL: u64 = u64::from_le_bytes(*b"first id");
 
+/// The id in [`KeyedHash::rpc`] whose hash with a peer's address is the
+/// offset of that peer's client ids (see `Endpoint::id_offset`): no RPC
+/// has it (client ids are never 0, and keys of the server-RPC index are
+/// odd local ids).
+const ID_OFFSET_LABEL: u64 = 0;
+
 /// ICMP errors sent, and received ICMP errors acted on, per tick at most.
 pub(super) const ICMP_PER_TICK: u32 = 32;
 
 impl<'a> Endpoint<'a> {
+    /// Where the client ids `addr` sees start: a keyed hash of the address,
+    /// one way (see `storage::index`). One sequence numbers every client
+    /// RPC, so the ids of two RPCs to one peer are as far apart as the RPCs
+    /// (unique, never reused soon), while ids to another peer are offset by
+    /// a secret: the ids a server sees predict nothing of another's.
+    fn id_offset(&self, addr: crate::wire::IpAddr) -> u64 {
+        self.hash.rpc(addr, ID_OFFSET_LABEL)
+    }
+
     /// An endpoint over caller-supplied tables and message pool memory.
     ///
     /// `pool` is split into pages of `page_size` bytes (a power of two; 4 bytes

@@ -31,6 +31,7 @@ impl<'a> Endpoint<'a> {
                 self.push_answer(&from, Kind::Busy);
             }
             Some(ResendVerdict::Rationed) => self.count_drop(DropReason::RateLimited),
+            Some(ResendVerdict::Ignored) => self.count_drop(DropReason::WrongState),
             Some(ResendVerdict::Queued) | None => {}
         }
     }

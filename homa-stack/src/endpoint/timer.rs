@@ -3,7 +3,9 @@
 //!
 //! Every RPC the peer could be holding up counts silence: ticks without
 //! progress from the peer (new DATA bytes, a GRANT while bytes are left to
-//! send, BUSY for a client RPC, or for a sender a RESEND). Silence is not counted while the application holds the RPC, or
+//! send, BUSY for a client RPC, or for a server's response a RESEND; a
+//! server naming our request with RESEND shows no life, as in Linux).
+//! Silence is not counted while the application holds the RPC, or
 //! while it has granted bytes of its own to send to a resolved peer. A
 //! message whose every granted byte has arrived waits on our own grant
 //! scheduler, not on the peer: it never times out for that, but re-sends its
@@ -25,14 +27,19 @@
 //! RESENDs reset the silence of a server RPC whose response is out or whose
 //! request waits for pool space, and GRANTs that of one still being sent,
 //! but neither is progress: after [`RESEND_LIFE_TIMEOUTS`] timeouts
-//! without any, the RPC is freed.
+//! without any, the RPC is freed. A client's request gets the same life:
+//! after as long without new bytes to send, RESENDs and RPC_UNKNOWN make it
+//! send nothing again (it still waits for its response, which BUSY may
+//! keep it doing, as in Linux).
 
 use super::rpc::{TickRules, TickVerdict};
 use super::{Endpoint, RpcError, ICMP_PER_TICK};
 
 /// How many silence timeouts (`Config::timeout_ticks` each) a client's
 /// RESENDs alone may keep a server RPC alive without progress; then it is
-/// freed and counted in [`Stats::server_resend_limited`].
+/// freed and counted in [`Stats::server_resend_limited`]. A client's
+/// request that long without new bytes to send sends nothing again after
+/// (its resends end with the same life).
 ///
 /// A RESEND resets the silence of a server RPC whose response is out (its
 /// client still misses bytes) or whose request waits for our pool space

@@ -34,8 +34,9 @@
 //!   the seed's 64 bits of entropy (fewer when the seed is not random, and
 //!   none when it is a constant a peer can read), so `Config::new` takes it
 //!   from the caller. Whatever a peer sees that depends on the seed (the
-//!   first client RPC id) comes from [`KeyedHash::derive`], a one-way step,
-//!   and never from the key or the seed directly. SipHash-1-3
+//!   first client RPC id, and where each peer's client ids start) comes
+//!   from the keyed hash of a label no key of the index has, a one-way
+//!   step, and never from the key or the seed directly. SipHash-1-3
 //!   is a reduced-round SipHash: no practical key recovery against it is
 //!   known, but it is not claimed to be a full-strength PRF. The index
 //!   never misbehaves under collisions: they only cost time, bounded by the

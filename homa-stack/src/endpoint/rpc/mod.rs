@@ -137,10 +137,11 @@ pub(crate) struct Rpc {
     /// Server: ticks since the whole response was handed to the NIC
     /// (saturating; 16 bits, as `stale_ticks`, keep the slot small).
     done_ticks: u16,
-    /// Server: ticks without progress (new request bytes, pool space, new
-    /// response bytes to send), which RESENDs may bridge for a bounded time
-    /// only (see `timer`; 16 bits keep the slot small, and the bound is
-    /// capped to fit).
+    /// Ticks without progress (new request bytes, pool space, new bytes
+    /// to send), which RESENDs may bridge for a bounded time only (see
+    /// `timer`; 16 bits keep the slot small, and the bound is capped to
+    /// fit): then a server RPC is freed, and a client's request sends
+    /// nothing again until it progresses ([`RESENDS_SPENT`]).
     stale_ticks: u16,
     /// RESENDs for the incoming message's missing ranges are due.
     resend_due: bool,
@@ -181,18 +182,21 @@ pub(crate) enum ResendVerdict {
     Busy,
     /// Over the message's ration: nothing queued (counted as rate-limited).
     Rationed,
+    /// A client RPC whose request is gone (answered, or failed): nothing
+    /// to do (a wrong-state drop).
+    Ignored,
 }
 
 /// What an RPC_UNKNOWN did to an RPC ([`Rpc::on_rpc_unknown`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UnknownVerdict {
-    /// The client request starts again.
+    /// The client request starts over.
     Restarted,
+    /// The request's restarts are spent: its first packet goes again, as
+    /// far as its resend ration allows, and its silence timeout decides.
+    Spent,
     /// Restarted less than a RESEND interval ago: ignored (rate-limited).
     TooSoon,
-    /// The server forgot the request once too often: fail the RPC with
-    /// [`RpcError::ServerForgot`].
-    Exhausted,
     /// A server RPC whose client forgot it: free it.
     Forgotten,
     /// Nothing to do in this state (a wrong-state drop).
@@ -623,19 +627,25 @@ impl Rpc {
             // A server still receiving or computing owes its response: BUSY
             // keeps the client from timing out (docs/protocol.md 4.7).
             Some(out) if !owes => out,
+            // Our request is answered (or failed): nothing to send, and
+            // only a server says BUSY.
+            _ if self.state.is_client() => return ResendVerdict::Ignored,
             _ => {
                 // A client asking while its request waits for our pool
-                // space is alive: the wait is ours, not its silence. (Not
-                // a server naming our client RPC: only a message's
-                // receiver asks, so that is no sign of life.)
-                if !self.state.is_client() && self.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
+                // space is alive: the wait is ours, not its silence.
+                if self.inp.as_ref().is_some_and(|m| m.buf.is_none()) {
                     self.silent_ticks = 0;
                 }
                 return ResendVerdict::Busy;
             }
         };
-        // The receiver is alive and waiting for us: not silence.
-        self.silent_ticks = 0;
+        // A client waiting for our response is alive: not silence. (Not a
+        // server naming our request: as in Linux it shows life with BUSY
+        // when we ask, and RESENDs, easily forged, must not keep a request
+        // to a dead server and its pages for ever, docs/protocol.md 4.7.)
+        if !self.state.is_client() {
+            self.silent_ticks = 0;
+        }
         let tx_end = out.next_xmit;
         let end = if length == crate::wire::homa::RESEND_ALL {
             tx_end
@@ -654,7 +664,9 @@ impl Rpc {
         if offset >= tx_end {
             return ResendVerdict::Busy;
         }
-        if !out.request_resend(offset, end, priority.min(top), cap, interval) {
+        if self.stale_ticks == RESENDS_SPENT
+            || !out.request_resend(offset, end, priority.min(top), cap, interval)
+        {
             // Still a sign of life (above), but no more bytes this interval.
             net_debug!("homa: RESEND for rpc {}: over its ration", self.id);
             return ResendVerdict::Rationed;
@@ -667,36 +679,61 @@ impl Rpc {
         self.silent_ticks = 0;
     }
 
-    /// An RPC_UNKNOWN: the peer has no such RPC. A client request starts
-    /// again at most once per `interval` ticks (its unscheduled packets go
-    /// again at `priority`, at most `unsched` bytes of them, see
-    /// `resend_cap`); a server RPC's client has gone.
-    pub fn on_rpc_unknown(&mut self, interval: u32, priority: u8, unsched: u32) -> UnknownVerdict {
+    /// An RPC_UNKNOWN: the peer has no such RPC. A client request silent
+    /// long enough to have asked (`resend` ticks) starts over at most once
+    /// per `interval` ticks and [`MAX_RESTARTS`] times (its unscheduled
+    /// packets go again, at most `unsched` bytes of them, see
+    /// `resend_cap`); after that its first packet goes again at
+    /// `priority`, from its resend ration. A server RPC's client has gone.
+    pub fn on_rpc_unknown(
+        &mut self,
+        interval: u32,
+        resend: u32,
+        priority: u8,
+        unsched: u32,
+    ) -> UnknownVerdict {
         match self.state {
-            State::ClientOutgoing => match self.restarts.restart(interval) {
-                Restart::Now => {
-                    // Linux sends everything sent so far again; like a
-                    // RESEND(0, all) here that is at most the unscheduled
-                    // bytes (a 28-byte packet, easily forged, must not buy
-                    // a megabyte), and the server's RESENDs ask for the
-                    // rest (docs/protocol.md 4.7).
-                    if let Some(out) = self.out.as_mut() {
-                        let cap = resend_cap(unsched, out.seg);
-                        out.ration.restart();
-                        let _ =
-                            out.request_resend(0, out.next_xmit.min(cap), priority, cap, interval);
+            // A server says RPC_UNKNOWN only in answer to our RESEND, which
+            // goes only after `resend` silent ticks: one that comes sooner
+            // (the server showed life since, or we were still sending)
+            // answers nothing we asked, whoever sent it.
+            State::ClientOutgoing if self.silent_ticks < resend => {
+                net_debug!("homa: RPC_UNKNOWN for rpc {}: not asked", self.id);
+                UnknownVerdict::Ignored
+            }
+            State::ClientOutgoing => {
+                let spent = self.stale_ticks == RESENDS_SPENT;
+                let Some(out) = self.out.as_mut() else {
+                    return UnknownVerdict::Ignored;
+                };
+                let cap = resend_cap(unsched, out.seg);
+                match self.restarts.restart(interval) {
+                    Restart::Over => {
+                        // Linux sends everything sent so far again; here
+                        // the request starts over as a new message whose
+                        // unscheduled bytes go at once (a 28-byte packet,
+                        // easily forged, must not buy a megabyte) and the
+                        // rest when the server grants or asks for it
+                        // (docs/protocol.md 4.7).
+                        out.start_over(cap);
+                        UnknownVerdict::Restarted
                     }
-                    UnknownVerdict::Restarted
+                    Restart::Knock => {
+                        // The server may still lack room: its first packet
+                        // is enough for it to take the request and ask for
+                        // the rest, and costs a forger's packet no more.
+                        if !spent {
+                            let _ = out.request_resend(0, 1, priority, cap, interval);
+                        }
+                        net_debug!("homa: RPC_UNKNOWN for rpc {}: restarts spent", self.id);
+                        UnknownVerdict::Spent
+                    }
+                    Restart::TooSoon => {
+                        net_debug!("homa: RPC_UNKNOWN for rpc {}: restarted lately", self.id);
+                        UnknownVerdict::TooSoon
+                    }
                 }
-                Restart::TooSoon => {
-                    net_debug!("homa: RPC_UNKNOWN for rpc {}: restarted lately", self.id);
-                    UnknownVerdict::TooSoon
-                }
-                Restart::Exhausted => {
-                    net_debug!("homa: rpc {} failed: RPC_UNKNOWN once too often", self.id);
-                    UnknownVerdict::Exhausted
-                }
-            },
+            }
             s if !s.is_client() => UnknownVerdict::Forgotten,
             _ => {
                 net_debug!("homa: RPC_UNKNOWN for rpc {} ignored", self.id);
@@ -795,8 +832,18 @@ impl Rpc {
         if let Some(out) = self.out.as_mut() {
             out.ration.tick();
         }
-        if !self.state.is_client() && self.stale(rules.stale, resolved) {
-            return TickVerdict::Stale;
+        if self.stale(rules.stale, resolved) {
+            if !self.state.is_client() {
+                net_debug!(
+                    "homa: server rpc {} freed: RESENDs without progress for {} ticks",
+                    self.id,
+                    rules.stale
+                );
+                return TickVerdict::Stale;
+            }
+            // A client's request: nothing more goes again (as the server
+            // frees its RPC) until it has new bytes to send.
+            self.stale_ticks = RESENDS_SPENT;
         }
         let mut due = false;
         let waiting = match self.state {
@@ -885,11 +932,11 @@ impl Rpc {
         TickVerdict::Doubt { due }
     }
 
-    /// A server RPC's count of ticks without progress, which RESENDs may
-    /// not bridge for ever: true when it reached `limit`.
+    /// The count of ticks without progress, which RESENDs may not bridge
+    /// for ever: true when it reached `limit`.
     fn stale(&mut self, limit: u32, resolved: bool) -> bool {
         let progress = match self.state {
-            State::ServerOutgoing => {
+            State::ServerOutgoing | State::ClientOutgoing => {
                 resolved && self.out.as_ref().is_some_and(|o| o.can_send_new())
             }
             State::ServerIncoming => self.inp.as_ref().is_some_and(|m| m.buf.is_some()),
@@ -900,11 +947,6 @@ impl Rpc {
             return false;
         }
         if u32::from(self.stale_ticks) + 1 >= limit {
-            net_debug!(
-                "homa: server rpc {} freed: RESENDs without progress for {} ticks",
-                self.id,
-                limit
-            );
             return true;
         }
         self.stale_ticks += 1;
@@ -1083,42 +1125,51 @@ pub(crate) enum News {
 /// [`Rpc::on_rpc_unknown`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Restart {
-    /// Send the request again.
-    Now,
+    /// Start the request over.
+    Over,
+    /// Its restarts are spent: send its first packet again.
+    Knock,
     /// The last restart was less than a RESEND interval ago: ignore it.
     TooSoon,
-    /// The server forgot the request [`MAX_RESTARTS`] times already.
-    Exhausted,
 }
 
-/// How many times RPC_UNKNOWN may restart one client request; the next
-/// one fails it with [`RpcError::ServerForgot`].
+/// How many times RPC_UNKNOWN may start one client request over; later
+/// ones send its first packet again (knock), and none fails it.
 ///
-/// An RPC_UNKNOWN is easily forged from the server's address, and each
-/// restart sends up to the unscheduled bytes again (see
-/// [`RESEND_MAX_BYTES`](super::RESEND_MAX_BYTES)), so restarts are rationed:
-/// at most one per `Config::resend_interval` (an honest server says
-/// RPC_UNKNOWN only in answer to our RESEND, which goes no faster), and
-/// this many in all. A server loses a request only when every packet of it
-/// (or of its last restart) was lost, or its table was full: at 30 % loss
-/// a one-packet request needs a ninth restart about once in 50,000 RPCs,
-/// while a forger buys at most this many times the unscheduled bytes.
-pub const MAX_RESTARTS: u8 = 8;
+/// An RPC_UNKNOWN is easily forged from the server's address. A start
+/// sends the unscheduled bytes again (at most
+/// [`RESEND_MAX_BYTES`](super::RESEND_MAX_BYTES)) and lets the server's
+/// GRANTs draw the whole message again, so starts are rationed: only in
+/// answer to our RESEND (the RPC silent for `Config::resend_ticks`), at
+/// most one per `Config::resend_interval` (an honest server says
+/// RPC_UNKNOWN only in answer to a RESEND, which goes no faster), and this
+/// many in all. A server forgets a request when every packet of it was
+/// lost, its table was full, or it dropped the RPC (an abort, a timeout):
+/// two starts give a request it took and dropped twice its whole message
+/// at once. Beyond them a packet suffices: a server with room takes the
+/// request from its first packet and asks for the rest, which the resend
+/// ration pays for; a knock costs a forger's packet no more than one DATA
+/// packet, and a server whose table is full is knocked at until a slot
+/// frees, for as long as the RPC's silence timeout allows (Linux never
+/// fails a client RPC on RPC_UNKNOWN).
+pub const MAX_RESTARTS: u8 = 2;
 
-/// How often RPC_UNKNOWN restarted a client request, and the ticks before
-/// it may again, in one `u16` (it keeps the slot within its size): the
-/// count in the top 4 bits, the ticks in the low 12 (a longer
+/// A client's `stale_ticks` once RESENDs kept its request without progress
+/// for the RESEND life (`RESEND_LIFE_TIMEOUTS`): what RESENDs and
+/// RPC_UNKNOWN would make it send again is refused until it progresses (a
+/// server RPC is freed instead). Never reached by counting: the life is
+/// capped at 65,535 ticks.
+const RESENDS_SPENT: u16 = u16::MAX;
+
+/// How often RPC_UNKNOWN started a client request over, and the ticks
+/// before it may act again, in one `u16` (it keeps the slot within its
+/// size): the count in the top 4 bits, the ticks in the low 12 (a longer
 /// `Config::resend_interval` holds for 4,095 ticks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Restarts(u16);
 
 impl Restarts {
     const HOLD: u16 = 0x0fff;
-
-    /// Restarts so far.
-    pub fn count(self) -> u8 {
-        (self.0 >> 12) as u8
-    }
 
     /// One tick passed.
     pub fn tick(&mut self) {
@@ -1127,19 +1178,20 @@ impl Restarts {
         }
     }
 
-    /// An RPC_UNKNOWN names this client request: whether it may start
-    /// again now, at most once per `interval` ticks and [`MAX_RESTARTS`]
-    /// times in all (a restart it allows is counted here).
+    /// An RPC_UNKNOWN names this client request: whether it may start over
+    /// now (at most once per `interval` ticks, [`MAX_RESTARTS`] times in
+    /// all), or knock again.
     pub fn restart(&mut self, interval: u32) -> Restart {
         if self.0 & Self::HOLD != 0 {
             return Restart::TooSoon;
         }
-        let count = self.count();
-        if count >= MAX_RESTARTS {
-            return Restart::Exhausted;
-        }
+        let count = (self.0 >> 12) as u8;
         let hold = u16::try_from(interval.min(u32::from(Self::HOLD))).unwrap_or(Self::HOLD);
+        if count >= MAX_RESTARTS {
+            self.0 = (self.0 & !Self::HOLD) | hold;
+            return Restart::Knock;
+        }
         self.0 = (u16::from(count + 1) << 12) | hold;
-        Restart::Now
+        Restart::Over
     }
 }

@@ -5,9 +5,9 @@ use crate::storage::resend::{PacketGrid, ResendSet};
 use crate::storage::MessageBuf;
 
 /// How many times a message's [`resend_cap`] bytes may go out again, by
-/// RESEND or by restarts after RPC_UNKNOWN, without its receiver showing
-/// progress (a GRANT above the highest one yet earns back what it grants
-/// beyond).
+/// RESEND or by a request's first packet knocking again after
+/// RPC_UNKNOWN, without its receiver showing progress (a GRANT above the
+/// highest one yet earns back what it grants beyond).
 ///
 /// A receiver that misses bytes asks for them once per
 /// `Config::resend_interval`, and each answer delivers most of them: at
@@ -15,15 +15,19 @@ use crate::storage::MessageBuf;
 /// message needs again its receiver pays for with GRANTs as the bytes
 /// arrive. A forger that names the RPC buys this many windows, then as
 /// much as the GRANTs it also forges climb: at most the message once more
-/// for each restart the server asks for (`MAX_RESTARTS`).
+/// (GRANTs earn only above the highest one yet, and a request started
+/// over by RPC_UNKNOWN goes again as first transmissions, not from here).
 ///
 /// A receiver whose NIC drops most of every burst needs more than that
 /// after it has granted the whole message, and has nothing left to pay
 /// with: each RESEND interval in which it asks refills a spent reserve by
 /// one packet, so its RPC still completes, slowly, instead of starving
 /// until it times out. That is one full-size frame for at least one RESEND
-/// (a 71-byte frame): a forger who names the RPC gains one per interval of
-/// its life, however many RESENDs it sends.
+/// (a 71-byte frame): a forger who names the RPC gains one per interval,
+/// however many RESENDs it sends, and only for the RESEND life
+/// (`RESEND_LIFE_TIMEOUTS` silence timeouts without new bytes to send:
+/// then a server RPC is freed, and a client's request sends nothing again
+/// until it has).
 pub(crate) const RESEND_WINDOWS: u32 = 8;
 
 /// What one outgoing message may still send again (see
@@ -121,12 +125,6 @@ impl Ration {
                 .min(most);
         }
     }
-
-    /// The receiver lost the message and starts over: its GRANTs count
-    /// from the start again.
-    pub fn restart(&mut self) {
-        self.heard = 0;
-    }
 }
 
 /// The outgoing message of an RPC.
@@ -148,7 +146,8 @@ pub(crate) struct MsgOut {
     /// Packets to send again (from RESEND or RPC_UNKNOWN), exactly those
     /// asked for: a bitmap over this message's packet grid.
     pub(super) resend: ResendSet,
-    /// What RESENDs and restarts may still make it send again.
+    /// What RESENDs and knocks after RPC_UNKNOWN may still make it send
+    /// again.
     pub(super) ration: Ration,
 }
 
@@ -250,6 +249,18 @@ impl MsgOut {
         true
     }
 
+    /// The receiver lost the message (RPC_UNKNOWN): it goes again as a new
+    /// one, cut afresh, its first `cap` bytes at once (at most its
+    /// unscheduled bytes) and the rest as the receiver grants or asks for
+    /// it. What it may send again stays as spent, and GRANTs earn nothing
+    /// below the highest one yet: the bytes go again as first
+    /// transmissions, paced by the receiver, not from the ration.
+    pub(super) fn start_over(&mut self, cap: u32) {
+        self.next_xmit = 0;
+        self.granted = self.unscheduled.min(cap);
+        self.resend = ResendSet::new(PacketGrid::new(self.seg, self.unscheduled, self.length));
+    }
+
     /// Fixes the packet size at the first transmission.
     pub(super) fn cut(&mut self, seg: u32) {
         self.seg = seg;
@@ -263,10 +274,11 @@ pub(crate) fn packet_at(offset: u32, seg: u32, unscheduled: u32, length: u32) ->
 }
 
 /// The most DATA bytes one received control packet can make us send
-/// again: a RESEND, or an RPC_UNKNOWN restarting a request, schedules again
-/// the packets holding one range of at most this many bytes already sent
-/// (fewer when `Config::unsched_bytes` is smaller, see `resend_cap`), and
-/// a RESEND grants at most as many new ones.
+/// again: a RESEND schedules again the packets holding one range of at
+/// most this many bytes already sent (fewer when `Config::unsched_bytes`
+/// is smaller, see `resend_cap`) and grants at most as many new ones, and
+/// an RPC_UNKNOWN starting a request over sends at most as many of its
+/// first bytes at once.
 ///
 /// A control packet costs its sender 28 to 70 bytes and proves nothing, so
 /// what it buys must not grow with the message or the configuration: 64 KiB

@@ -94,11 +94,16 @@ impl Default for RpcSlot {
     }
 }
 
-/// The id of client RPC number `seq` in `slot`: even, unique per endpoint
-/// (the sequence never repeats within 2^47 RPCs), and naming its slot so a
-/// response finds its RPC without a search.
+/// The id of the client RPC in `slot` whose sequence number, as its peer
+/// sees it, is `seq`: even, never 0 (an ack of 0 acks nothing: the top
+/// bit is set), unique per peer (a peer's sequence never repeats within
+/// 2^46 RPCs), and naming its slot in the low 16 bits (above the even
+/// bit) so a response finds its RPC without a search. Each peer's
+/// sequence starts at a secret point of its own (see
+/// `Endpoint::id_offset`): the slot is no secret, but the 46 bits above it
+/// tell a peer nothing of the ids another peer sees.
 pub(in crate::endpoint) fn client_id(seq: u64, slot: usize) -> u64 {
-    (((seq & 0x7fff_ffff_ffff) << 16) | slot as u64) << 1
+    1 << 63 | (seq & 0x3fff_ffff_ffff) << 17 | (slot as u64) << 1
 }
 
 /// The slot a client id names.

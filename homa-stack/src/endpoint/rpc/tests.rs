@@ -344,48 +344,89 @@ fn resend_verdicts_by_state() {
     assert_eq!(r.send_key(), (true, 0));
 }
 
+/// Ticks `r` until it has been silent long enough to ask (`RULES.resend`).
+fn fall_silent(r: &mut Rpc) {
+    while r.silent_ticks() < RULES.resend {
+        r.on_tick(&RULES, true);
+    }
+}
+
 #[test]
 fn rpc_unknown_restarts_a_request_once_per_interval() {
     let mut mem = [0u8; 64 * 1024];
     let mut p = pool(&mut mem);
     let mut r = client_sent(&mut p);
+    // Not silent long enough to have asked: no answer to us.
     assert_eq!(
-        r.on_rpc_unknown(RULES.interval, 6, UNSCHED),
-        UnknownVerdict::Restarted
+        r.on_rpc_unknown(RULES.interval, RULES.resend, 6, UNSCHED),
+        UnknownVerdict::Ignored
     );
-    // Everything sent goes again, at the unscheduled priority.
-    assert_eq!(r.outgoing().unwrap().next_resend(), Some((0, SEG, 6)));
-    assert_eq!(
-        r.on_rpc_unknown(RULES.interval, 6, UNSCHED),
-        UnknownVerdict::TooSoon
-    );
-    for _ in 0..RULES.interval {
-        r.on_tick(&RULES, true);
+    for _ in 0..MAX_RESTARTS {
+        fall_silent(&mut r);
+        assert_eq!(
+            r.on_rpc_unknown(RULES.interval, RULES.resend, 6, UNSCHED),
+            UnknownVerdict::Restarted
+        );
+        // It starts over: nothing sent, its unscheduled bytes granted.
+        let out = r.outgoing().unwrap();
+        assert_eq!((out.next_xmit(), out.granted()), (0, LEN));
+        assert!(!out.has_resend());
+        assert_eq!(r.send_key(), (true, LEN));
+        send_all(&mut r);
+        assert_eq!(
+            r.on_rpc_unknown(RULES.interval, RULES.resend, 6, UNSCHED),
+            UnknownVerdict::TooSoon
+        );
+        for _ in 0..RULES.interval {
+            r.on_tick(&RULES, true);
+        }
     }
+    fall_silent(&mut r);
+    // Its restarts are spent: its first packet goes again, at the
+    // priority given, and it goes on.
     assert_eq!(
-        r.on_rpc_unknown(RULES.interval, 6, UNSCHED),
-        UnknownVerdict::Restarted
+        r.on_rpc_unknown(RULES.interval, RULES.resend, 6, UNSCHED),
+        UnknownVerdict::Spent
     );
+    assert_eq!(r.outgoing().unwrap().next_resend(), Some((0, SEG, 6)));
+    assert_eq!(r.state(), State::ClientOutgoing);
     assert_eq!(
-        server_outgoing(&mut p).on_rpc_unknown(RULES.interval, 6, UNSCHED),
+        server_outgoing(&mut p).on_rpc_unknown(RULES.interval, RULES.resend, 6, UNSCHED),
         UnknownVerdict::Forgotten
     );
     assert_eq!(
-        client_incoming(&mut p).on_rpc_unknown(RULES.interval, 6, UNSCHED),
+        client_incoming(&mut p).on_rpc_unknown(RULES.interval, RULES.resend, 6, UNSCHED),
         UnknownVerdict::Ignored
     );
 }
 
 #[test]
-fn rpc_unknown_once_too_often_exhausts_the_restarts() {
+fn rpc_unknown_past_the_restarts_never_fails_the_request() {
     let mut mem = [0u8; 64 * 1024];
     let mut p = pool(&mut mem);
     let mut r = client_sent(&mut p);
-    for _ in 0..MAX_RESTARTS {
-        assert_eq!(r.on_rpc_unknown(1, 6, UNSCHED), UnknownVerdict::Restarted);
-        r.on_tick(&RULES, true);
+    let rules = TickRules {
+        timeout: 1000,
+        ..RULES
+    };
+    for i in 0..100 {
+        for _ in 0..rules.interval {
+            r.on_tick(&rules, true);
+        }
+        fall_silent(&mut r);
+        let want = if i < MAX_RESTARTS {
+            UnknownVerdict::Restarted
+        } else {
+            UnknownVerdict::Spent
+        };
+        assert_eq!(
+            r.on_rpc_unknown(rules.interval, rules.resend, 6, UNSCHED),
+            want
+        );
+        send_all(&mut r);
+        r.data_sent(0, SEG, true);
     }
-    assert_eq!(r.on_rpc_unknown(1, 6, UNSCHED), UnknownVerdict::Exhausted);
+    assert_eq!(r.state(), State::ClientOutgoing);
 }
 
 #[test]

@@ -845,8 +845,10 @@ fn a_reply_that_does_not_fit_leaves_the_request_readable() {
 }
 
 mod hostile;
+mod ids;
 #[cfg(feature = "ipv6")]
 mod ipv6;
+mod restart;
 mod wire_bytes;
 
 #[test]
