@@ -580,7 +580,13 @@ pub struct XdpTxToken<'a> {
 impl crate::TxToken for XdpTxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         let port = self.port;
-        let Some(mut desc) = port.free.pop().filter(|_| len <= self.room) else {
+        // A frame too long for a UMEM frame takes none from the free list.
+        let free = if len <= self.room {
+            port.free.pop()
+        } else {
+            None
+        };
+        let Some(mut desc) = free else {
             // No frame (an RX token's partner when all are in flight) or
             // longer than one: the stack's bytes go nowhere.
             port.stats.tx_dropped += 1;

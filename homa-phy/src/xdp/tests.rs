@@ -386,6 +386,31 @@ fn frames_cross_a_veth_pair_in_batches() {
     assert_eq!(a.take_last_error().map(|e| e.to_string()), None);
 }
 
+/// A frame longer than a UMEM frame is dropped and counted, and the free
+/// frame it would have taken stays free: more such frames than there are
+/// transmit frames still leave every one for the frames that fit.
+#[test]
+#[ignore = "needs root"]
+fn a_frame_too_long_for_the_umem_costs_no_frame() {
+    let _ns = Netns::new("l", 1);
+    let mut config = XdpConfig::new(0, &[A4.into()]);
+    config.ring_size = 64;
+    config.frames = 64 + MIN_TX_FRAMES;
+    let mut a = XdpSocket::new("xa", &config).unwrap();
+    let mut b = XdpSocket::new("xb", &XdpConfig::new(0, &[B4.into()])).unwrap();
+    let too_long = a.room + 1;
+    for _ in 0..2 * MIN_TX_FRAMES {
+        let tx = a.transmit(Instant::ZERO).expect("a free frame");
+        tx.consume(too_long, |buf| buf.fill(0xee));
+    }
+    assert_eq!(a.stats().tx_dropped, u64::from(2 * MIN_TX_FRAMES));
+    assert_eq!(a.port.free.len(), MIN_TX_FRAMES as usize);
+    let frame = ipv4(B4, 146, &[3; 60]);
+    send(&mut a, &frame);
+    a.flush();
+    assert_eq!(receive_n(&mut b, 1), [frame]);
+}
+
 fn attached_prog(ifname: &str) -> u32 {
     let ifindex = crate::tap::interface_index(ifname).unwrap();
     // SAFETY: plain C struct; `sz` set below.
