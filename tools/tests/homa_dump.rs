@@ -86,14 +86,14 @@ fn the_type_is_the_third_word_of_every_line() {
         ),
         (
             "DATA",
-            "10.0.0.1:32768 > 10.0.0.2:500 id 517709267861518 off 0 len 100/100 incoming 100 prio 6",
+            "10.0.0.1:32768 > 10.0.0.2:500 id 11754567417873563662 off 0 len 100/100 incoming 100 prio 6",
         ),
-        ("GRANT", "10.0.0.2:500 > 10.0.0.1:32768 id 517709267992591 offset 50000"),
-        ("CUTOFFS", "10.0.0.2:500 > 10.0.0.1:32768 id 517709267861519 cutoffs"),
-        ("NEED_ACK", "10.0.0.2:500 > 10.0.0.1:32768 id 517709267992591 prio 7"),
+        ("GRANT", "10.0.0.2:500 > 10.0.0.1:32768 id 11754567417873694735 offset 50000"),
+        ("CUTOFFS", "10.0.0.2:500 > 10.0.0.1:32768 id 11754567417873563663 cutoffs"),
+        ("NEED_ACK", "10.0.0.2:500 > 10.0.0.1:32768 id 11754567417873694735 prio 7"),
         (
             "ACK",
-            "10.0.0.1:32768 > 10.0.0.2:500 id 517709267992590 acks [517709267992590:500] prio 7",
+            "10.0.0.1:32768 > 10.0.0.2:500 id 11754567417873694734 acks [11754567417873694734:500] prio 7",
         ),
         (
             "RESEND",
@@ -185,11 +185,11 @@ fn json_grant_has_the_protocol_field_names() {
     assert_eq!(g["ip"]["checksum_ok"], true);
     let h = &g["homa"];
     assert_eq!(h["type"], "GRANT");
-    assert_eq!(h["sender_id"], 517_709_267_992_591u64);
+    assert_eq!(h["sender_id"], 11_754_567_417_873_694_735u64);
     assert_eq!(h["offset"], 50000);
     assert_eq!(h["priority"], 0);
     assert_eq!(h["doff"], 5);
-    assert_eq!(h["checksum"], 60047);
+    assert_eq!(h["checksum"], 20423);
     assert_eq!(h["checksum_status"], "ok");
 }
 
