@@ -31,27 +31,15 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             outln!("removed {n} leftover testbed namespaces")?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Testbed(o) => Ok(if testbed::run_testbed(&o)? {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }),
+        Command::Testbed(o) => Ok(status(testbed::run_testbed(&o)?)),
         Command::Server(o) => {
             sys::catch_stop_signals();
             let r = match o.transport {
                 Transport::Tcp => tcp::run_server(&o)?,
                 _ => homa::run_server(&o)?,
             };
-            if o.json {
-                outln!("{}", r.to_json())?;
-            } else {
-                write_stdout(&r.text())?;
-            }
-            Ok(if r.corrupt == 0 && r.failed == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            write_stdout(&if o.json { json(r.to_json()) } else { r.text() })?;
+            Ok(status(r.corrupt == 0 && r.failed == 0))
         }
         Command::Client(o) => {
             sys::catch_stop_signals();
@@ -62,18 +50,24 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 Transport::Tcp => tcp::run_client(&o)?,
                 _ => homa::run_client(&o)?,
             };
-            if o.json {
-                outln!("{}", r.to_json())?;
-            } else {
-                write_stdout(&r.text())?;
-            }
-            Ok(
-                if r.failed == 0 && r.corrupt == 0 && r.unfinished == 0 && r.completed > 0 {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                },
-            )
+            write_stdout(&if o.json { json(r.to_json()) } else { r.text() })?;
+            Ok(status(
+                r.failed == 0 && r.corrupt == 0 && r.unfinished == 0 && r.completed > 0,
+            ))
         }
+    }
+}
+
+/// A report's JSON line.
+fn json(v: serde_json::Value) -> String {
+    format!("{v}\n")
+}
+
+/// Exit status 0 for a clean run, 1 for one where RPCs went wrong.
+fn status(clean: bool) -> ExitCode {
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

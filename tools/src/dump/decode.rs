@@ -61,6 +61,12 @@ pub enum Link {
     Raw,
 }
 
+/// A link-layer address as colon-separated hex bytes.
+pub fn mac_text(b: &[u8]) -> String {
+    let parts: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    parts.join(":")
+}
+
 /// An IPv4 or IPv6 header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ip {

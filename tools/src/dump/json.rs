@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use homa_stack::wire::homa::{self, Kind, PacketType};
 
-use super::decode::{Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
+use super::decode::{mac_text, Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
 use super::reader::{Record, Timestamp};
 
 /// A frame as `--json` prints it.
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 pub struct FrameJson {
     /// Frame number, from 1.
     pub frame: u64,
@@ -52,7 +52,7 @@ pub fn time_value(t: &Timestamp) -> Box<RawValue> {
 }
 
 /// The link header.
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 pub struct LinkJson {
     /// `ethernet`, `sll`, `sll2` or `raw`.
     #[serde(rename = "type")]
@@ -213,12 +213,7 @@ pub fn frame_json(n: u64, record: &Record, d: &Decoded<'_>) -> FrameJson {
         caplen: record.data.len(),
         len: record.orig_len,
         link: d.link.as_ref().map(link_json),
-        ip: None,
-        homa: None,
-        arp: None,
-        icmp: None,
-        note: None,
-        error: None,
+        ..FrameJson::default()
     };
     match &d.net {
         Net::Ip(ip, transport) => {
@@ -237,20 +232,14 @@ pub fn frame_json(n: u64, record: &Record, d: &Decoded<'_>) -> FrameJson {
     out
 }
 
-fn mac(b: &[u8]) -> String {
-    let parts: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    parts.join(":")
-}
-
 fn link_json(link: &Link) -> LinkJson {
     match link {
         Link::Ethernet { src, dst, vlans } => LinkJson {
             kind: "ethernet",
-            src: Some(mac(src)),
-            dst: Some(mac(dst)),
+            src: Some(mac_text(src)),
+            dst: Some(mac_text(dst)),
             vlans: vlans.clone(),
-            pkttype: None,
-            ifindex: None,
+            ..LinkJson::default()
         },
         Link::Sll {
             version,
@@ -260,19 +249,14 @@ fn link_json(link: &Link) -> LinkJson {
             ..
         } => LinkJson {
             kind: if *version == 1 { "sll" } else { "sll2" },
-            src: Some(mac(addr)),
-            dst: None,
-            vlans: Vec::new(),
+            src: Some(mac_text(addr)),
             pkttype: Some(*pkttype),
             ifindex: *ifindex,
+            ..LinkJson::default()
         },
         Link::Raw => LinkJson {
             kind: "raw",
-            src: None,
-            dst: None,
-            vlans: Vec::new(),
-            pkttype: None,
-            ifindex: None,
+            ..LinkJson::default()
         },
     }
 }

@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use homa_stack::wire::homa::{self, Kind, RESEND_ALL};
 
-use super::decode::{Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
+use super::decode::{mac_text, Decoded, Homa, HomaChecksum, Ip, Link, Net, Transport};
 use super::reader::{Record, Timestamp};
 
 /// How the time column reads (`-t`).
@@ -227,15 +227,10 @@ fn homa_text(ip: &Ip, h: &Homa<'_>) -> String {
     s
 }
 
-fn mac(b: &[u8]) -> String {
-    let parts: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    parts.join(":")
-}
-
 fn link_text(link: &Link) -> String {
     match link {
         Link::Ethernet { src, dst, vlans } => {
-            let mut s = format!("{} > {}", mac(src), mac(dst));
+            let mut s = format!("{} > {}", mac_text(src), mac_text(dst));
             for v in vlans {
                 let _ = write!(s, " vlan {v}");
             }
@@ -256,7 +251,7 @@ fn link_text(link: &Link) -> String {
                 4 => "Out",
                 _ => "?",
             };
-            let mut s = format!("cooked v{version} {dir} {}", mac(addr));
+            let mut s = format!("cooked v{version} {dir} {}", mac_text(addr));
             if let Some(i) = ifindex {
                 let _ = write!(s, " ifindex {i}");
             }

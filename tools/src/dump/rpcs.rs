@@ -88,7 +88,7 @@ impl Message {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Rpc {
     first: Option<Timestamp>,
     last: Option<Timestamp>,
@@ -106,22 +106,6 @@ struct Rpc {
 }
 
 impl Rpc {
-    fn new() -> Rpc {
-        Rpc {
-            first: None,
-            last: None,
-            done: None,
-            request: Message::default(),
-            response: Message::default(),
-            grants: 0,
-            resends: 0,
-            busy: 0,
-            need_acks: 0,
-            unknowns: 0,
-            acked: false,
-            packets: 0,
-        }
-    }
     fn completed(&self) -> bool {
         self.request.complete() && self.response.complete()
     }
@@ -213,7 +197,7 @@ impl Tracker {
                 .entry((client.ip(), server, key.2))
                 .or_default()
                 .push(key);
-            Rpc::new()
+            Rpc::default()
         });
         rpc.packets += 1;
         if rpc.first.is_none() {

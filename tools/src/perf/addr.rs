@@ -47,35 +47,31 @@ impl Cidr {
         match c.addr {
             IpAddr::V4(a) => {
                 if !(8..=30).contains(&c.prefix) {
-                    return Err(anyhow::anyhow!("{s}: an IPv4 prefix length must be 8..=30"));
+                    anyhow::bail!("{s}: an IPv4 prefix length must be 8..=30");
                 }
                 if !a.is_private() {
-                    return Err(anyhow::anyhow!(
+                    anyhow::bail!(
                         "{s}: an IPv4 address must be private (10/8, 172.16/12, 192.168/16)"
-                    ));
+                    );
                 }
                 let host = c.host_bits();
                 if host == 0 || host == !c.mask() & u128::from(u32::MAX) {
-                    return Err(anyhow::anyhow!(
+                    anyhow::bail!(
                         "{s}: the address is the subnet's network or broadcast address, not a host's"
-                    ));
+                    );
                 }
             }
             IpAddr::V6(a) => {
                 if !(16..=126).contains(&c.prefix) {
-                    return Err(anyhow::anyhow!(
-                        "{s}: an IPv6 prefix length must be 16..=126"
-                    ));
+                    anyhow::bail!("{s}: an IPv6 prefix length must be 16..=126");
                 }
                 if !is_unique_local(a) {
-                    return Err(anyhow::anyhow!(
-                        "{s}: an IPv6 address must be unique-local (fc00::/7)"
-                    ));
+                    anyhow::bail!("{s}: an IPv6 address must be unique-local (fc00::/7)");
                 }
                 if c.host_bits() == 0 {
-                    return Err(anyhow::anyhow!(
+                    anyhow::bail!(
                         "{s}: the address is the subnet's own (host part zero), not a host's"
-                    ));
+                    );
                 }
             }
         }
@@ -165,9 +161,7 @@ pub fn is_private(ip: IpAddr) -> bool {
 pub fn parse_mac(s: &str) -> anyhow::Result<EthernetAddress> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
-        return Err(anyhow::anyhow!(
-            "{s}: expected six hex bytes XX:XX:XX:XX:XX:XX"
-        ));
+        anyhow::bail!("{s}: expected six hex bytes XX:XX:XX:XX:XX:XX");
     }
     let mut b = [0u8; 6];
     for (d, p) in b.iter_mut().zip(parts) {
@@ -181,9 +175,7 @@ pub fn parse_mac(s: &str) -> anyhow::Result<EthernetAddress> {
 pub fn parse_unicast_mac(s: &str) -> anyhow::Result<EthernetAddress> {
     let m = parse_mac(s)?;
     if m.0 == [0; 6] || m.0[0] & 1 == 1 {
-        return Err(anyhow::anyhow!(
-            "{s}: not a unicast address (zero, or the multicast bit is set)"
-        ));
+        anyhow::bail!("{s}: not a unicast address (zero, or the multicast bit is set)");
     }
     Ok(m)
 }

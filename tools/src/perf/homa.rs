@@ -250,9 +250,7 @@ fn run_on<D: Device, J: Job>(
         let (_, mut file) = w.into_parts();
         file.flush().map_err(failed)?;
         if lost > 0 {
-            return Err(anyhow::anyhow!(
-                "--pcap {path}: {lost} frames could not be written"
-            ));
+            anyhow::bail!("--pcap {path}: {lost} frames could not be written");
         }
         Ok(out)
     }
@@ -283,53 +281,40 @@ fn config(ip: IpAddr, mac: EthernetAddress, o: &HomaOpts) -> anyhow::Result<Conf
     };
     c.link_mbps = o.link_mbps;
     c.max_nic_est_backlog = Duration::from_micros(o.nic_backlog_us);
-    if let Some(b) = o.unsched_bytes {
-        c.unsched_bytes = b;
-    }
-    if let Some(b) = o.max_incoming {
-        c.max_incoming = b;
-    }
-    if let Some(t) = o.resend_ticks {
-        c.resend_ticks = t;
-        c.resend_interval = t;
-    }
-    if let Some(t) = o.timeout_ticks {
-        c.timeout_ticks = t;
-    }
-    if let Some(b) = o.fifo_grant_bytes {
-        c.fifo_grant_increment = b;
-    }
+    // Unset options keep the Linux defaults `Config::new` chose.
+    c.unsched_bytes = o.unsched_bytes.unwrap_or(c.unsched_bytes);
+    c.max_incoming = o.max_incoming.unwrap_or(c.max_incoming);
+    c.resend_ticks = o.resend_ticks.unwrap_or(c.resend_ticks);
+    c.resend_interval = o.resend_ticks.unwrap_or(c.resend_interval);
+    c.timeout_ticks = o.timeout_ticks.unwrap_or(c.timeout_ticks);
+    c.fifo_grant_increment = o.fifo_grant_bytes.unwrap_or(c.fifo_grant_increment);
     Ok(c)
 }
 
-/// Every drop reason of the endpoint with its count.
-pub fn drop_reasons(d: &Drops) -> [(&'static str, u64); 15] {
-    [
-        ("malformed", d.malformed),
-        ("checksum", d.checksum),
-        ("not_for_us", d.not_for_us),
-        ("unsupported", d.unsupported),
-        ("unknown_port", d.unknown_port),
-        ("unknown_rpc", d.unknown_rpc),
-        ("bad_range", d.bad_range),
-        ("duplicate", d.duplicate),
-        ("too_many_gaps", d.too_many_gaps),
-        ("no_buffer", d.no_buffer),
-        ("rpc_table_full", d.rpc_table_full),
-        ("peer_table_full", d.peer_table_full),
-        ("control_queue_full", d.control_queue_full),
-        ("wrong_state", d.wrong_state),
-        ("unresolved", d.unresolved),
-    ]
+/// Every drop reason of the endpoint with its count, as a JSON object.
+fn drop_reasons(d: &Drops) -> Value {
+    json!({
+        "malformed": d.malformed,
+        "checksum": d.checksum,
+        "not_for_us": d.not_for_us,
+        "unsupported": d.unsupported,
+        "unknown_port": d.unknown_port,
+        "unknown_rpc": d.unknown_rpc,
+        "bad_range": d.bad_range,
+        "duplicate": d.duplicate,
+        "too_many_gaps": d.too_many_gaps,
+        "no_buffer": d.no_buffer,
+        "rpc_table_full": d.rpc_table_full,
+        "peer_table_full": d.peer_table_full,
+        "control_queue_full": d.control_queue_full,
+        "wrong_state": d.wrong_state,
+        "unresolved": d.unresolved,
+    })
 }
 
 /// `, drops N (reason n, ...)` for a progress line (empty when none).
 fn drops_progress(ep: &Endpoint<'_>) -> String {
-    let reasons: serde_json::Map<String, Value> = drop_reasons(&ep.stats().drops)
-        .iter()
-        .map(|&(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    let t = drops_text(&Value::Object(reasons));
+    let t = drops_text(&drop_reasons(&ep.stats().drops));
     if t.is_empty() {
         t
     } else {
@@ -339,13 +324,9 @@ fn drops_progress(ep: &Endpoint<'_>) -> String {
 
 fn stack_counters(ep: &Endpoint<'_>, loop_stats: &Punctuality) -> Value {
     let s = ep.stats();
-    let reasons: serde_json::Map<String, Value> = drop_reasons(&s.drops)
-        .iter()
-        .map(|&(k, v)| (k.to_string(), json!(v)))
-        .collect();
     json!({
         "loop": loop_stats.to_json(),
-        "drop_reasons": reasons,
+        "drop_reasons": drop_reasons(&s.drops),
         "rx_frames": s.rx_frames,
         "tx_frames": s.tx_frames,
         "rx_data_bytes": s.rx_data_bytes,
@@ -598,7 +579,7 @@ impl Job for Server<'_> {
         }
         progress.end_bar();
         r.elapsed_s = clock.ns() as f64 / 1e9;
-        r.cpu_s = sys::cpu_seconds();
+        (r.cpu_user_s, r.cpu_sys_s) = sys::cpu_seconds();
         Ok((r, stack_counters(ep, &punct)))
     }
 }
@@ -632,7 +613,8 @@ pub fn empty_report(protocol: &str, o: &ClientOpts) -> ClientReport {
         request_bytes: 0,
         response_bytes: 0,
         rtt: SizeBuckets::new(o.dist.bucket_bounds()),
-        cpu_s: (0.0, 0.0),
+        cpu_user_s: 0.0,
+        cpu_sys_s: 0.0,
         extra: Value::Null,
     }
 }
@@ -907,7 +889,7 @@ impl<'a> ClientRun<'a> {
             tail.sleep(ep, &clock, fd, linger);
         }
         r.rtt = self.rtt;
-        r.cpu_s = sys::cpu_seconds();
+        (r.cpu_user_s, r.cpu_sys_s) = sys::cpu_seconds();
         r
     }
 }

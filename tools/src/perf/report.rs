@@ -2,18 +2,23 @@
 //! the testbed (which merges the clients' histograms).
 
 use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::stats::{Histogram, SizeBuckets};
 
-/// The result of one client run.
-#[derive(Debug, Clone)]
+/// The result of one client run; its JSON form is the fields' (with
+/// `"kind": "client"` and `goodput_mbps` added).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClientReport {
     /// `homa` or `tcp`.
+    #[serde(default)]
     pub protocol: String,
     /// Workload name and pacing, for the header line.
+    #[serde(default)]
     pub workload: String,
     /// How RPCs were paced, in words.
+    #[serde(default)]
     pub pace: String,
     /// Seconds during which RPCs were issued.
     pub duration_s: f64,
@@ -34,11 +39,37 @@ pub struct ClientReport {
     /// Response bytes of completed RPCs.
     pub response_bytes: u64,
     /// Round-trip times by size.
+    #[serde(with = "buckets_json")]
     pub rtt: SizeBuckets,
-    /// CPU seconds (user, system) of the process.
-    pub cpu_s: (f64, f64),
+    /// User CPU seconds of the process.
+    pub cpu_user_s: f64,
+    /// System CPU seconds of the process.
+    pub cpu_sys_s: f64,
     /// Protocol-specific counters (retransmissions, drops, ...).
+    #[serde(default)]
     pub extra: Value,
+}
+
+/// [`SizeBuckets`] in its own JSON form.
+mod buckets_json {
+    use super::SizeBuckets;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &SizeBuckets, s: S) -> Result<S::Ok, S::Error> {
+        b.to_json().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SizeBuckets, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        SizeBuckets::from_json(&v).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `r`'s JSON form with `kind` added.
+fn tagged<T: Serialize>(r: &T, kind: &str) -> Value {
+    let mut v = serde_json::to_value(r).expect("a report is JSON");
+    v["kind"] = json!(kind);
+    v
 }
 
 impl ClientReport {
@@ -52,56 +83,14 @@ impl ClientReport {
 
     /// JSON form.
     pub fn to_json(&self) -> Value {
-        json!({
-            "kind": "client",
-            "protocol": self.protocol,
-            "workload": self.workload,
-            "pace": self.pace,
-            "duration_s": self.duration_s,
-            "elapsed_s": self.elapsed_s,
-            "issued": self.issued,
-            "completed": self.completed,
-            "failed": self.failed,
-            "corrupt": self.corrupt,
-            "unfinished": self.unfinished,
-            "request_bytes": self.request_bytes,
-            "response_bytes": self.response_bytes,
-            "goodput_mbps": self.goodput_mbps(),
-            "rtt": self.rtt.to_json(),
-            "cpu_user_s": self.cpu_s.0,
-            "cpu_sys_s": self.cpu_s.1,
-            "extra": self.extra,
-        })
+        let mut v = tagged(self, "client");
+        v["goodput_mbps"] = json!(self.goodput_mbps());
+        v
     }
 
     /// Reads [`ClientReport::to_json`]'s form back.
     pub fn from_json(v: &Value) -> anyhow::Result<ClientReport> {
-        let u = |k: &str| {
-            v[k].as_u64()
-                .with_context(|| format!("client report without {k}"))
-        };
-        let f = |k: &str| {
-            v[k].as_f64()
-                .with_context(|| format!("client report without {k}"))
-        };
-        let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
-        Ok(ClientReport {
-            protocol: s("protocol"),
-            workload: s("workload"),
-            pace: s("pace"),
-            duration_s: f("duration_s")?,
-            elapsed_s: f("elapsed_s")?,
-            issued: u("issued")?,
-            completed: u("completed")?,
-            failed: u("failed")?,
-            corrupt: u("corrupt")?,
-            unfinished: u("unfinished")?,
-            request_bytes: u("request_bytes")?,
-            response_bytes: u("response_bytes")?,
-            rtt: SizeBuckets::from_json(&v["rtt"])?,
-            cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),
-            extra: v["extra"].clone(),
-        })
+        ClientReport::deserialize(v).context("client report")
     }
 
     /// Adds another client's results (same workload) to these.
@@ -116,8 +105,8 @@ impl ClientReport {
         self.unfinished += o.unfinished;
         self.request_bytes += o.request_bytes;
         self.response_bytes += o.response_bytes;
-        self.cpu_s.0 += o.cpu_s.0;
-        self.cpu_s.1 += o.cpu_s.1;
+        self.cpu_user_s += o.cpu_user_s;
+        self.cpu_sys_s += o.cpu_sys_s;
         add_counters(&mut self.extra, &o.extra);
         Ok(())
     }
@@ -141,8 +130,8 @@ impl ClientReport {
             self.goodput_mbps(),
             self.request_bytes,
             self.response_bytes,
-            self.cpu_s.0,
-            self.cpu_s.1,
+            self.cpu_user_s,
+            self.cpu_sys_s,
         );
         out += &extra_text(&self.extra);
         out
@@ -252,10 +241,12 @@ pub fn rtt_table(rtt: &SizeBuckets) -> String {
     out
 }
 
-/// The result of one server run.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The result of one server run; its JSON form is the fields' (with
+/// `"kind": "server"` added).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerReport {
     /// `homa` or `tcp`.
+    #[serde(default)]
     pub protocol: String,
     /// Seconds the server ran.
     pub elapsed_s: f64,
@@ -266,7 +257,9 @@ pub struct ServerReport {
     /// Requests refused (bad header, reply too long, reply not sent).
     pub failed: u64,
     /// Requests shorter than the header, answered with their own bytes
-    /// unchecked (counted in `requests` too).
+    /// unchecked (counted in `requests` too). Absent from reports of
+    /// servers that predate it.
+    #[serde(default)]
     pub headerless: u64,
     /// `failed` by reason ([`super::payload::Refusal::name`]).
     pub failures: std::collections::BTreeMap<String, u64>,
@@ -274,57 +267,24 @@ pub struct ServerReport {
     pub request_bytes: u64,
     /// Response bytes sent.
     pub response_bytes: u64,
-    /// CPU seconds (user, system).
-    pub cpu_s: (f64, f64),
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_sys_s: f64,
     /// Protocol-specific counters.
+    #[serde(default)]
     pub extra: Value,
 }
 
 impl ServerReport {
     /// JSON form.
     pub fn to_json(&self) -> Value {
-        json!({
-            "kind": "server",
-            "protocol": self.protocol,
-            "elapsed_s": self.elapsed_s,
-            "requests": self.requests,
-            "corrupt": self.corrupt,
-            "failed": self.failed,
-            "headerless": self.headerless,
-            "failures": self.failures,
-            "request_bytes": self.request_bytes,
-            "response_bytes": self.response_bytes,
-            "cpu_user_s": self.cpu_s.0,
-            "cpu_sys_s": self.cpu_s.1,
-            "extra": self.extra,
-        })
+        tagged(self, "server")
     }
 
     /// Reads [`ServerReport::to_json`]'s form back.
     pub fn from_json(v: &Value) -> anyhow::Result<ServerReport> {
-        let u = |k: &str| {
-            v[k].as_u64()
-                .with_context(|| format!("server report without {k}"))
-        };
-        let f = |k: &str| {
-            v[k].as_f64()
-                .with_context(|| format!("server report without {k}"))
-        };
-        Ok(ServerReport {
-            protocol: v["protocol"].as_str().unwrap_or_default().to_string(),
-            elapsed_s: f("elapsed_s")?,
-            requests: u("requests")?,
-            corrupt: u("corrupt")?,
-            failed: u("failed")?,
-            // Absent from reports of servers that predate it.
-            headerless: v["headerless"].as_u64().unwrap_or(0),
-            failures: serde_json::from_value(v["failures"].clone())
-                .map_err(|e| anyhow::anyhow!("server report failures: {e}"))?,
-            request_bytes: u("request_bytes")?,
-            response_bytes: u("response_bytes")?,
-            cpu_s: (f("cpu_user_s")?, f("cpu_sys_s")?),
-            extra: v["extra"].clone(),
-        })
+        ServerReport::deserialize(v).context("server report")
     }
 
     /// One line for people (two with homa-stack counters).
@@ -350,8 +310,8 @@ impl ServerReport {
             },
             self.request_bytes,
             self.response_bytes,
-            self.cpu_s.0,
-            self.cpu_s.1
+            self.cpu_user_s,
+            self.cpu_sys_s
         );
         line + &extra_text(&self.extra)
     }
@@ -380,7 +340,8 @@ mod tests {
             request_bytes: 250_000,
             response_bytes: 100,
             rtt,
-            cpu_s: (0.5, 0.25),
+            cpu_user_s: 0.5,
+            cpu_sys_s: 0.25,
             extra: json!({"retransmissions": 3, "loop": {"max_busy_us": rtts.len()}}),
         }
     }
@@ -390,7 +351,10 @@ mod tests {
         let a = report(&[(100, 5_000), (1000, 9_000)]);
         let back = ClientReport::from_json(&a.to_json()).unwrap();
         assert_eq!(back.rtt, a.rtt);
-        assert_eq!((back.completed, back.cpu_s), (2, (0.5, 0.25)));
+        assert_eq!(
+            (back.completed, back.cpu_user_s, back.cpu_sys_s),
+            (2, 0.5, 0.25)
+        );
         assert_eq!(back.goodput_mbps(), 1.0);
         let mut m = back;
         m.merge(&report(&[(50, 7_000)])).unwrap();
@@ -419,7 +383,8 @@ mod tests {
             failures: [("reply_too_long".to_string(), 1)].into_iter().collect(),
             request_bytes: 500,
             response_bytes: 60,
-            cpu_s: (0.1, 0.2),
+            cpu_user_s: 0.1,
+            cpu_sys_s: 0.2,
             extra: json!({}),
         };
         assert_eq!(ServerReport::from_json(&s.to_json()).unwrap(), s);

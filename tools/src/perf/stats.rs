@@ -138,9 +138,7 @@ impl Histogram {
                 .map_err(|e| anyhow::anyhow!("bucket value {value}: {e:?}"))?;
         }
         if h.count() != v["count"].as_u64().unwrap_or(u64::MAX) {
-            return Err(anyhow::anyhow!(
-                "histogram count does not match its buckets"
-            ));
+            anyhow::bail!("histogram count does not match its buckets");
         }
         h.sum = v["sum_ns"].as_f64().unwrap_or(0.0) as u128;
         h.min = if h.count() == 0 {
@@ -208,11 +206,11 @@ impl SizeBuckets {
     /// Adds `other`'s values; both must have the same bounds.
     pub fn merge(&mut self, other: &SizeBuckets) -> anyhow::Result<()> {
         if self.bounds != other.bounds {
-            return Err(anyhow::anyhow!(
+            anyhow::bail!(
                 "size buckets differ: {:?} vs {:?}",
                 self.bounds,
                 other.bounds
-            ));
+            );
         }
         for (a, b) in self.hists.iter_mut().zip(&other.hists) {
             a.merge(b);

@@ -259,7 +259,7 @@ pub fn run_client(o: &ClientOpts) -> anyhow::Result<ClientReport> {
     }
     r.elapsed_s = clock.ns() as f64 / 1e9;
     r.unfinished = issued.saturating_sub(r.completed + r.failed);
-    r.cpu_s = sys::cpu_seconds();
+    (r.cpu_user_s, r.cpu_sys_s) = sys::cpu_seconds();
     let broken = conns
         .iter()
         .filter(|c| c.broken.load(Ordering::SeqCst))
@@ -468,17 +468,6 @@ fn dispatch(
     issued
 }
 
-/// Totals of the server's connection threads.
-#[derive(Default)]
-struct Totals {
-    requests: u64,
-    corrupt: u64,
-    headerless: u64,
-    failures: std::collections::BTreeMap<String, u64>,
-    request_bytes: u64,
-    response_bytes: u64,
-}
-
 /// Runs the TCP server until its duration ends or a stop signal.
 pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
     let listener =
@@ -488,7 +477,8 @@ pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
     let clock = Clock::start();
     let end_ns = o.duration_s.map_or(u64::MAX, |s| (s * 1e9) as u64);
     let stop = Arc::new(AtomicBool::new(false));
-    let totals = Arc::new(Mutex::new(Totals::default()));
+    // The connection threads' totals.
+    let totals = Arc::new(Mutex::new(ServerReport::default()));
     let mut handlers = Vec::new();
     let mut connections = 0u64;
     let mut progress = Progress::new("server", o.quiet, o.duration_s);
@@ -498,8 +488,7 @@ pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
             let t = totals.lock().expect("no panics hold it");
             let rest = format!(
                 ", refused {}, corrupt {}, connections {connections}",
-                t.failures.values().sum::<u64>(),
-                t.corrupt
+                t.failed, t.corrupt
             );
             let n = t.requests;
             drop(t);
@@ -524,25 +513,17 @@ pub fn run_server(o: &ServerOpts) -> anyhow::Result<ServerReport> {
     for h in handlers {
         let _ = h.join();
     }
-    let t = totals.lock().expect("no panics hold it");
-    Ok(ServerReport {
-        protocol: "tcp".into(),
-        elapsed_s: clock.ns() as f64 / 1e9,
-        requests: t.requests,
-        corrupt: t.corrupt,
-        failed: t.failures.values().sum(),
-        headerless: t.headerless,
-        failures: t.failures.clone(),
-        request_bytes: t.request_bytes,
-        response_bytes: t.response_bytes,
-        cpu_s: sys::cpu_seconds(),
-        extra: json!({ "connections": connections }),
-    })
+    let mut r = totals.lock().expect("no panics hold it").clone();
+    r.protocol = "tcp".into();
+    r.elapsed_s = clock.ns() as f64 / 1e9;
+    (r.cpu_user_s, r.cpu_sys_s) = sys::cpu_seconds();
+    r.extra = json!({ "connections": connections });
+    Ok(r)
 }
 
 /// Answers the requests of one connection in order until it closes or the
 /// server stops.
-fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bool) {
+fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<ServerReport>, verify: bool) {
     let give_up = || stop.load(Ordering::SeqCst) || sys::stop_requested();
     let (mut req, mut resp, mut out) = (Vec::new(), Vec::new(), Vec::new());
     loop {
@@ -563,6 +544,7 @@ fn serve(mut s: TcpStream, stop: &AtomicBool, totals: &Mutex<Totals>, verify: bo
                 let why = Refusal::ReplyTooLong;
                 eprintln!("homa-perf: tcp request refused: {why}; closing the connection");
                 let mut t = totals.lock().expect("no panics hold it");
+                t.failed += 1;
                 *t.failures.entry(why.name().to_string()).or_default() += 1;
                 return;
             }

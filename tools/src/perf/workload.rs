@@ -80,7 +80,7 @@ impl SizeDist {
         s.sort_unstable();
         s.dedup();
         if s.is_empty() || s[0] == 0 || s[s.len() - 1] > MAX_MESSAGE {
-            return Err(anyhow::anyhow!("sizes must be 1..={MAX_MESSAGE}"));
+            anyhow::bail!("sizes must be 1..={MAX_MESSAGE}");
         }
         // Equal weights per listed size, duplicates counted once.
         let n = s.len() as f64;

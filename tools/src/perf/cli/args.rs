@@ -9,7 +9,7 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use homa_stack::wire::EthernetAddress;
 
-use super::opts::{ClientOpts, Command, HomaOpts, ServerOpts, TestbedOpts, Transport};
+use super::opts::{ClientOpts, Command, ServerOpts, Transport};
 use super::{DEFAULT_BOTTLENECK_MBPS, MAX_POOL_MB};
 use crate::cli;
 use crate::perf::addr::{is_private, parse_unicast_mac, Cidr};
@@ -54,15 +54,17 @@ pub enum Sub {
     /// Serve requests until --duration ends or SIGINT/SIGTERM; exits 1 if a
     /// request was corrupt or could not be answered.
     #[command(after_help = DEVICE_HELP)]
+    #[command(mut_arg("pool_mb", |a| a.required(false).default_value("256")))]
     Server(ServerArgs),
     /// Issue requests for --duration seconds; exits 1 if any RPC failed,
     /// was corrupt or unfinished.
     #[command(after_help = DEVICE_HELP)]
+    #[command(mut_arg("pool_mb", |a| a.required(false).default_value("64")))]
     Client(Box<ClientArgs>),
     /// Build the namespace testbed and compare Homa with TCP (root); exits 1
     /// if any RPC failed, was corrupt or refused, or was unfinished after a
     /// measured run's drain.
-    Testbed(TestbedArgs),
+    Testbed(TestbedOpts),
     /// Remove leftover testbed namespaces (root).
     Cleanup,
 }
@@ -107,18 +109,18 @@ fn neighbor(s: &str) -> anyhow::Result<(IpAddr, EthernetAddress)> {
         .parse()
         .map_err(|_| anyhow::anyhow!("{s}: {ip} is neither an IPv4 nor an IPv6 address"))?;
     if !is_private(ip) || ip.is_loopback() {
-        return Err(anyhow::anyhow!(
+        anyhow::bail!(
             "{s}: the address must be private (10/8, 172.16/12, 192.168/16) or \
              unique-local (fc00::/7)"
-        ));
+        );
     }
     Ok((ip, parse_unicast_mac(mac)?))
 }
 
-/// homa-stack's settings.
-#[derive(Args, Debug, Clone)]
+/// homa-stack's settings (the server's and the client's).
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
 #[command(next_help_heading = "Homa")]
-pub struct HomaArgs {
+pub struct HomaOpts {
     /// Pacer link rate, 1..=400000 Mbit/s.
     #[arg(long, value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..=400_000))]
@@ -131,8 +133,8 @@ pub struct HomaArgs {
     #[arg(long, value_name = "XX:XX:XX:XX:XX:XX", value_parser = parse_unicast_mac)]
     pub mac: Option<EthernetAddress>,
     /// Static neighbours, no ARP for them.
-    #[arg(long, value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
-    pub neighbor: Vec<(IpAddr, EthernetAddress)>,
+    #[arg(long = "neighbor", value_name = "IP=MAC[,IP=MAC]", value_delimiter = ',', value_parser = neighbor)]
+    pub neighbors: Vec<(IpAddr, EthernetAddress)>,
     /// Write every frame homa-stack sends and receives to this pcap file
     /// (not with --tcp: capture the kernel's TCP with tcpdump).
     #[arg(long, value_name = "FILE", conflicts_with = "tcp")]
@@ -146,9 +148,9 @@ pub struct HomaArgs {
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=60_000))]
     pub max_rpcs: usize,
-    /// Message pool in MiB, 1..=4096 (default 256 for a server, 64 for a client).
+    /// Message pool in MiB, 1..=4096.
     #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_POOL_MB))]
-    pub pool_mb: Option<usize>,
+    pub pool_mb: usize,
     /// Bytes sent before the first grant, 1..=1000000 (default Linux's).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub unsched_bytes: Option<u32>,
@@ -191,11 +193,13 @@ pub struct ServerArgs {
     #[arg(long)]
     quiet: bool,
     #[command(flatten)]
-    homa: HomaArgs,
+    homa: HomaOpts,
 }
 
+/// `testbed --only`: the one protocol to run, homa-stack or the kernel's
+/// TCP (no doc comments on the variants: clap would print them in the help).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Only {
+pub enum Only {
     Homa,
     Tcp,
 }
@@ -269,90 +273,91 @@ pub struct ClientArgs {
     #[arg(long)]
     quiet: bool,
     #[command(flatten)]
-    homa: HomaArgs,
+    homa: HomaOpts,
 }
 
-/// `homa-perf testbed`.
+/// `homa-perf testbed`: its options as given, and the Homa settings derived
+/// from them.
 #[derive(Args, Debug, Clone)]
-pub struct TestbedArgs {
+pub struct TestbedOpts {
     /// Client hosts, 1..=32.
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=32))]
-    clients: usize,
+    pub clients: usize,
     /// Request sizes: w1..w5, N[,N] or a `bytes,cdf` CSV.
     #[arg(long, value_name = "W", default_value = "w4")]
-    workload: String,
+    pub workload: String,
     /// Offered load, a fraction of the bottleneck in (0, 1.5].
     #[arg(long, value_name = "FRACTION", default_value_t = 0.8, value_parser = cli::load)]
-    load: f64,
+    pub load: f64,
     /// Bottleneck rate, 1..=100000 Mbit/s.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BOTTLENECK_MBPS,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    bottleneck_mbps: u32,
+    pub bottleneck_mbps: u32,
     /// Strict-priority bands at the bottleneck, 1..=8.
     #[arg(long, value_name = "N", default_value_t = 8,
           value_parser = clap::value_parser!(u8).range(1..=8))]
-    bands: u8,
+    pub bands: u8,
     /// Seconds per protocol, 0.5..=3600.
-    #[arg(long, value_name = "S", default_value_t = 20.0, value_parser = testbed_seconds)]
-    duration: f64,
+    #[arg(long = "duration", value_name = "S", default_value_t = 20.0, value_parser = testbed_seconds)]
+    pub duration_s: f64,
     /// Drain seconds per protocol, 0..=86400.
-    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = cli::seconds)]
-    drain: f64,
+    #[arg(long = "drain", value_name = "S", default_value_t = 5.0, value_parser = cli::seconds)]
+    pub drain_s: f64,
     /// Byte limit of each band's queue, 1..=1000000 KB.
     #[arg(long, value_name = "KB", default_value_t = 1500,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    queue_kb: u32,
+    pub queue_kb: u32,
     /// Response length, 12..=1000000.
     #[arg(long, value_name = "N", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(HEADER_LEN as i64..=i64::from(cli::MAX_MESSAGE)))]
-    reply_len: u32,
+    pub reply_len: u32,
     /// Base seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
-    seed: u64,
+    pub seed: u64,
     /// Run only one protocol.
     #[arg(long, value_enum)]
-    only: Option<Only>,
+    pub only: Option<Only>,
     /// The results as JSON.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Both protocols over IPv6 (fd00:77::/64) instead of IPv4 (10.77.0.0/24).
     #[arg(long)]
-    ipv6: bool,
+    pub ipv6: bool,
     /// Homa over AF_XDP on each host's veth instead of a bridged TAP.
     #[arg(long)]
-    xdp: bool,
+    pub xdp: bool,
     /// Seconds of the closed-loop capacity probe per protocol, 0..=3600 (0: none).
-    #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
-    probe: f64,
+    #[arg(long = "probe", value_name = "S", default_value_t = 3.0, value_parser = probe_seconds)]
+    pub probe_s: f64,
     /// Pacer queue allowance of the Homa endpoints, 0..=1000000 us.
     #[arg(long, value_name = "US", default_value_t = 200, help_heading = "Homa",
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    nic_backlog_us: u64,
+    pub nic_backlog_us: u64,
     /// Round trip the byte settings are scaled to, 1..=1000000 us.
     #[arg(long, value_name = "US", default_value_t = 250, help_heading = "Homa",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    rtt_us: u32,
+    pub rtt_us: u32,
     /// Unscheduled bytes, 1..=1000000 (default: one --rtt-us at the bottleneck).
     #[arg(long, value_name = "N", help_heading = "Homa",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    unsched_bytes: Option<u32>,
+    pub unsched_bytes: Option<u32>,
     /// Granted-but-unreceived cap, 1..=100000000 (default 8 x unscheduled).
     #[arg(long, value_name = "N", help_heading = "Homa",
           value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
-    max_incoming: Option<u32>,
+    pub max_incoming: Option<u32>,
     /// FIFO grant size, 1..=1000000 (default 2 x unscheduled).
     #[arg(long, value_name = "N", help_heading = "Homa",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    fifo_grant_bytes: Option<u32>,
+    pub fifo_grant_bytes: Option<u32>,
     /// RESEND ticks (ms), 1..=100000.
     #[arg(long, value_name = "N", default_value_t = 15, help_heading = "Homa",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    resend_ticks: u32,
+    pub resend_ticks: u32,
     /// Timeout ticks (ms), 1..=1000000.
     #[arg(long, value_name = "N", default_value_t = 1000, help_heading = "Homa",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    timeout_ticks: u32,
+    pub timeout_ticks: u32,
 }
 
 fn testbed_seconds(s: &str) -> anyhow::Result<f64> {
@@ -376,13 +381,11 @@ fn probe_seconds(s: &str) -> anyhow::Result<f64> {
 impl DeviceArgs {
     fn transport(&self) -> anyhow::Result<Transport> {
         if self.tap.is_none() && (self.bridge.is_some() || self.host_ip.is_some()) {
-            return Err(anyhow::anyhow!("--bridge and --host-ip are for --tap"));
+            anyhow::bail!("--bridge and --host-ip are for --tap");
         }
         if self.tcp {
             if self.ip.is_some() {
-                return Err(anyhow::anyhow!(
-                    "--ip is for --tap/--iface/--xdp; TCP uses the kernel's addresses"
-                ));
+                anyhow::bail!("--ip is for --tap/--iface/--xdp; TCP uses the kernel's addresses");
             }
             return Ok(Transport::Tcp);
         }
@@ -399,12 +402,10 @@ impl DeviceArgs {
         if let Some(name) = &self.tap {
             if let Some(h) = self.host_ip {
                 if h.addr == ip.addr {
-                    return Err(anyhow::anyhow!("--host-ip must differ from --ip"));
+                    anyhow::bail!("--host-ip must differ from --ip");
                 }
                 if h.prefix != ip.prefix || !ip.contains(h.addr) {
-                    return Err(anyhow::anyhow!(
-                        "--host-ip {h} is not in --ip's subnet {ip}"
-                    ));
+                    anyhow::bail!("--host-ip {h} is not in --ip's subnet {ip}");
                 }
             }
             return Ok(Transport::Tap {
@@ -421,42 +422,20 @@ impl DeviceArgs {
     }
 }
 
-impl HomaArgs {
-    fn opts(&self, default_pool_mb: usize) -> HomaOpts {
-        HomaOpts {
-            link_mbps: self.link_mbps,
-            nic_backlog_us: self.nic_backlog_us,
-            mac: self.mac,
-            neighbors: self.neighbor.clone(),
-            pcap: self.pcap.clone(),
-            drop_ppm: self.drop_ppm,
-            max_rpcs: self.max_rpcs,
-            pool_mb: self.pool_mb.unwrap_or(default_pool_mb),
-            unsched_bytes: self.unsched_bytes,
-            max_incoming: self.max_incoming,
-            resend_ticks: self.resend_ticks,
-            timeout_ticks: self.timeout_ticks,
-            fifo_grant_bytes: self.fifo_grant_bytes,
-        }
-    }
-}
-
 impl ServerArgs {
     fn check(&self) -> anyhow::Result<ServerOpts> {
         let transport = self.device.transport()?;
         let tcp = transport == Transport::Tcp;
         if self.listen.is_some() && !tcp {
-            return Err(anyhow::anyhow!("--listen is for --tcp"));
+            anyhow::bail!("--listen is for --tcp");
         }
         let port = self.port.unwrap_or(if tcp { 5000 } else { 500 });
         if !tcp && !(1..0x8000).contains(&port) {
-            return Err(anyhow::anyhow!(
-                "--port {port}: Homa server ports are 1..=32767"
-            ));
+            anyhow::bail!("--port {port}: Homa server ports are 1..=32767");
         }
         Ok(ServerOpts {
             transport,
-            homa: self.homa.opts(256),
+            homa: self.homa.clone(),
             port,
             listen: self
                 .listen
@@ -474,37 +453,33 @@ impl ClientArgs {
         let transport = self.device.transport()?;
         for t in &self.server {
             if !is_private(t.ip()) {
-                return Err(anyhow::anyhow!(
+                anyhow::bail!(
                     "--server {t}: only private (10/8, 172.16/12, 192.168/16), unique-local \
                      (fc00::/7) or loopback addresses are allowed"
-                ));
+                );
             }
             if let Some(ip) = transport.homa_ip() {
                 if !ip.contains(t.ip()) || t.ip() == ip.addr {
-                    return Err(anyhow::anyhow!(
+                    anyhow::bail!(
                         "--server {t} is not another host in {ip}: homa-stack has no router, \
                          the server must be on-link"
-                    ));
+                    );
                 }
                 if !(1..0x8000).contains(&t.port()) {
-                    return Err(anyhow::anyhow!(
-                        "--server {t}: Homa server ports are 1..=32767"
-                    ));
+                    anyhow::bail!("--server {t}: Homa server ports are 1..=32767");
                 }
             } else if t.port() == 0 {
-                return Err(anyhow::anyhow!("--server {t}: the port must be 1..=65535"));
+                anyhow::bail!("--server {t}: the port must be 1..=65535");
             }
         }
         let dist = match (&self.size, &self.workload) {
             (Some(s), None) => SizeDist::fixed_spec(s)?,
             (None, Some(w)) => SizeDist::from_spec(w)?,
             _ => {
-                return Err(anyhow::anyhow!(
-                    "give one of --size N[,N...] or --workload W"
-                ))
+                anyhow::bail!("give one of --size N[,N...] or --workload W")
             }
         };
-        let homa = self.homa.opts(64);
+        let homa = self.homa.clone();
         let pace = match (self.rate, self.load, self.outstanding) {
             (Some(per_sec), None, None) => Pace::Poisson { per_sec },
             (None, Some(load), None) => {
@@ -514,7 +489,7 @@ impl ClientArgs {
                 }
             }
             (None, None, Some(outstanding)) => Pace::Closed { outstanding },
-            _ => return Err(anyhow::anyhow!("give one of --rate, --load, --outstanding")),
+            _ => anyhow::bail!("give one of --rate, --load, --outstanding"),
         };
         Ok(ClientOpts {
             transport,
@@ -534,42 +509,27 @@ impl ClientArgs {
     }
 }
 
-impl TestbedArgs {
-    fn check(&self) -> anyhow::Result<TestbedOpts> {
-        SizeDist::from_spec(&self.workload)?;
+impl TestbedOpts {
+    /// Homa's unscheduled bytes: one round trip's worth at the bottleneck
+    /// (`--rtt-us`), in whole packets, unless given.
+    pub fn unsched_bytes(&self) -> u32 {
         let rtt_bytes = u64::from(self.bottleneck_mbps) * u64::from(self.rtt_us) / 8;
-        let unsched = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
-        let unsched_bytes = self.unsched_bytes.unwrap_or(unsched);
-        Ok(TestbedOpts {
-            clients: self.clients,
-            workload: self.workload.clone(),
-            load: self.load,
-            bottleneck_mbps: self.bottleneck_mbps,
-            bands: self.bands,
-            duration_s: self.duration,
-            drain_s: self.drain,
-            queue_kb: self.queue_kb,
-            reply_len: self.reply_len,
-            seed: self.seed,
-            only: self.only.map(|o| match o {
-                Only::Homa => "homa".to_string(),
-                Only::Tcp => "tcp".to_string(),
-            }),
-            json: self.json,
-            nic_backlog_us: self.nic_backlog_us,
-            unsched_bytes,
-            max_incoming: self
-                .max_incoming
-                .unwrap_or(unsched_bytes.saturating_mul(8).min(100_000_000)),
-            fifo_grant_bytes: self
-                .fifo_grant_bytes
-                .unwrap_or(unsched_bytes.saturating_mul(2).min(1_000_000)),
-            resend_ticks: self.resend_ticks,
-            timeout_ticks: self.timeout_ticks,
-            probe_s: self.probe,
-            ipv6: self.ipv6,
-            xdp: self.xdp,
-        })
+        let whole = (rtt_bytes.div_ceil(1424).max(1) * 1424).min(1_000_000) as u32;
+        self.unsched_bytes.unwrap_or(whole)
+    }
+
+    /// Homa's cap on granted-but-unreceived bytes: 8 round trips' worth
+    /// unless given, so Homa's queue at the bottleneck stays well under its
+    /// 5 ms RESEND timer.
+    pub fn max_incoming(&self) -> u32 {
+        let default = self.unsched_bytes().saturating_mul(8).min(100_000_000);
+        self.max_incoming.unwrap_or(default)
+    }
+
+    /// Homa's FIFO grant size: two round trips' worth unless given.
+    pub fn fifo_grant_bytes(&self) -> u32 {
+        let default = self.unsched_bytes().saturating_mul(2).min(1_000_000);
+        self.fifo_grant_bytes.unwrap_or(default)
     }
 }
 
@@ -580,7 +540,10 @@ impl Sub {
         Ok(match self {
             Sub::Server(a) => Command::Server(a.check()?),
             Sub::Client(a) => Command::Client(Box::new(a.check()?)),
-            Sub::Testbed(a) => Command::Testbed(a.check()?),
+            Sub::Testbed(a) => {
+                SizeDist::from_spec(&a.workload)?;
+                Command::Testbed(a.clone())
+            }
             Sub::Cleanup => Command::Cleanup,
         })
     }

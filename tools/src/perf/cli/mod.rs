@@ -10,8 +10,8 @@
 mod args;
 mod opts;
 
-pub use args::{Cli, Sub};
-pub use opts::{ClientOpts, Command, HomaOpts, ServerOpts, TestbedOpts, Transport};
+pub use args::{Cli, HomaOpts, Only, Sub, TestbedOpts};
+pub use opts::{ClientOpts, Command, ServerOpts, Transport};
 
 /// Default bottleneck rate of the testbed in Mbit/s (docs/testbed.md says
 /// why it is not 1000 on a 2-core machine).
@@ -259,7 +259,7 @@ mod tests {
         };
         assert_eq!((t.clients, t.bands, t.load), (4, 8, 0.8));
         assert_eq!((t.workload.as_str(), t.duration_s), ("w4", 20.0));
-        assert_eq!(t.unsched_bytes, 7120);
+        assert_eq!(t.unsched_bytes(), 7120);
         assert!(matches!(p("cleanup").unwrap(), Command::Cleanup));
     }
 

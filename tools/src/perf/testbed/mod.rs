@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::cli::{TestbedOpts, DEFAULT_BOTTLENECK_MBPS};
+use super::cli::{Only, TestbedOpts, DEFAULT_BOTTLENECK_MBPS};
 use super::sys;
 use super::workload::SizeDist;
 use cpu::cores;
@@ -52,8 +52,9 @@ pub fn run_testbed(o: &TestbedOpts) -> anyhow::Result<bool> {
     let rate_bytes = o.load * f64::from(o.bottleneck_mbps) * 1e6 / 8.0;
     let total_rate = rate_bytes / dist.mean();
     let per_client = total_rate / o.clients as f64;
-    let protocols: Vec<&str> = match o.only.as_deref() {
-        Some(p) => vec![p],
+    let protocols = match o.only {
+        Some(Only::Homa) => vec!["homa"],
+        Some(Only::Tcp) => vec!["tcp"],
         None => vec!["homa", "tcp"],
     };
     let budget = Instant::now()
@@ -94,7 +95,7 @@ pub fn run_testbed(o: &TestbedOpts) -> anyhow::Result<bool> {
         crate::outln!(
             "Homa settings scaled to the bottleneck: unscheduled {} B, max incoming {} B, FIFO grants {} B, \
              RESEND after {} ms, timeout {} ms",
-            o.unsched_bytes, o.max_incoming, o.fifo_grant_bytes, o.resend_ticks, o.timeout_ticks
+            o.unsched_bytes(), o.max_incoming(), o.fifo_grant_bytes(), o.resend_ticks, o.timeout_ticks
         )?;
     }
     let (probes, phases) = run_protocols(o, &protocols, per_client, budget)?;
@@ -110,14 +111,10 @@ pub fn run_testbed(o: &TestbedOpts) -> anyhow::Result<bool> {
 /// run left.
 fn preflight() -> anyhow::Result<()> {
     if !sys::is_root() {
-        return Err(anyhow::anyhow!(
-            "the testbed needs root (network namespaces, TAP, tc)"
-        ));
+        anyhow::bail!("the testbed needs root (network namespaces, TAP, tc)");
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
-        return Err(anyhow::anyhow!(
-            "/dev/net/tun does not exist (modprobe tun)"
-        ));
+        anyhow::bail!("/dev/net/tun does not exist (modprobe tun)");
     }
     sys::catch_stop_signals();
     let removed = cleanup_leftovers();
@@ -157,7 +154,7 @@ fn run_protocols(
     let mut probes = Vec::new();
     for p in protocols {
         if Instant::now() > budget || sys::stop_requested() {
-            return Err(anyhow::anyhow!("time budget exhausted or stopped"));
+            anyhow::bail!("time budget exhausted or stopped");
         }
         if o.probe_s > 0.0 {
             eprintln!(

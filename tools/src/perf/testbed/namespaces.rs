@@ -226,9 +226,7 @@ impl Testbed {
             if Instant::now() >= limit {
                 let _ = self.children[i].kill();
                 let _ = self.children[i].wait();
-                return Err(anyhow::anyhow!(
-                    "a child process overran its time and was killed"
-                ));
+                anyhow::bail!("a child process overran its time and was killed");
             }
             thread::sleep(Duration::from_millis(50));
         }

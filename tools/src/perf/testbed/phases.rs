@@ -163,11 +163,11 @@ fn homa_device_args(o: &TestbedOpts, h: usize) -> Vec<String> {
         "--nic-backlog-us",
         &o.nic_backlog_us.to_string(),
         "--unsched-bytes",
-        &o.unsched_bytes.to_string(),
+        &o.unsched_bytes().to_string(),
         "--max-incoming",
-        &o.max_incoming.to_string(),
+        &o.max_incoming().to_string(),
         "--fifo-grant-bytes",
-        &o.fifo_grant_bytes.to_string(),
+        &o.fifo_grant_bytes().to_string(),
         "--resend-ticks",
         &o.resend_ticks.to_string(),
         "--timeout-ticks",
@@ -223,9 +223,7 @@ pub(super) fn run_phase(
     let homa = protocol == "homa";
     let (si, sout, sready) = tb.spawn("s0", &server_args(o, homa))?;
     if sready.recv_timeout(Duration::from_secs(10)).is_err() {
-        return Err(anyhow::anyhow!(
-            "the {protocol} server did not start within 10 s"
-        ));
+        anyhow::bail!("the {protocol} server did not start within 10 s");
     }
     let start_ms = unix_ms() + 1500;
     let mut clients = Vec::new();
@@ -236,7 +234,7 @@ pub(super) fn run_phase(
     }
     let counters = measure(tb, o, load, start_ms)?;
     if sys::stop_requested() {
-        return Err(anyhow::anyhow!("stopped by a signal"));
+        anyhow::bail!("stopped by a signal");
     }
     let limit = Instant::now() + Duration::from_secs_f64(load.drain_s + 20.0);
     let mut merged: Option<ClientReport> = None;
@@ -429,10 +427,10 @@ pub(super) fn print_phase(p: &Phase, o: &TestbedOpts) -> anyhow::Result<()> {
     )?;
     crate::outln!(
         "CPU seconds: clients {:.1} user + {:.1} system, server {:.1} user + {:.1} system",
-        c.cpu_s.0,
-        c.cpu_s.1,
-        p.server.cpu_s.0,
-        p.server.cpu_s.1
+        c.cpu_user_s,
+        c.cpu_sys_s,
+        p.server.cpu_user_s,
+        p.server.cpu_sys_s
     )?;
     for (who, extra) in [("clients", &c.extra), ("server", &p.server.extra)] {
         let st = &extra["stack"];
