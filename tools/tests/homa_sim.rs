@@ -2,7 +2,7 @@
 //! simulated fabric, loss recovery through small buffers, the baselines'
 //! behaviour (connection pools, windows, PIAS priorities on host uplinks),
 //! packet captures, the workload sampling rule, and the slowdown of a lone
-//! message.
+//! message; and the baselines' TCP model driven by hand.
 
 use homa_tools::fabric::Topology;
 use homa_tools::sim::report::json;
@@ -575,4 +575,221 @@ fn homa_dump_stats_count_the_checksums_its_listing_marks() {
     let stats = dump(&["--stats"]);
     assert!(stats.contains(" bad-checksum 1\n"), "{stats}");
     let _ = std::fs::remove_file(&path);
+}
+
+/// The baselines' TCP model alone, driven by hand: windows, DCTCP's cut,
+/// SACK recovery, pFabric's probes, the receiver's reassembly.
+mod tcp_model {
+    use homa_tools::sim::event_loop::NEVER;
+    use homa_tools::sim::tcp_model::*;
+
+    const DCTCP: TcpParams = TcpParams {
+        init_window: 7,
+        max_window: 249,
+        ecn: true,
+        dctcp_g: 1.0 / 16.0,
+        rto: Rto::Fixed(200_000),
+        probe_after: None,
+    };
+
+    const M: u64 = MSS as u64;
+
+    fn drain(s: &mut Sender, now: u64) -> Vec<Out> {
+        std::iter::from_fn(|| s.next_segment(now)).collect()
+    }
+
+    #[test]
+    fn the_initial_window_bounds_the_first_flight() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 100 * M + 10);
+        let first = drain(&mut s, 0);
+        assert_eq!(first.len(), 7);
+        assert_eq!(
+            first[6],
+            Out {
+                start: 6 * M,
+                len: MSS
+            }
+        );
+        assert_eq!((s.in_flight(), s.window()), (7 * M, 7 * M));
+        assert_eq!(s.stats.window_limited, 1);
+        // Slow start: two acknowledgements open the window by two and let
+        // four more go.
+        s.on_ack(10, M, &[], false);
+        s.on_ack(11, 2 * M, &[], false);
+        assert_eq!(drain(&mut s, 10).len(), 4);
+        assert_eq!(s.in_flight(), 9 * M);
+        assert_eq!(s.window(), 9 * M);
+        assert_eq!(s.stats.window_violations, 0);
+    }
+
+    #[test]
+    fn a_short_message_goes_whole_and_idles_the_sender() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 112);
+        assert_eq!(drain(&mut s, 0), [Out { start: 0, len: 112 }]);
+        assert!(!s.idle());
+        assert_eq!(s.rto_at(), 200_000);
+        s.on_ack(5_000, 112, &[], false);
+        assert!(s.idle());
+        assert_eq!(s.rto_at(), NEVER);
+        // The next message continues the stream.
+        assert_eq!(s.start_message(6_000, 20), 112);
+        assert_eq!(s.sent_before(112 + 5), 5);
+    }
+
+    #[test]
+    fn a_timeout_resends_only_what_sack_did_not_cover() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 7 * M);
+        drain(&mut s, 0);
+        // Segment 1 and 3 lost: the others are selectively acknowledged.
+        s.on_ack(10, M, &[(2 * M, 3 * M), (4 * M, 7 * M)], false);
+        assert_eq!(s.in_flight(), 2 * M);
+        assert!(s.bytes_left() == 2 * M);
+        assert!(drain(&mut s, 10).is_empty(), "nothing new to send");
+        s.on_timeout(199_999);
+        assert_eq!(s.stats.timeouts, 0, "not due yet");
+        s.on_timeout(200_010);
+        assert_eq!((s.stats.timeouts, s.window(), s.in_flight()), (1, M, 0));
+        // cwnd 1: one hole at a time, lowest first.
+        assert_eq!(drain(&mut s, 200_010), [Out { start: M, len: MSS }]);
+        s.on_ack(200_020, 2 * M, &[(4 * M, 7 * M)], false);
+        assert_eq!(
+            drain(&mut s, 200_020),
+            [Out {
+                start: 3 * M,
+                len: MSS
+            }]
+        );
+        s.on_ack(200_030, 7 * M, &[], false);
+        assert!(s.idle());
+        assert_eq!(s.stats.retransmissions, 2);
+        assert_eq!(s.stats.window_violations, 0);
+    }
+
+    #[test]
+    fn dctcp_cuts_by_half_alpha_once_per_window() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 1000 * M);
+        drain(&mut s, 0);
+        // The first window all marked: alpha = g, cwnd cut by g / 2.
+        for k in 1..=7 {
+            s.on_ack(k, k * M, &[], true);
+        }
+        assert!((s.alpha() - 1.0 / 16.0).abs() < 1e-9, "{}", s.alpha());
+        assert_eq!(s.stats.ecn_cuts, 1);
+        assert_eq!(s.window(), (7.0 * (1.0 - 1.0 / 32.0)) as u64 * M);
+        // The next update still counts the marked acknowledgements since
+        // the first (6 of 7 segments); the one after only unmarked ones,
+        // so alpha decays.
+        let g = 1.0 / 16.0;
+        drain(&mut s, 8);
+        s.on_ack(8, 8 * M, &[], false);
+        let a2 = (1.0 - g) * g + g * 6.0 / 7.0;
+        assert!((s.alpha() - a2).abs() < 1e-9, "{}", s.alpha());
+        for k in 9..=13 {
+            s.on_ack(k, k * M, &[], false);
+        }
+        drain(&mut s, 14);
+        s.on_ack(14, 14 * M, &[], false);
+        assert!((s.alpha() - (1.0 - g) * a2).abs() < 1e-9, "{}", s.alpha());
+        assert_eq!(s.stats.ecn_cuts, 1);
+        // Plain TCP ignores echoes.
+        let mut t = Sender::new(
+            TcpParams {
+                ecn: false,
+                ..DCTCP
+            },
+            0,
+        );
+        t.start_message(0, 100 * M);
+        drain(&mut t, 0);
+        t.on_ack(1, M, &[], true);
+        assert_eq!((t.stats.ecn_cuts, t.window()), (0, 8 * M));
+    }
+
+    #[test]
+    fn pfabric_probes_after_five_timeouts_in_a_row() {
+        let p = TcpParams {
+            init_window: 12,
+            max_window: 12,
+            ecn: false,
+            rto: Rto::Fixed(24_000),
+            probe_after: Some(5),
+            ..DCTCP
+        };
+        let mut s = Sender::new(p, 0);
+        s.start_message(0, 3 * M);
+        assert_eq!(drain(&mut s, 0).len(), 3);
+        let mut now = 0;
+        for _ in 0..4 {
+            now += 24_000;
+            s.on_timeout(now);
+            assert!(!drain(&mut s, now).is_empty());
+        }
+        now += 24_000;
+        s.on_timeout(now);
+        assert_eq!(drain(&mut s, now), [Out { start: 0, len: 1 }]);
+        assert_eq!((s.window(), s.in_flight()), (1, 1));
+        // An acknowledgement of the probe ends probing; slow start resumes
+        // with the rest of the first segment.
+        s.on_ack(now + 5, 1, &[], false);
+        assert_eq!(s.window(), 2 * M);
+        let next = drain(&mut s, now + 5);
+        assert_eq!(
+            next[0],
+            Out {
+                start: 1,
+                len: MSS - 1
+            }
+        );
+        assert_eq!(next.len(), 2);
+        assert_eq!(s.stats.probes, 1);
+        assert_eq!(s.stats.window_violations, 0);
+    }
+
+    #[test]
+    fn estimated_timeout_backs_off_and_acks_of_unsent_bytes_are_ignored() {
+        let mut s = Sender::new(
+            TcpParams {
+                rto: Rto::Estimated { min: 200_000 },
+                ..DCTCP
+            },
+            0,
+        );
+        s.start_message(0, 2 * M);
+        drain(&mut s, 0);
+        s.on_ack(1_000, 5 * M, &[], false);
+        assert_eq!(s.in_flight(), 2 * M, "bytes never sent");
+        s.on_timeout(200_000);
+        assert_eq!(s.rto_at(), 200_000 + 400_000);
+        s.on_ack(200_100, 2 * M, &[], false);
+        assert!(s.idle());
+    }
+
+    #[test]
+    fn receiver_reorders_and_reports_the_newest_block_first() {
+        let mut r = Receiver::default();
+        let mut got = Vec::new();
+        let seg = |k: u8| vec![k; 10];
+        let (ack, sacks) = r.on_segment(20, &seg(2), |b| got.extend_from_slice(b));
+        assert_eq!((ack, sacks.1, sacks.0[0]), (0, 1, (20, 30)));
+        let (_, sacks) = r.on_segment(40, &seg(4), |b| got.extend_from_slice(b));
+        assert_eq!(&sacks.0[..sacks.1], [(40, 50), (20, 30)]);
+        let (_, sacks) = r.on_segment(30, &seg(3), |b| got.extend_from_slice(b));
+        assert_eq!(&sacks.0[..sacks.1], [(20, 50)]);
+        assert!(got.is_empty());
+        let (ack, sacks) = r.on_segment(0, &[0; 15], |b| got.extend_from_slice(b));
+        assert_eq!((ack, sacks.1), (15, 1));
+        // A retransmission overlapping what arrived delivers only the rest.
+        let (ack, sacks) = r.on_segment(10, &seg(1), |b| got.extend_from_slice(b));
+        assert_eq!((ack, sacks.1), (50, 0));
+        let mut want = vec![0; 15];
+        want.extend([1; 5]);
+        want.extend([2; 10]);
+        want.extend([3; 10]);
+        want.extend([4; 10]);
+        assert_eq!(got, want);
+    }
 }
