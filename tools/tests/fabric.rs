@@ -350,6 +350,51 @@ fn finite_buffer_in_frames_drops_tail_whatever_the_frame_size() {
     assert!(port.max_queue_bytes <= 4 * 60, "{}", port.max_queue_bytes);
 }
 
+/// `nic_like_switch`: a host's own uplink drops past the switch buffer and
+/// marks past the ECN threshold as the switch ports do (ECN-capable IPv4
+/// frames only), and its backlog counts the dropped frames out.
+#[test]
+fn host_uplinks_like_switches_drop_and_mark() {
+    let mut cfg = Config::new(Topology::Rack { hosts: 2 });
+    cfg.nic_like_switch = true;
+    cfg.switch_buffer_frames = Some(4);
+    cfg.ecn_threshold_bytes = Some(2 * 1514);
+    let mut f = Fabric::new(cfg).unwrap();
+    for tag in 0..10 {
+        let mut data = frame(&f, 0, 1, 1514, tag);
+        // IPv4, ECN-capable (ECT(0)) for the even tags.
+        data[12..16].copy_from_slice(&[0x08, 0x00, 0x45, if tag % 2 == 0 { 2 } else { 0 }]);
+        send_raw(&mut f, 0, &data, None);
+    }
+    assert_eq!(f.nic_backlog(0), 10);
+    let rx = run(&mut f);
+    let nic = f.port_stats(NodeId::Host(0), 0).unwrap();
+    // The first frame goes on the wire at once; 3 more fit behind it.
+    assert_eq!(
+        (rx.len(), nic.drops, f.stats().drops.buffer_full),
+        (4, 6, 6)
+    );
+    assert_eq!(f.nic_backlog(0), 0);
+    // Tags 0..4 were queued: 2 waiting frames are within K, the third
+    // (tag 3, not ECN-capable) is past it but left as it is.
+    assert_eq!((nic.marks, f.stats().ecn_marks), (0, 0));
+    let mut f = Fabric::new(cfg).unwrap();
+    for tag in 0..4 {
+        let mut data = frame(&f, 0, 1, 1514, tag);
+        data[12..16].copy_from_slice(&[0x08, 0x00, 0x45, 2]);
+        send_raw(&mut f, 0, &data, None);
+    }
+    run(&mut f);
+    assert_eq!(f.stats().ecn_marks, 1, "the third waiting frame");
+    // Without the option the NIC keeps one unlimited FIFO.
+    cfg.nic_like_switch = false;
+    let mut f = Fabric::new(cfg).unwrap();
+    for tag in 0..10 {
+        send(&mut f, 0, 1, 1514, tag, None);
+    }
+    assert_eq!(run(&mut f).len(), 10);
+}
+
 #[test]
 fn capture_sees_both_directions_of_one_host_link() {
     use std::sync::{Arc, Mutex};

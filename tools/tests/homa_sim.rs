@@ -1,7 +1,8 @@
 //! homa-sim end to end: short deterministic runs of every protocol on the
-//! simulated fabric, loss recovery through drop-tail switch buffers, the
-//! baselines' behaviour (connection pools, PIAS priorities), packet
-//! captures, the workload sampling rule, and the slowdown of a lone message.
+//! simulated fabric, loss recovery through small buffers, the baselines'
+//! behaviour (connection pools, windows, PIAS priorities on host uplinks),
+//! packet captures, the workload sampling rule, and the slowdown of a lone
+//! message; and the baselines' TCP model driven by hand.
 
 use homa_tools::fabric::Topology;
 use homa_tools::sim::report::json;
@@ -25,7 +26,7 @@ fn short_rack_run_delivers_every_message_intact_with_every_protocol() {
     assert!(r.messages > 100, "{} messages", r.messages);
     assert_eq!(r.options.switch_buffer, Some(250));
     let names: Vec<_> = r.results.iter().map(|p| p.protocol.name()).collect();
-    assert_eq!(names, ["homa", "tcp-1", "tcp-mc", "pias"]);
+    assert_eq!(names, ["homa", "pias", "dctcp", "tcp-mc", "pfabric"]);
     for p in &r.results {
         let name = p.protocol.name();
         assert_eq!(p.sent, r.messages, "{name}");
@@ -68,8 +69,8 @@ fn same_seed_gives_identical_json_and_another_seed_does_not() {
     let v: serde_json::Value = serde_json::from_str(&a).unwrap();
     assert_eq!(v["messages"], r.messages);
     assert_eq!(v["protocols"]["homa"]["sent"], r.messages);
-    assert_eq!(v["protocols"]["tcp-1"]["verified"], r.results[1].verified);
-    assert_eq!(v["protocols"]["pias"]["verified"], r.results[3].verified);
+    assert_eq!(v["protocols"]["pias"]["verified"], r.results[1].verified);
+    assert_eq!(v["protocols"]["pfabric"]["verified"], r.results[4].verified);
     assert_eq!(v["switch_buffer_frames"], 250);
     o.seed = 2;
     assert_ne!(a, json(&run(&o).unwrap()));
@@ -246,17 +247,14 @@ fn the_plot_is_drawn_as_svg_and_png_inside_its_canvas() {
     }
 }
 
-/// Switch buffers of 8 frames drop packets of every protocol (the TCP
-/// windows set to 64 KiB, which overflow them); each protocol's own loss
+/// Switch buffers of 8 frames (below DCTCP's K; pFabric keeps its 13
+/// packets) drop packets of every protocol; each protocol's own loss
 /// recovery still delivers every message intact within the default 200 ms
-/// drain (TCP's timeouts start at 200 us of fabric time and double), and
-/// the drops are reported per protocol.
+/// drain, and the drops are reported per protocol.
 #[test]
 fn every_protocol_recovers_what_small_switch_buffers_drop() {
     let mut o = short_run("w4", 300);
     o.switch_buffer = Some(8);
-    o.tcp_buffer = 64 << 10;
-    o.tcp1_buffer = 64 << 10;
     let r = run(&o).unwrap();
     assert!(r.messages > 20, "{} messages", r.messages);
     let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
@@ -265,76 +263,113 @@ fn every_protocol_recovers_what_small_switch_buffers_drop() {
         assert!(p.drops > 0, "{name}: no drops");
         assert_eq!(p.verified, r.messages, "{name}");
         assert_eq!(p.failed, 0, "{name}");
-        assert_eq!(v["protocols"][name]["switch_drops"], p.drops, "{name}");
+        assert_eq!(v["protocols"][name]["drops"], p.drops, "{name}");
     }
     let homa = &r.results[0];
     let counter = |name| homa.counters.iter().find(|c| c.0 == name).unwrap().1;
     assert!(counter("retransmissions") > 0);
 }
 
-/// tcp-mc and pias open every connection of every pool before traffic,
-/// paced so that set-up drops nothing: eight 100-byte messages sent at once
-/// between one pair each take a connection of the pool at once, and only a
-/// ninth waits for one to be free.
+/// The TCP baselines' pools: eight 100-byte messages sent at once between
+/// one pair each open a connection of their own and none waits; a ninth
+/// sent once they are all acknowledged reuses one.
 #[test]
-fn pools_are_open_before_traffic_so_no_message_waits_for_a_handshake() {
-    for p in [Protocol::TcpMc, Protocol::Pias] {
+fn a_message_takes_an_idle_connection_or_opens_one_and_never_waits() {
+    for p in [
+        Protocol::Pias,
+        Protocol::Dctcp,
+        Protocol::TcpMc,
+        Protocol::Pfabric,
+    ] {
         let mut o = short_run("w4", 100);
         o.protocols = vec![p];
         o.warmup = 0.0;
-        let m = |size| Message {
-            at: 0,
+        let m = |at, size| Message {
+            at,
             src: 1,
             dst: 0,
             size,
         };
-        let r = run_with(&o, Some(vec![m(100); 8])).unwrap();
+        let mut msgs = vec![m(0, 100); 8];
+        msgs.push(m(50_000, 100));
+        let r = run_with(&o, Some(msgs)).unwrap();
         let res = &r.results[0];
         let counter = |name| res.counters.iter().find(|c| c.0 == name).unwrap().1;
-        assert_eq!(res.verified, 8, "{p:?}");
-        assert_eq!(counter("connections"), 16 * 15 * 8, "{p:?}");
-        assert_eq!(counter("setup_drops"), 0, "{p:?}");
-        assert_eq!(counter("messages_waited"), 0, "{p:?}");
+        assert_eq!(res.verified, 9, "{p:?}");
+        assert_eq!(counter("connections"), 8, "{p:?}");
         let slowest = res.buckets.iter().map(|b| b.p99).fold(0.0, f64::max);
         assert!(slowest < 2.0, "{p:?}: slowdown {slowest}");
-        let r = run_with(&o, Some(vec![m(100); 9])).unwrap();
-        let res = &r.results[0];
-        let waited = res.counters.iter().find(|c| c.0 == "messages_waited");
-        assert_eq!(res.verified, 9, "{p:?}");
-        assert_eq!(waited.unwrap().1, 1, "{p:?}");
     }
 }
 
-/// The slowdown of a 100-byte message sent 20 us after a 1 MB message
-/// between the same two hosts.
+/// The slowdown of a 100-byte message from host 1 sent while host 1 is
+/// sending four 1 MB messages to other hosts (200 us in: past PIAS's first
+/// thresholds, so demoted).
 fn short_behind_long(p: Protocol) -> f64 {
     let mut o = short_run("w4", 100);
     o.protocols = vec![p];
     o.warmup = 0.0;
-    let m = |at, size| Message {
+    let m = |at, dst, size| Message {
         at,
         src: 1,
-        dst: 0,
+        dst,
         size,
     };
-    let r = run_with(&o, Some(vec![m(0, 1_000_000), m(20_000, 100)])).unwrap();
+    let mut msgs: Vec<Message> = (2..6).map(|d| m(0, d, 1_000_000)).collect();
+    msgs.push(m(200_000, 0, 100));
+    let r = run_with(&o, Some(msgs)).unwrap();
     let p = &r.results[0];
-    assert_eq!(p.verified, 2);
+    assert_eq!(p.verified, 5);
     // Buckets ascend by size: the first holding a message holds the short one.
     p.buckets.iter().find(|b| b.count == 1).unwrap().p99
 }
 
-/// tcp-1 puts the short message on the byte stream behind the long one;
-/// tcp-mc and pias give it another connection of the pool, so it waits only
-/// for the long message's frames already in the sender's NIC queue.
+/// PIAS runs on the strict-priority queues of the switches at its hosts'
+/// uplinks too, as the paper's simulation had them: its short message
+/// overtakes the long messages' frames queued in its own host's NIC, where
+/// DCTCP's (one FIFO, as in its simulation) waits behind them.
 #[test]
-fn connection_pools_avoid_the_head_of_line_blocking_of_one_connection() {
-    let one = short_behind_long(Protocol::Tcp1);
-    let pool = short_behind_long(Protocol::TcpMc);
-    let pias = short_behind_long(Protocol::Pias);
-    assert!(one > 100.0, "tcp-1 {one}");
-    assert!(pool < one / 5.0, "tcp-mc {pool}, tcp-1 {one}");
-    assert!(pias < one / 5.0, "pias {pias}, tcp-1 {one}");
+fn pias_gets_priority_queues_on_the_host_uplinks() {
+    let o = short_run("w4", 100);
+    let pias = homa_tools::sim::run::fabric_config(&o, Protocol::Pias);
+    assert!(pias.nic_priority_queues && pias.nic_like_switch);
+    let dctcp = homa_tools::sim::run::fabric_config(&o, Protocol::Dctcp);
+    assert!(!dctcp.nic_priority_queues && dctcp.nic_like_switch);
+    let with = short_behind_long(Protocol::Pias);
+    let without = short_behind_long(Protocol::Dctcp);
+    assert!(with < 2.0, "pias {with}");
+    assert!(without > 4.0 * with, "dctcp {without}, pias {with}");
+}
+
+/// Every TCP baseline keeps its bytes in flight within its congestion
+/// window at every send (the senders count any send past it), and the
+/// window does bound them: data waits for it many times. DCTCP and PIAS
+/// are marked and cut their windows; the others see no mark.
+#[test]
+fn tcp_baselines_never_have_more_in_flight_than_their_window() {
+    let mut o = short_run("w4", 500);
+    o.protocols = vec![
+        Protocol::Pias,
+        Protocol::Dctcp,
+        Protocol::TcpMc,
+        Protocol::Pfabric,
+    ];
+    let r = run(&o).unwrap();
+    for p in &r.results {
+        let name = p.protocol.name();
+        let counter = |k| p.counters.iter().find(|c| c.0 == k).unwrap().1;
+        assert_eq!(p.verified, r.messages, "{name}");
+        assert!(counter("segments") > 1_000, "{name}");
+        assert_eq!(counter("window_violations"), 0, "{name}");
+        assert!(
+            counter("window_limited") > 100,
+            "{name}: {}",
+            counter("window_limited")
+        );
+        let dctcp = matches!(p.protocol, Protocol::Pias | Protocol::Dctcp);
+        assert_eq!(p.ecn_marks > 0, dctcp, "{name}: {} marks", p.ecn_marks);
+        assert_eq!(counter("ecn_window_cuts") > 0, dctcp, "{name}");
+    }
 }
 
 /// The records (time ns, frame) of a pcap file with nanosecond times.
@@ -380,7 +415,7 @@ fn pias_tags_each_segment_by_the_bytes_its_message_already_sent() {
     };
     let r = run_with(&o, Some(vec![m(0, 300_000), m(400_000, 300_000)])).unwrap();
     assert_eq!(r.results[0].verified, 2);
-    let t = r.pias_thresholds;
+    let t = r.pias.0;
     assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
     let mut first_seq = std::collections::HashMap::new();
     let mut seen = [0usize; 8];
@@ -407,7 +442,7 @@ fn pias_tags_each_segment_by_the_bytes_its_message_already_sent() {
         if sent >= 300_012 {
             sent -= 300_012;
         }
-        let expected = 7 - t.iter().filter(|&&x| sent >= x).count() as u8;
+        let expected = 7 - t.iter().filter(|&&x| sent > x).count() as u8;
         assert_eq!(priority, expected, "{sent} bytes sent");
         seen[usize::from(priority)] += 1;
     }
@@ -419,15 +454,21 @@ fn pias_tags_each_segment_by_the_bytes_its_message_already_sent() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// `homa-sim --pcap` writes host 0's link during Homa's run; homa-dump
-/// decodes every frame as Homa with no complaint.
-#[test]
-fn pcap_of_a_homa_run_decodes_cleanly_with_homa_dump() {
+/// Runs homa-sim with `args` and homa-dump with `dump` on the capture it
+/// wrote to `path`; returns homa-dump's output.
+fn sim_then_dump(args: &[&str], path: &str, dump: &[&str]) -> String {
     use std::process::Command;
-    let path = temp_path("homa.pcap");
     let sim = Command::new(env!("CARGO_BIN_EXE_homa-sim"))
-        .args(["--duration", "0.2", "--protocols", "homa", "--quiet"])
-        .args(["--pcap", &path, "--pcap-host", "3"])
+        .args([
+            "--duration",
+            "0.2",
+            "--quiet",
+            "--pcap",
+            path,
+            "--pcap-host",
+            "3",
+        ])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -435,16 +476,29 @@ fn pcap_of_a_homa_run_decodes_cleanly_with_homa_dump() {
         "{}",
         String::from_utf8_lossy(&sim.stderr)
     );
-    let dump = Command::new(env!("CARGO_BIN_EXE_homa-dump"))
-        .args(["--json", &path])
+    let out = Command::new(env!("CARGO_BIN_EXE_homa-dump"))
+        .args(dump)
+        .arg(path)
         .output()
         .unwrap();
     assert!(
-        dump.status.success(),
+        out.status.success(),
         "{}",
-        String::from_utf8_lossy(&dump.stderr)
+        String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(dump.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `homa-sim --pcap` writes host 3's link as a NIC with checksum offload
+/// would put it on the wire: every checksum filled. homa-dump decodes a
+/// Homa run's frames as Homa with no complaint and right checksums, a
+/// PIAS run's as TCP with right IPv4 header checksums (and the TCP
+/// checksums verify).
+#[test]
+fn pcap_captures_decode_cleanly_with_right_checksums() {
+    use homa_stack::wire::{checksum, IpProtocol, Ipv4Addr};
+    let path = temp_path("homa.pcap");
+    let text = sim_then_dump(&["--protocols", "homa"], &path, &["--json"]);
     let mut frames = 0;
     let mut data = 0;
     for line in text.lines() {
@@ -455,8 +509,287 @@ fn pcap_of_a_homa_run_decodes_cleanly_with_homa_dump() {
         frames += 1;
         assert!(v.get("error").is_none() && v.get("note").is_none(), "{v}");
         assert!(v["homa"].is_object(), "{v}");
+        assert_eq!(v["ip"]["checksum_ok"], true, "{v}");
+        assert_eq!(v["homa"]["checksum_status"], "ok", "{v}");
         data += usize::from(v["homa"]["type"] == "DATA");
     }
     assert!(frames > 50 && data > 0, "{frames} frames, {data} DATA");
+    let stats = sim_then_dump(&["--protocols", "homa"], &path, &["--stats"]);
+    assert!(stats.contains(" bad-checksum 0\n"), "{stats}");
+
+    let text = sim_then_dump(
+        &["--protocols", "pias", "--pcap-protocol", "pias"],
+        &path,
+        &["--json"],
+    );
+    let mut tcp = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v.get("frame").is_some() {
+            assert_eq!(v["ip"]["proto"], 6, "{v}");
+            assert_eq!(v["ip"]["checksum_ok"], true, "{v}");
+            tcp += 1;
+        }
+    }
+    let records = pcap_records(&std::fs::read(&path).unwrap());
+    assert_eq!(records.len(), tcp);
+    for (_, f) in &records {
+        let ip = &f[14..];
+        let seg = &ip[20..usize::from(u16::from_be_bytes([ip[2], ip[3]]))];
+        let (src, dst) = (
+            Ipv4Addr::from([ip[12], ip[13], ip[14], ip[15]]),
+            Ipv4Addr::from([ip[16], ip[17], ip[18], ip[19]]),
+        );
+        let pseudo = checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, seg.len() as u32);
+        assert_eq!(checksum::combine(&[pseudo, checksum::sum(seg)]), 0xffff);
+    }
+    assert!(tcp > 50, "{tcp} frames");
     let _ = std::fs::remove_file(&path);
+}
+
+/// homa-dump's `--stats` counts a bad checksum exactly where its listing
+/// marks one: here a capture with one IPv4 header checksum broken.
+#[test]
+fn homa_dump_stats_count_the_checksums_its_listing_marks() {
+    let path = temp_path("broken.pcap");
+    sim_then_dump(&["--protocols", "homa"], &path, &["--stats"]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The first record's IPv4 header checksum: global header 24, record
+    // header 16, Ethernet 14, then 10 bytes into the IPv4 header.
+    bytes[24 + 16 + 14 + 10] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let dump = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_homa-dump"))
+            .args(args)
+            .arg(&path)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listing = dump(&[]);
+    assert_eq!(
+        listing.matches("[bad IPv4 header checksum]").count(),
+        1,
+        "{listing}"
+    );
+    let stats = dump(&["--stats"]);
+    assert!(stats.contains(" bad-checksum 1\n"), "{stats}");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The baselines' TCP model alone, driven by hand: windows, DCTCP's cut,
+/// SACK recovery, pFabric's probes, the receiver's reassembly.
+mod tcp_model {
+    use homa_tools::sim::event_loop::NEVER;
+    use homa_tools::sim::tcp_model::*;
+
+    const DCTCP: TcpParams = TcpParams {
+        init_window: 7,
+        max_window: 249,
+        ecn: true,
+        dctcp_g: 1.0 / 16.0,
+        rto: Rto::Fixed(200_000),
+        probe_after: None,
+    };
+
+    const M: u64 = MSS as u64;
+
+    fn drain(s: &mut Sender, now: u64) -> Vec<Out> {
+        std::iter::from_fn(|| s.next_segment(now)).collect()
+    }
+
+    #[test]
+    fn the_initial_window_bounds_the_first_flight() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 100 * M + 10);
+        let first = drain(&mut s, 0);
+        assert_eq!(first.len(), 7);
+        assert_eq!(
+            first[6],
+            Out {
+                start: 6 * M,
+                len: MSS
+            }
+        );
+        assert_eq!((s.in_flight(), s.window()), (7 * M, 7 * M));
+        assert_eq!(s.stats.window_limited, 1);
+        // Slow start: two acknowledgements open the window by two and let
+        // four more go.
+        s.on_ack(10, M, &[], false);
+        s.on_ack(11, 2 * M, &[], false);
+        assert_eq!(drain(&mut s, 10).len(), 4);
+        assert_eq!(s.in_flight(), 9 * M);
+        assert_eq!(s.window(), 9 * M);
+        assert_eq!(s.stats.window_violations, 0);
+    }
+
+    #[test]
+    fn a_short_message_goes_whole_and_idles_the_sender() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 112);
+        assert_eq!(drain(&mut s, 0), [Out { start: 0, len: 112 }]);
+        assert!(!s.idle());
+        assert_eq!(s.rto_at(), 200_000);
+        s.on_ack(5_000, 112, &[], false);
+        assert!(s.idle());
+        assert_eq!(s.rto_at(), NEVER);
+        // The next message continues the stream.
+        assert_eq!(s.start_message(6_000, 20), 112);
+        assert_eq!(s.sent_before(112 + 5), 5);
+    }
+
+    #[test]
+    fn a_timeout_resends_only_what_sack_did_not_cover() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 7 * M);
+        drain(&mut s, 0);
+        // Segment 1 and 3 lost: the others are selectively acknowledged.
+        s.on_ack(10, M, &[(2 * M, 3 * M), (4 * M, 7 * M)], false);
+        assert_eq!(s.in_flight(), 2 * M);
+        assert!(s.bytes_left() == 2 * M);
+        assert!(drain(&mut s, 10).is_empty(), "nothing new to send");
+        s.on_timeout(199_999);
+        assert_eq!(s.stats.timeouts, 0, "not due yet");
+        s.on_timeout(200_010);
+        assert_eq!((s.stats.timeouts, s.window(), s.in_flight()), (1, M, 0));
+        // cwnd 1: one hole at a time, lowest first.
+        assert_eq!(drain(&mut s, 200_010), [Out { start: M, len: MSS }]);
+        s.on_ack(200_020, 2 * M, &[(4 * M, 7 * M)], false);
+        assert_eq!(
+            drain(&mut s, 200_020),
+            [Out {
+                start: 3 * M,
+                len: MSS
+            }]
+        );
+        s.on_ack(200_030, 7 * M, &[], false);
+        assert!(s.idle());
+        assert_eq!(s.stats.retransmissions, 2);
+        assert_eq!(s.stats.window_violations, 0);
+    }
+
+    #[test]
+    fn dctcp_cuts_by_half_alpha_once_per_window() {
+        let mut s = Sender::new(DCTCP, 0);
+        s.start_message(0, 1000 * M);
+        drain(&mut s, 0);
+        // The first window all marked: alpha = g, cwnd cut by g / 2.
+        for k in 1..=7 {
+            s.on_ack(k, k * M, &[], true);
+        }
+        assert!((s.alpha() - 1.0 / 16.0).abs() < 1e-9, "{}", s.alpha());
+        assert_eq!(s.stats.ecn_cuts, 1);
+        assert_eq!(s.window(), (7.0 * (1.0 - 1.0 / 32.0)) as u64 * M);
+        // The next update still counts the marked acknowledgements since
+        // the first (6 of 7 segments); the one after only unmarked ones,
+        // so alpha decays.
+        let g = 1.0 / 16.0;
+        drain(&mut s, 8);
+        s.on_ack(8, 8 * M, &[], false);
+        let a2 = (1.0 - g) * g + g * 6.0 / 7.0;
+        assert!((s.alpha() - a2).abs() < 1e-9, "{}", s.alpha());
+        for k in 9..=13 {
+            s.on_ack(k, k * M, &[], false);
+        }
+        drain(&mut s, 14);
+        s.on_ack(14, 14 * M, &[], false);
+        assert!((s.alpha() - (1.0 - g) * a2).abs() < 1e-9, "{}", s.alpha());
+        assert_eq!(s.stats.ecn_cuts, 1);
+        // Plain TCP ignores echoes.
+        let mut t = Sender::new(
+            TcpParams {
+                ecn: false,
+                ..DCTCP
+            },
+            0,
+        );
+        t.start_message(0, 100 * M);
+        drain(&mut t, 0);
+        t.on_ack(1, M, &[], true);
+        assert_eq!((t.stats.ecn_cuts, t.window()), (0, 8 * M));
+    }
+
+    #[test]
+    fn pfabric_probes_after_five_timeouts_in_a_row() {
+        let p = TcpParams {
+            init_window: 12,
+            max_window: 12,
+            ecn: false,
+            rto: Rto::Fixed(24_000),
+            probe_after: Some(5),
+            ..DCTCP
+        };
+        let mut s = Sender::new(p, 0);
+        s.start_message(0, 3 * M);
+        assert_eq!(drain(&mut s, 0).len(), 3);
+        let mut now = 0;
+        for _ in 0..4 {
+            now += 24_000;
+            s.on_timeout(now);
+            assert!(!drain(&mut s, now).is_empty());
+        }
+        now += 24_000;
+        s.on_timeout(now);
+        assert_eq!(drain(&mut s, now), [Out { start: 0, len: 1 }]);
+        assert_eq!((s.window(), s.in_flight()), (1, 1));
+        // An acknowledgement of the probe ends probing; slow start resumes
+        // with the rest of the first segment.
+        s.on_ack(now + 5, 1, &[], false);
+        assert_eq!(s.window(), 2 * M);
+        let next = drain(&mut s, now + 5);
+        assert_eq!(
+            next[0],
+            Out {
+                start: 1,
+                len: MSS - 1
+            }
+        );
+        assert_eq!(next.len(), 2);
+        assert_eq!(s.stats.probes, 1);
+        assert_eq!(s.stats.window_violations, 0);
+    }
+
+    #[test]
+    fn estimated_timeout_backs_off_and_acks_of_unsent_bytes_are_ignored() {
+        let mut s = Sender::new(
+            TcpParams {
+                rto: Rto::Estimated { min: 200_000 },
+                ..DCTCP
+            },
+            0,
+        );
+        s.start_message(0, 2 * M);
+        drain(&mut s, 0);
+        s.on_ack(1_000, 5 * M, &[], false);
+        assert_eq!(s.in_flight(), 2 * M, "bytes never sent");
+        s.on_timeout(200_000);
+        assert_eq!(s.rto_at(), 200_000 + 400_000);
+        s.on_ack(200_100, 2 * M, &[], false);
+        assert!(s.idle());
+    }
+
+    #[test]
+    fn receiver_reorders_and_reports_the_newest_block_first() {
+        let mut r = Receiver::default();
+        let mut got = Vec::new();
+        let seg = |k: u8| vec![k; 10];
+        let (ack, sacks) = r.on_segment(20, &seg(2), |b| got.extend_from_slice(b));
+        assert_eq!((ack, sacks.1, sacks.0[0]), (0, 1, (20, 30)));
+        let (_, sacks) = r.on_segment(40, &seg(4), |b| got.extend_from_slice(b));
+        assert_eq!(&sacks.0[..sacks.1], [(40, 50), (20, 30)]);
+        let (_, sacks) = r.on_segment(30, &seg(3), |b| got.extend_from_slice(b));
+        assert_eq!(&sacks.0[..sacks.1], [(20, 50)]);
+        assert!(got.is_empty());
+        let (ack, sacks) = r.on_segment(0, &[0; 15], |b| got.extend_from_slice(b));
+        assert_eq!((ack, sacks.1), (15, 1));
+        // A retransmission overlapping what arrived delivers only the rest.
+        let (ack, sacks) = r.on_segment(10, &seg(1), |b| got.extend_from_slice(b));
+        assert_eq!((ack, sacks.1), (50, 0));
+        let mut want = vec![0; 15];
+        want.extend([1; 5]);
+        want.extend([2; 10]);
+        want.extend([3; 10]);
+        want.extend([4; 10]);
+        assert_eq!(got, want);
+    }
 }

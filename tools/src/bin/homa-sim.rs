@@ -1,7 +1,8 @@
 //! homa-sim: message latency under load of many unchanged homa-stack
-//! endpoints over a simulated datacenter fabric, next to three smoltcp TCP
-//! baselines (one connection per pair, a connection pool, and PIAS) on the
-//! same fabric with the same arrivals (docs/benchmarks.md section 1).
+//! endpoints over a simulated datacenter fabric, next to the baselines the
+//! Homa paper compared it with (PIAS, DCTCP, TCP with a connection pool,
+//! and pFabric as the near-ideal reference) on the same fabric with the
+//! same arrivals (docs/benchmarks.md section 1).
 //!
 //! Deterministic for a seed; needs no root and no network. Prints a table
 //! (or `--json`), optionally a chart (`--plot`), and its own speed. The exit
@@ -16,10 +17,9 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use homa_tools::cli;
 use homa_tools::fabric::Topology;
+use homa_tools::sim::baselines::{PiasSource, ECN_K};
 use homa_tools::sim::homa_config::HomaStyle;
-use homa_tools::sim::run::{
-    PcapSpec, DEFAULT_TCP1_BUFFER, DEFAULT_TCP_ACK_DELAY_NS, DEFAULT_TCP_BUFFER, DEFAULT_TCP_CONNS,
-};
+use homa_tools::sim::run::PcapSpec;
 use homa_tools::sim::{plot, report, run, Protocol, SimOptions, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,25 +34,35 @@ enum TopologyArg {
 enum ProtocolArg {
     /// homa-stack.
     Homa,
-    /// TCP, one connection per host pair (head-of-line blocking).
-    #[value(name = "tcp-1")]
-    Tcp1,
-    /// TCP, a pool of connections per host pair.
+    /// PIAS over DCTCP, strict priorities at every port.
+    Pias,
+    /// DCTCP, ECN marking at every port.
+    Dctcp,
+    /// TCP (SACK), a connection pool per host pair, drop-tail queues.
     #[value(name = "tcp-mc")]
     TcpMc,
-    /// tcp-mc with PIAS priorities.
-    Pias,
+    /// pFabric, the near-ideal reference.
+    Pfabric,
 }
 
 impl ProtocolArg {
     fn protocol(self) -> Protocol {
         match self {
             ProtocolArg::Homa => Protocol::Homa,
-            ProtocolArg::Tcp1 => Protocol::Tcp1,
-            ProtocolArg::TcpMc => Protocol::TcpMc,
             ProtocolArg::Pias => Protocol::Pias,
+            ProtocolArg::Dctcp => Protocol::Dctcp,
+            ProtocolArg::TcpMc => Protocol::TcpMc,
+            ProtocolArg::Pfabric => Protocol::Pfabric,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PiasArg {
+    /// The Homa paper's scripts' values for W1 to W5 (the rule for others).
+    Paper,
+    /// Equal shares of the workload's bytes per priority.
+    EqualBytes,
 }
 
 /// `--switch-buffer`: frames per switch egress port, `None` for unlimited.
@@ -77,8 +87,8 @@ enum StyleArg {
     Linux,
 }
 
-/// Message slowdowns of homa-stack and smoltcp TCP baselines under the same
-/// load on a simulated datacenter fabric. Defaults: rack (16 hosts,
+/// Message slowdowns of homa-stack, PIAS, DCTCP, TCP and pFabric under the
+/// same load on a simulated datacenter fabric. Defaults: rack (16 hosts,
 /// 10 Gbit/s), 250-frame drop-tail switch buffers, W4, load 0.8, 200 ms of
 /// arrivals, seed 1, every protocol (one thread each unless --sequential).
 /// Exits 1 when any message failed.
@@ -105,11 +115,12 @@ struct Args {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "homa,tcp-1,tcp-mc,pias"
+        default_value = "homa,pias,dctcp,tcp-mc,pfabric"
     )]
     protocols: Vec<ProtocolArg>,
-    /// Drop-tail buffer of each switch egress port in frames, 1..=1000000,
-    /// or `unlimited`.
+    /// Drop-tail buffer of each switch egress port (and the baselines' host
+    /// uplinks) in frames, 1..=1000000, or `unlimited` (pFabric keeps its
+    /// own).
     #[arg(long, value_name = "FRAMES", default_value = "250", value_parser = switch_buffer)]
     switch_buffer: SwitchBuffer,
     /// Write the frames crossing one host's link to this pcap file
@@ -179,27 +190,19 @@ struct Args {
     /// DATA packet); TCP stays on IPv4.
     #[arg(long, help_heading = "Homa")]
     ipv6: bool,
-    /// Socket buffer of tcp-mc and pias in bytes, 2048..=16777216: the
-    /// window in flight of each connection (smoltcp sets no congestion
-    /// window).
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_TCP_BUFFER, help_heading = "TCP",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
-    tcp_buffer: usize,
-    /// Socket buffer of tcp-1 in bytes, 2048..=16777216.
-    #[arg(long = "tcp-1-buffer", value_name = "BYTES", default_value_t = DEFAULT_TCP1_BUFFER,
-          help_heading = "TCP",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2048..=16 << 20))]
-    tcp1_buffer: usize,
-    /// Most connections per host pair of tcp-mc and pias, 1..=64.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_TCP_CONNS, help_heading = "TCP",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
-    tcp_conns: usize,
-    /// Most microseconds a TCP receiver delays an ACK, 0..=1000 (0: every
-    /// segment acknowledged at once).
-    #[arg(long, value_name = "US", default_value_t = DEFAULT_TCP_ACK_DELAY_NS / 1000,
-          help_heading = "TCP",
-          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(0..=1000))]
-    tcp_ack_delay: u64,
+    /// DCTCP's marking threshold K in full-size packets per port, 1..=1000
+    /// (pias and dctcp).
+    #[arg(long, value_name = "PACKETS", default_value_t = ECN_K, help_heading = "Baselines",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    ecn_k: usize,
+    /// PIAS's demotion thresholds.
+    #[arg(long, value_enum, default_value = "paper", help_heading = "Baselines")]
+    pias_thresholds: PiasArg,
+    /// Write the window of the connection carrying one message (the first
+    /// measured one of the largest size) in every TCP baseline to this CSV
+    /// file: protocol, time, window, bytes in flight, DCTCP's alpha.
+    #[arg(long, value_name = "FILE.csv", help_heading = "Baselines")]
+    cwnd_log: Option<String>,
 }
 
 fn options(a: &Args) -> Result<SimOptions, String> {
@@ -234,10 +237,12 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     o.rpc_slots = a.rpc_slots;
     o.pool_bytes = a.pool_mb << 20;
     o.response_bytes = a.response_bytes;
-    o.tcp_buffer = a.tcp_buffer;
-    o.tcp1_buffer = a.tcp1_buffer;
-    o.tcp_conns = a.tcp_conns;
-    o.tcp_ack_delay_ns = a.tcp_ack_delay * 1000;
+    o.ecn_k = a.ecn_k;
+    o.pias_source = match a.pias_thresholds {
+        PiasArg::Paper => PiasSource::Paper,
+        PiasArg::EqualBytes => PiasSource::EqualBytes,
+    };
+    o.trace_window = a.cwnd_log.is_some();
     o.switch_buffer = a.switch_buffer.0;
     o.pcap = a.pcap.as_ref().map(|path| PcapSpec {
         path: path.clone(),
@@ -250,7 +255,10 @@ fn options(a: &Args) -> Result<SimOptions, String> {
     }
     // Files the run will write are created now, so a bad path fails before
     // the run rather than after it.
-    for path in [&a.json_out, &a.plot, &a.pcap].into_iter().flatten() {
+    for path in [&a.json_out, &a.plot, &a.pcap, &a.cwnd_log]
+        .into_iter()
+        .flatten()
+    {
         std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(o)
@@ -295,6 +303,15 @@ fn main_inner(args: &Args) -> Result<ExitCode, Failure> {
     if let Some(path) = &args.json_out {
         std::fs::write(path, report::json(&r))
             .map_err(|e| Failure::Output(format!("{path}: {e}")))?;
+    }
+    if let Some(path) = &args.cwnd_log {
+        std::fs::write(path, report::window_csv(&r))
+            .map_err(|e| Failure::Output(format!("{path}: {e}")))?;
+        if let (false, Some((id, size))) = (args.json, r.traced_message) {
+            text.push_str(&format!(
+                "window of message {id} ({size} bytes) written to {path}\n"
+            ));
+        }
     }
     if let Some(path) = &args.plot {
         plot::write(&r, path).map_err(Failure::Output)?;

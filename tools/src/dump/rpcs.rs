@@ -166,7 +166,10 @@ impl Tracker {
         if h.truncated() {
             self.truncated += 1;
         }
-        if matches!(h.checksum, super::decode::HomaChecksum::Bad(_)) {
+        // The frames the listing marks: a bad Homa or IPv4 header checksum.
+        if matches!(h.checksum, super::decode::HomaChecksum::Bad(_))
+            || matches!(ip.checksum, Some((_, false)))
+        {
             self.bad_checksums += 1;
         }
         if !h.has_common_header() {
@@ -414,7 +417,8 @@ pub struct Stats {
     pub homa_packets: u64,
     /// Homa packets cut by the snap length.
     pub truncated_packets: u64,
-    /// Homa packets whose checksum is wrong (not zero, not partial).
+    /// Homa packets whose checksum (not zero, not partial) or IPv4 header
+    /// checksum is wrong.
     pub bad_checksums: u64,
     /// Packets and bytes per type.
     pub types: BTreeMap<String, TypeStats>,

@@ -83,6 +83,22 @@ pub struct Config {
     /// Host NIC egress with 8 strict-priority queues instead of one FIFO.
     /// Default `false`: real NICs have one queue and Homa paces its own.
     pub nic_priority_queues: bool,
+    /// Host NIC ports also get the switch ports' buffer limits, ECN marking
+    /// and pFabric scheduling, as the ns-2 simulations of DCTCP, PIAS and
+    /// pFabric put the same queue on every link, the host's own included.
+    /// Default `false`.
+    pub nic_like_switch: bool,
+    /// ECN marking threshold of each switch egress port in frame bytes:
+    /// an ECN-capable IPv4 frame that finds more than this many bytes
+    /// waiting (the frame being sent not counted) once it is queued is
+    /// marked Congestion Experienced, as DCTCP's switches mark past K.
+    /// `None` (default): no marking.
+    pub ecn_threshold_bytes: Option<usize>,
+    /// pFabric switch ports: one queue that sends the earliest frame of
+    /// the flow whose queued frame has the lowest rank (bytes left, set
+    /// with `SimTxToken::set_rank`) and, when full, drops the frame of the
+    /// highest rank. Default `false`: strict priorities, drop-tail.
+    pub pfabric: bool,
     /// Most frames a host NIC holds (accepted by `transmit` but not yet fully
     /// sent on the host link, software delay included); at the limit
     /// `Device::transmit` returns `None`. `None` (default) = unlimited.
@@ -108,6 +124,9 @@ impl Config {
             switch_buffer_bytes: None,
             switch_buffer_frames: None,
             nic_priority_queues: false,
+            nic_like_switch: false,
+            ecn_threshold_bytes: None,
+            pfabric: false,
             nic_queue_frames: None,
             checksum: ChecksumCapabilities::default(),
         }

@@ -107,6 +107,7 @@ pub struct SimTxToken<'f> {
     fabric: &'f mut Fabric,
     host: usize,
     priority: Option<u8>,
+    rank: (u32, u32),
 }
 
 impl<'f> SimTxToken<'f> {
@@ -115,7 +116,15 @@ impl<'f> SimTxToken<'f> {
             fabric,
             host,
             priority: None,
+            rank: (0, 0),
         }
+    }
+
+    /// Gives the frame its pFabric rank (bytes its message has left; 0,
+    /// the default, goes first) and its flow (the connection, whose frames
+    /// a pFabric port keeps in order).
+    pub fn set_rank(&mut self, rank: u32, flow: u32) {
+        self.rank = (rank, flow);
     }
 }
 
@@ -125,7 +134,8 @@ impl TxToken for SimTxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         let mut data = vec![0u8; len];
         let result = f(&mut data);
-        self.fabric.host_transmit(self.host, data, self.priority);
+        self.fabric
+            .host_transmit(self.host, data, self.priority, self.rank);
         result
     }
 

@@ -119,25 +119,32 @@ impl Fabric {
         if cfg.nic_queue_frames == Some(0) {
             return Err(ConfigError::ZeroNicQueue);
         }
+        let switch = port::Queueing {
+            priorities: true,
+            pfabric: cfg.pfabric,
+            limit: port::Limit {
+                bytes: cfg.switch_buffer_bytes,
+                frames: cfg.switch_buffer_frames,
+            },
+            ecn_bytes: cfg.ecn_threshold_bytes,
+        };
+        let nic = port::Queueing {
+            priorities: cfg.nic_priority_queues,
+            ..if cfg.nic_like_switch {
+                switch
+            } else {
+                port::Queueing::default()
+            }
+        };
         let ports = layout
             .all_ports()
             .map(|(node, index)| {
-                let is_host = matches!(node, NodeId::Host(_));
-                Port::new(
-                    node,
-                    index,
-                    layout.peer(node, index),
-                    layout.rate(&cfg, node, index),
-                    !is_host || cfg.nic_priority_queues,
-                    if is_host {
-                        port::Limit::default()
-                    } else {
-                        port::Limit {
-                            bytes: cfg.switch_buffer_bytes,
-                            frames: cfg.switch_buffer_frames,
-                        }
-                    },
-                )
+                let queueing = match node {
+                    NodeId::Host(_) => nic,
+                    NodeId::Switch(_) => switch,
+                };
+                let (peer, rate) = (layout.peer(node, index), layout.rate(&cfg, node, index));
+                Port::new(node, index, peer, rate, queueing)
             })
             .collect();
         Ok(Fabric {
@@ -344,8 +351,15 @@ impl Fabric {
         Some(SimRxToken::new(f.data, f.arrived, f.visible))
     }
 
-    /// A host hands a frame to its NIC at `now`.
-    fn host_transmit(&mut self, host: usize, data: Vec<u8>, priority: Option<u8>) {
+    /// A host hands a frame to its NIC at `now`, with its priority (if
+    /// given) and its pFabric rank and flow.
+    fn host_transmit(
+        &mut self,
+        host: usize,
+        data: Vec<u8>,
+        priority: Option<u8>,
+        (rank, flow): (u32, u32),
+    ) {
         self.stats.frames_sent += 1;
         self.stats.bytes_sent += data.len() as u64;
         if data.len() < 14 {
@@ -366,6 +380,8 @@ impl Fabric {
             data,
             priority,
             dst,
+            rank,
+            flow,
         };
         self.hosts[host].nic_backlog += 1;
         let at = self.now + self.cfg.host_send_delay.total_nanos();
@@ -410,11 +426,13 @@ impl Fabric {
     /// `frame` joins egress port `port` (flat index) and the port starts
     /// sending if it was idle.
     fn enqueue(&mut self, port: usize, frame: Frame) {
-        if self.ports[port].offer(frame) {
-            self.start(port);
-        } else {
-            self.stats.drops.buffer_full += 1;
+        let offer = self.ports[port].offer(frame);
+        self.stats.drops.buffer_full += u64::from(offer.dropped);
+        if port < self.hosts() {
+            self.hosts[port].nic_backlog -= offer.dropped as usize;
         }
+        self.stats.ecn_marks += u64::from(offer.marked);
+        self.start(port);
     }
 
     fn start(&mut self, port: usize) {

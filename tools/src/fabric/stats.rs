@@ -20,6 +20,9 @@ pub struct Stats {
     pub hops: u64,
     /// Copies of broadcast and multicast frames scheduled for delivery.
     pub broadcast_copies: u64,
+    /// Frames marked ECN Congestion Experienced by a port past its
+    /// threshold ([`Config::ecn_threshold_bytes`](super::Config)).
+    pub ecn_marks: u64,
     /// Frames dropped, by reason.
     pub drops: Drops,
 }
@@ -28,7 +31,8 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Drops {
-    /// A finite switch egress buffer was full (drop-tail).
+    /// A finite egress buffer was full: a switch port's, or a host NIC's
+    /// with [`Config::nic_like_switch`](super::Config).
     pub buffer_full: u64,
     /// The destination MAC belongs to no host (dropped at the first switch).
     pub unknown_destination: u64,
@@ -70,4 +74,6 @@ pub struct PortStats {
     pub max_queue_bytes: usize,
     /// Frames dropped because the buffer was full.
     pub drops: u64,
+    /// Frames marked ECN Congestion Experienced.
+    pub marks: u64,
 }

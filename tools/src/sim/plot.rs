@@ -44,9 +44,10 @@ type DrawError<B> = DrawingAreaErrorKind<<B as DrawingBackend>::ErrorType>;
 fn colour(name: &str) -> RGBColor {
     match name {
         "homa" => RGBColor(0x1f, 0x77, 0xb4),
-        "tcp-1" => RGBColor(0xd6, 0x27, 0x28),
+        "dctcp" => RGBColor(0xd6, 0x27, 0x28),
         "tcp-mc" => RGBColor(0xff, 0x7f, 0x0e),
         "pias" => RGBColor(0x2c, 0xa0, 0x2c),
+        "pfabric" => RGBColor(0x94, 0x67, 0xbd),
         _ => RGBColor(0x55, 0x55, 0x55),
     }
 }
@@ -54,9 +55,10 @@ fn colour(name: &str) -> RGBColor {
 fn display_name(name: &str) -> &str {
     match name {
         "homa" => "Homa",
-        "tcp-1" => "TCP, 1 connection",
+        "dctcp" => "DCTCP",
         "tcp-mc" => "TCP, connection pool",
         "pias" => "PIAS",
+        "pfabric" => "pFabric",
         n => n,
     }
 }

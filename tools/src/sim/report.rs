@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
+use super::baselines::{PFABRIC_BUFFER, PFABRIC_RTO_NS, TCP_RTO_NS};
 use super::metrics::Bucket;
-use super::run::{ProtoResult, SimResult};
-use super::tcp_device::MIN_RTO_NS;
+use super::run::{ProtoResult, Protocol, SimResult};
 use super::workload::MAX_MESSAGE;
 
 /// The one-line description of the run.
@@ -59,74 +59,118 @@ fn cell(b: &Bucket) -> String {
 
 fn tcp_line(r: &SimResult) -> String {
     let o = &r.options;
+    let other = match r.pias_other {
+        Some(t) => format!(", the other source would give {t:?}"),
+        None => String::new(),
+    };
     format!(
-        "tcp: smoltcp 0.13, socket buffers {} KiB for tcp-1 and {} KiB for tcp-mc and pias \
-         (the window in flight: smoltcp's congestion control does not bound it), Nagle off, \
-         {}, minimum RTO {} us (smoltcp's fixed 1 s on its faster clock); tcp-1 one connection per pair (head-of-line blocking); tcp-mc and pias pools \
-         of {} connections per pair; every connection open before traffic; pias thresholds \
-         {:?} bytes sent",
-        o.tcp1_buffer >> 10,
-        o.tcp_buffer >> 10,
-        match o.tcp_ack_delay_ns {
-            0 => "every segment acknowledged at once".to_string(),
-            ns => format!("delayed ACKs up to {} us", ns / 1000),
-        },
-        MIN_RTO_NS / 1000,
-        o.tcp_conns,
-        r.pias_thresholds
+        "baselines, as the Homa paper's ns-2 scripts set them: pias and dctcp DCTCP senders \
+         (initial window 7, g 1/16, ECN marks at {} packets per port, {} us fixed RTO), tcp-mc \
+         SACK TCP on drop-tail queues (RFC 6298 RTO, {} us floor), pfabric at line rate (window \
+         12, {} us RTO, probes after 5 timeouts in a row; ports of {} packets, fewest bytes left \
+         first); host uplinks queue as the switch ports do; every segment acknowledged, SACK, no \
+         fast retransmit; each message on an idle connection of its pair or a new one; pias \
+         thresholds {:?} bytes sent ({}){other}",
+        o.ecn_k,
+        TCP_RTO_NS / 1000,
+        TCP_RTO_NS / 1000,
+        PFABRIC_RTO_NS / 1000,
+        PFABRIC_BUFFER,
+        r.pias.0,
+        r.pias.1.name(),
     )
+}
+
+/// A slowdown the headline compares, with its label.
+type Metric = (String, fn(&ProtoResult) -> f64);
+
+/// The slowdowns the headline compares: short-message P99, then P50 and
+/// P99 of the messages of 1 to 10 packets and of more.
+fn metrics(r: &SimResult) -> [Metric; 5] {
+    let ten = r.ten_packets;
+    [
+        (format!("short (<= {} B) P99", r.short_max_bytes), |p| {
+            p.short.p99
+        }),
+        (format!("1-10 packets (<= {ten} B) P50"), |p| {
+            p.ranges[0].p50
+        }),
+        ("1-10 packets P99".into(), |p| p.ranges[0].p99),
+        (format!("> 10 packets (> {ten} B) P50"), |p| p.ranges[1].p50),
+        ("> 10 packets P99".into(), |p| p.ranges[1].p99),
+    ]
+}
+
+/// The result of `protocol`, if it ran.
+fn result(r: &SimResult, protocol: Protocol) -> Option<&ProtoResult> {
+    r.results.iter().find(|p| p.protocol == protocol)
+}
+
+/// The baseline with the lowest value of `f` (0 means no message), and
+/// that value.
+fn best(r: &SimResult, f: fn(&ProtoResult) -> f64) -> Option<(&ProtoResult, f64)> {
+    r.results
+        .iter()
+        .filter(|p| p.protocol.is_baseline() && f(p) > 0.0)
+        .map(|p| (p, f(p)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Per metric: the best baseline and its value over Homa's, and Homa's
+/// over pFabric's (when they ran and measured something).
+type Ratios = (Option<(Protocol, f64)>, Option<f64>);
+
+fn ratios(r: &SimResult, f: fn(&ProtoResult) -> f64) -> Ratios {
+    let homa = result(r, Protocol::Homa).map(f).filter(|&h| h > 0.0);
+    let vs_best = homa.and_then(|h| best(r, f).map(|(p, v)| (p.protocol, v / h)));
+    let pfabric = result(r, Protocol::Pfabric).map(f).filter(|&v| v > 0.0);
+    let vs_pfabric = homa.zip(pfabric).map(|(h, v)| h / v);
+    (vs_best, vs_pfabric)
 }
 
 /// The baseline with the lowest short-message P99 slowdown, if one ran.
 pub fn best_baseline(r: &SimResult) -> Option<&ProtoResult> {
-    r.results
-        .iter()
-        .filter(|p| p.protocol.is_baseline() && p.short.count > 0)
-        .min_by(|a, b| a.short.p99.total_cmp(&b.short.p99))
+    best(r, |p| p.short.p99).map(|b| b.0)
 }
 
 /// The best baseline's short-message P99 over Homa's, when both ran.
 pub fn p99_ratio(r: &SimResult) -> Option<f64> {
-    let homa = r
-        .results
-        .iter()
-        .find(|p| p.protocol.name() == "homa" && p.short.count > 0)?;
-    let best = best_baseline(r)?;
-    (homa.short.p99 > 0.0).then(|| best.short.p99 / homa.short.p99)
+    ratios(r, |p| p.short.p99).0.map(|b| b.1)
 }
 
-/// The headline: each protocol's short-message P99 slowdown, its ratio to
-/// Homa's, and its switch drops; then Homa against the best baseline.
+/// The headline: per size range each protocol's slowdown, the best
+/// baseline over Homa and Homa over pFabric; then each protocol's drops
+/// and ECN marks.
 pub fn headline_table(r: &SimResult) -> String {
     let mut s = String::new();
-    let homa = r
-        .results
-        .iter()
-        .find(|p| p.protocol.name() == "homa")
-        .map(|p| p.short.p99);
+    let _ = write!(s, "slowdown by size range:\n{:>32}", "");
+    for p in &r.results {
+        let _ = write!(s, " {:>8}", p.protocol.name());
+    }
     let _ = writeln!(
         s,
-        "short messages (<= {} bytes), P99 slowdown:\n{:>8} {:>10} {:>8} {:>12}",
-        r.short_max_bytes, "protocol", "P99", "/ homa", "switch drops"
+        " | {:>20} | {:>14}",
+        "best baseline / homa", "homa / pfabric"
     );
-    for p in &r.results {
-        let ratio = match homa {
-            Some(h) if h > 0.0 => format!("{:.1}", p.short.p99 / h),
-            _ => "-".into(),
-        };
-        let _ = writeln!(
-            s,
-            "{:>8} {:>10.2} {:>8} {:>12}",
-            p.protocol.name(),
-            p.short.p99,
-            ratio,
-            p.drops
-        );
+    for (label, f) in metrics(r) {
+        let _ = write!(s, "{label:>32}");
+        for p in &r.results {
+            let _ = write!(s, " {:>8.2}", f(p));
+        }
+        let (vs_best, vs_pfabric) = ratios(r, f);
+        let best = vs_best.map_or("-".into(), |(p, x)| format!("{x:.2}x ({})", p.name()));
+        let pf = vs_pfabric.map_or("-".into(), |x| format!("{x:.2}x"));
+        let _ = writeln!(s, " | {best:>20} | {pf:>14}");
     }
+    let _ = write!(s, "{:>32}", "drops, ECN marks");
+    for p in &r.results {
+        let _ = write!(s, " {:>8}", format!("{},{}", p.drops, p.ecn_marks));
+    }
+    s.push('\n');
     if let (Some(best), Some(x)) = (best_baseline(r), p99_ratio(r)) {
         let _ = writeln!(
             s,
-            "best baseline: {}; its short-message P99 slowdown / Homa's = {x:.1}x",
+            "best baseline for short messages: {}; its P99 slowdown / Homa's = {x:.2}x",
             best.protocol.name()
         );
     }
@@ -140,12 +184,12 @@ pub fn table(r: &SimResult) -> String {
     if r.results.iter().any(|p| p.protocol.name() == "homa") {
         let _ = writeln!(s, "{}", homa_line(r));
     }
-    if r.results.iter().any(|p| p.protocol.is_baseline()) {
+    if r.results.iter().any(|p| p.protocol != Protocol::Homa) {
         let _ = writeln!(s, "{}", tcp_line(r));
     }
     let _ = writeln!(
         s,
-        "switch buffers: {}",
+        "switch buffers: {} (the baselines' host uplinks too; pfabric's: its own)",
         match r.options.switch_buffer {
             Some(n) => format!("{n} frames per egress port, drop-tail"),
             None => "unlimited".into(),
@@ -185,7 +229,7 @@ pub fn table(r: &SimResult) -> String {
         let _ = writeln!(
             s,
             "{:>6}: sent {} completed {} verified {} failed {} (unfinished {}); link load {:.3} \
-             while messages arrived, {:.3} carried in all; {} switch drops",
+             while messages arrived, {:.3} carried in all; {} drops, {} ECN marks",
             p.protocol.name(),
             p.sent,
             p.completed,
@@ -194,7 +238,8 @@ pub fn table(r: &SimResult) -> String {
             p.unfinished,
             p.achieved_load,
             p.carried_load,
-            p.drops
+            p.drops,
+            p.ecn_marks
         );
         let counters: Vec<String> = p
             .counters
@@ -209,6 +254,23 @@ pub fn table(r: &SimResult) -> String {
     }
     s.push('\n');
     s.push_str(&headline_table(r));
+    s
+}
+
+/// The traced windows as CSV: protocol, microseconds since the message
+/// arrived, window and bytes in flight (bytes), DCTCP's alpha.
+pub fn window_csv(r: &SimResult) -> String {
+    let mut s = String::from("protocol,time_us,window_bytes,in_flight_bytes,alpha\n");
+    for p in &r.results {
+        for &(t, w, f, a) in &p.window_trace {
+            let _ = writeln!(
+                s,
+                "{},{:.3},{w},{f},{a:.4}",
+                p.protocol.name(),
+                t as f64 / 1e3
+            );
+        }
+    }
     s
 }
 
@@ -262,9 +324,12 @@ pub fn json_value(r: &SimResult) -> Value {
                 "short_count": p.short.count,
                 "short_p50": r4(p.short.p50),
                 "short_p99": r4(p.short.p99),
+                "one_to_ten_packets": json_bucket(&p.ranges[0]),
+                "over_ten_packets": json_bucket(&p.ranges[1]),
                 "buckets": p.buckets.iter().map(json_bucket).collect::<Vec<_>>(),
                 "counters": counters,
-                "switch_drops": p.drops,
+                "drops": p.drops,
+                "ecn_marks": p.ecn_marks,
                 "simulated_us": p.sim_ns / 1000,
             }),
         );
@@ -281,6 +346,7 @@ pub fn json_value(r: &SimResult) -> Value {
         "messages": r.messages,
         "offered_load": r4(r.offered_load),
         "short_max_bytes": r.short_max_bytes,
+        "ten_packets_max_bytes": r.ten_packets,
         "homa_config": {
             "one_way": o.response_bytes == 0,
             "response_bytes": o.response_bytes,
@@ -292,21 +358,31 @@ pub fn json_value(r: &SimResult) -> Value {
             "style": h.style.name(),
             "ipv6": h.ipv6,
         },
-        "tcp_config": {
-            "buffer_bytes": o.tcp_buffer,
-            "tcp_1_buffer_bytes": o.tcp1_buffer,
-            "max_connections_per_pair": o.tcp_conns,
-            "min_rto_us": MIN_RTO_NS / 1000,
-            "ack_delay_us": o.tcp_ack_delay_ns / 1000,
-            "pias_thresholds": r.pias_thresholds,
+        "baselines": {
+            "ecn_k_packets": o.ecn_k,
+            "rto_us": TCP_RTO_NS / 1000,
+            "pfabric_rto_us": PFABRIC_RTO_NS / 1000,
+            "pfabric_buffer_packets": PFABRIC_BUFFER,
+            "pias_thresholds": r.pias.0,
+            "pias_thresholds_from": r.pias.1.name(),
+            "pias_thresholds_other": r.pias_other,
         },
         "switch_buffer_frames": o.switch_buffer,
         "protocols": protocols,
     });
-    if let (Some(best), Some(x)) = (best_baseline(r), p99_ratio(r)) {
-        v["best_baseline"] = json!(best.protocol.name());
-        v["best_baseline_over_homa_short_p99"] = json!(r4(x));
-    }
+    let ranges: Vec<Value> = metrics(r)
+        .into_iter()
+        .map(|(label, f)| {
+            let (vs_best, vs_pfabric) = ratios(r, f);
+            json!({
+                "metric": label,
+                "best_baseline": vs_best.map(|b| b.0.name()),
+                "best_baseline_over_homa": vs_best.map(|b| r4(b.1)),
+                "homa_over_pfabric": vs_pfabric.map(r4),
+            })
+        })
+        .collect();
+    v["ratios"] = json!(ranges);
     v
 }
 

@@ -6,86 +6,26 @@ use std::io::BufWriter;
 use std::sync::{Arc, Mutex};
 use std::time::Instant as WallClock;
 
-use crate::fabric::{Config as FabricConfig, Fabric, Topology};
+use crate::fabric::{Config as FabricConfig, Fabric, NodeId, Topology};
 use homa_phy::pcap::PcapSink as _;
 use homa_phy::{ChecksumCapabilities, PcapLinkType};
 
+use super::baselines::{self, PiasSource};
 use super::event_loop::{drive, host_busy, Driver, LoopStats, Plan, Progress};
 use super::homa_config::{self, HomaParams, HomaStyle};
 use super::homa_driver::{HomaDriver, HomaHostSpec};
 use super::metrics::{buckets, Bucket, Ideal, Outcomes};
 use super::packets::Packetiser;
-use super::tcp_driver::{pias_thresholds, TcpDriver, TcpMode, TcpSpec};
+use super::tcp_driver::{TcpDriver, TcpSpec, WindowSample};
 use super::traffic::{self, Message, TrafficSpec};
 use super::workload::{Workload, MAX_MESSAGE};
 use homa_testkit::Storage;
 
-/// A transport to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// homa-stack endpoints.
-    Homa,
-    /// smoltcp TCP, one connection per host pair (head-of-line blocking).
-    Tcp1,
-    /// smoltcp TCP, a pool of connections per host pair.
-    TcpMc,
-    /// `TcpMc` with PIAS priorities.
-    Pias,
-}
-
-impl Protocol {
-    /// Every protocol, in the order `homa-sim` runs them by default.
-    pub const ALL: [Protocol; 4] = [
-        Protocol::Homa,
-        Protocol::Tcp1,
-        Protocol::TcpMc,
-        Protocol::Pias,
-    ];
-
-    /// Lower-case name, as in `--protocols`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Homa => "homa",
-            Protocol::Tcp1 => "tcp-1",
-            Protocol::TcpMc => "tcp-mc",
-            Protocol::Pias => "pias",
-        }
-    }
-
-    /// Whether it is one of the TCP baselines.
-    pub fn is_baseline(self) -> bool {
-        self != Protocol::Homa
-    }
-}
+pub use super::baselines::Protocol;
 
 /// Default drop-tail buffer of each switch egress port, in frames (the
 /// Homa paper's simulated baselines used 250-packet port queues).
 pub const DEFAULT_SWITCH_BUFFER: usize = 250;
-
-/// Default TCP socket buffer, bytes: the most a connection has in flight,
-/// as smoltcp sets no congestion window. Chosen for the baselines: in the
-/// default run with 50 ms of arrivals, tcp-mc and pias had their lowest
-/// short-message P99 at the smallest buffer allowed (2, 3, 4, 6, 8 KiB:
-/// pias 17, 19, 25, 41, 63) and no drops; from 16 KiB on they flood the
-/// 250-frame switch buffers, and at 64 KiB messages stay unfinished behind
-/// 10 ms RTOs.
-pub const DEFAULT_TCP_BUFFER: usize = 2 << 10;
-
-/// Default socket buffer of `tcp-1`, bytes, chosen the same way: one
-/// connection carries all of a pair's bytes, so a small window starves it
-/// (short-message P99 in the default run: 2 KiB 10,985, 4 KiB 10,119,
-/// 8 KiB 7,537, 16 KiB 7,124, 32 KiB 17,477 with 2,949 drops).
-pub const DEFAULT_TCP1_BUFFER: usize = 16 << 10;
-
-/// Default longest delay of a TCP ACK, ns: below the 200 us minimum RTO
-/// (a longer delay brings spurious retransmissions), and the one that gave
-/// tcp-mc and pias their lowest short-message P99 in the default run with
-/// 50 ms of arrivals (pias / tcp-mc: none 16.0 / 23.7, 40 us 12.3 / 18.5,
-/// 100 us 12.8 / 17.2).
-pub const DEFAULT_TCP_ACK_DELAY_NS: u64 = 40_000;
-
-/// Default most TCP connections of a `tcp-mc` or `pias` pool per host pair.
-pub const DEFAULT_TCP_CONNS: usize = 8;
 
 /// Where `--pcap` records: one host's link during one protocol's run.
 #[derive(Debug, Clone)]
@@ -135,15 +75,14 @@ pub struct SimOptions {
     pub pool_bytes: usize,
     /// 0: one-way Homa messages; otherwise the response length.
     pub response_bytes: usize,
-    /// TCP socket buffer size of `tcp-mc` and `pias`, bytes.
-    pub tcp_buffer: usize,
-    /// TCP socket buffer size of `tcp-1`, bytes.
-    pub tcp1_buffer: usize,
-    /// Most connections per host pair of `tcp-mc` and `pias`.
-    pub tcp_conns: usize,
-    /// Longest delay of a TCP ACK, ns; 0: every segment acknowledged at
-    /// once.
-    pub tcp_ack_delay_ns: u64,
+    /// DCTCP's and PIAS's marking threshold, full-size packets per port.
+    pub ecn_k: usize,
+    /// PIAS's thresholds: the paper's scripts' (W1 to W5; other workloads
+    /// fall back to the rule) or the equal-bytes rule.
+    pub pias_source: PiasSource,
+    /// Record, in every TCP baseline, the window of the connection that
+    /// carries the first measured message of the largest size.
+    pub trace_window: bool,
     /// Drop-tail buffer of each switch egress port, frames; `None`:
     /// unlimited.
     pub switch_buffer: Option<usize>,
@@ -180,10 +119,9 @@ impl SimOptions {
             rpc_slots: 128,
             pool_bytes: 128 << 20,
             response_bytes: 0,
-            tcp_buffer: DEFAULT_TCP_BUFFER,
-            tcp1_buffer: DEFAULT_TCP1_BUFFER,
-            tcp_conns: DEFAULT_TCP_CONNS,
-            tcp_ack_delay_ns: DEFAULT_TCP_ACK_DELAY_NS,
+            ecn_k: baselines::ECN_K,
+            pias_source: PiasSource::Paper,
+            trace_window: false,
             switch_buffer: Some(DEFAULT_SWITCH_BUFFER),
             pcap: None,
             ipv6: false,
@@ -214,6 +152,8 @@ pub struct ProtoResult {
     pub short: Bucket,
     /// Slowdown per size bucket.
     pub buckets: Vec<Bucket>,
+    /// Slowdown of messages of 1 to 10 packets and of more.
+    pub ranges: [Bucket; 2],
     /// Host-link utilisation while messages arrived (every frame counted).
     pub achieved_load: f64,
     /// All host-link busy time of the run, drain included, over the time
@@ -227,10 +167,16 @@ pub struct ProtoResult {
     pub hops: u64,
     /// Frames the hosts sent.
     pub frames: u64,
-    /// Frames dropped by full switch buffers after traffic started.
+    /// Frames dropped by full buffers (switch ports, and the baselines'
+    /// host uplinks) after traffic started.
     pub drops: u64,
+    /// Frames marked ECN Congestion Experienced.
+    pub ecn_marks: u64,
     /// Protocol-specific counters, by name.
     pub counters: Vec<(&'static str, u64)>,
+    /// The traced connection's window ([`SimOptions::trace_window`]),
+    /// times from the message's arrival.
+    pub window_trace: Vec<WindowSample>,
 }
 
 /// The whole experiment.
@@ -253,8 +199,14 @@ pub struct SimResult {
     pub homa: HomaParams,
     /// Upper size of the short messages.
     pub short_max_bytes: u32,
-    /// PIAS's demotion thresholds for the workload.
-    pub pias_thresholds: [u32; 7],
+    /// Upper size of the messages of 1 to 10 packets (Homa's).
+    pub ten_packets: u32,
+    /// PIAS's demotion thresholds as run, and where they come from.
+    pub pias: ([u32; 7], PiasSource),
+    /// The other source's thresholds, when there are some.
+    pub pias_other: Option<[u32; 7]>,
+    /// The message whose window was traced, and its size.
+    pub traced_message: Option<(usize, u32)>,
     /// The protocols' results, in the order run.
     pub results: Vec<ProtoResult>,
 }
@@ -269,12 +221,15 @@ const MESSAGE_BYTES: f64 = 2.0 * std::mem::size_of::<Message>() as f64;
 /// (both protocols) from D = 5 to D = 20 ms.
 const RESULT_BYTES: f64 = 200.0;
 
-fn fabric_config(o: &SimOptions) -> FabricConfig {
+/// The fabric protocol `p` runs on (see [`baselines::ports`]).
+pub fn fabric_config(o: &SimOptions, p: Protocol) -> FabricConfig {
     let mut c = FabricConfig::new(o.topology);
     c.seed = o.seed;
-    // No frame is ever corrupted, so neither stack computes checksums.
+    // No frame is ever corrupted, so no host computes checksums (a
+    // capture fills them).
     c.checksum = ChecksumCapabilities::ignored();
     c.switch_buffer_frames = o.switch_buffer;
+    baselines::ports(&mut c, p, o.ecn_k);
     c
 }
 
@@ -294,7 +249,7 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
             crate::cli::MAX_LOAD
         ));
     }
-    let probe = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
+    let probe = Fabric::new(fabric_config(o, Protocol::Homa)).map_err(|e| e.to_string())?;
     let hosts = probe.hosts();
     let link_mbps = probe.config().host_link_mbps;
     let workload = o.workload.capped(MAX_MESSAGE);
@@ -352,7 +307,12 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
     let capacity = hosts as f64 * f64::from(link_mbps) / 8000.0 * o.duration_ns as f64;
     let bounds = workload.bucket_bounds(o.buckets.max(1));
     let short_max = workload.sample(0.1);
-    let pias = pias_thresholds(&workload);
+    let rule = baselines::equal_bytes_thresholds(&workload);
+    let paper = baselines::paper_thresholds(&workload.name, o.load);
+    let (pias, pias_other) = match (paper, o.pias_source) {
+        (Some(t), PiasSource::Paper) => ((t, PiasSource::Paper), Some(rule)),
+        (p, _) => ((rule, PiasSource::EqualBytes), p),
+    };
     if let Some(pc) = &o.pcap {
         if pc.host >= hosts {
             return Err(format!(
@@ -364,6 +324,13 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
             return Err(format!("--pcap-protocol {} is not run", pc.protocol.name()));
         }
     }
+    let warm = (o.duration_ns as f64 * o.warmup) as u64;
+    let traced = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| o.trace_window && m.at >= warm)
+        .max_by_key(|(i, m)| (m.size, std::cmp::Reverse(*i)))
+        .map(|(i, _)| i);
     let shared = Shared {
         o,
         homa: &homa,
@@ -371,8 +338,10 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
         packets,
         bounds: &bounds,
         short_max,
+        ten_packets: 10 * packets.seg as u32,
         hosts,
-        pias,
+        pias: pias.0,
+        traced,
     };
     let results: Vec<Result<ProtoResult, String>> = if o.parallel && o.protocols.len() > 1 {
         // The protocols share nothing but the read-only traffic: one
@@ -404,7 +373,10 @@ pub fn run_with(o: &SimOptions, given: Option<Vec<Message>>) -> Result<SimResult
         offered_load: wire / capacity,
         homa,
         short_max_bytes: short_max,
-        pias_thresholds: pias,
+        ten_packets: shared.ten_packets,
+        pias,
+        pias_other,
+        traced_message: traced.map(|id| (id, messages[id].size)),
         results,
     })
 }
@@ -418,14 +390,16 @@ struct Shared<'a> {
     packets: Packetiser,
     bounds: &'a [u32],
     short_max: u32,
+    ten_packets: u32,
     hosts: usize,
     pias: [u32; 7],
+    traced: Option<usize>,
 }
 
 /// One protocol on its own fabric.
 fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
     let o = s.o;
-    let mut fabric = Fabric::new(fabric_config(o)).map_err(|e| e.to_string())?;
+    let mut fabric = Fabric::new(fabric_config(o, p)).map_err(|e| e.to_string())?;
     let capture = match &o.pcap {
         Some(pc) if pc.protocol == p => Some(Capture::start(&mut fabric, pc)?),
         _ => None,
@@ -433,15 +407,23 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
     let wall = WallClock::now();
     let mut progress = Progress::new(p.name(), o.quiet);
     let mut out = Outcomes::new(s.messages.len());
-    let (start, ls, counters) = match p {
-        Protocol::Homa => run_homa(o, &mut fabric, s.homa, s.messages, &mut out, &mut progress)?,
-        Protocol::Tcp1 | Protocol::TcpMc | Protocol::Pias => {
-            let mode = match p {
-                Protocol::Tcp1 => TcpMode::Single,
-                Protocol::TcpMc => TcpMode::Pool,
-                _ => TcpMode::Pias(s.pias),
+    let mut window_trace = Vec::new();
+    let (start, ls, counters) = match baselines::tcp_params(p) {
+        None => run_homa(o, &mut fabric, s.homa, s.messages, &mut out, &mut progress)?,
+        Some(params) => {
+            let spec = TcpSpec {
+                params,
+                pias: (p == Protocol::Pias).then_some(s.pias),
+                pfabric: p == Protocol::Pfabric,
+                trace: s.traced,
             };
-            run_tcp(o, mode, &mut fabric, s.messages, &mut out, &mut progress)?
+            let (run, trace) = run_tcp(o, spec, &mut fabric, s.messages, &mut out, &mut progress);
+            let arrival = s.traced.map_or(0, |id| run.0 + s.messages[id].at);
+            window_trace = trace
+                .into_iter()
+                .map(|(t, w, f, a)| (t.saturating_sub(arrival), w, f, a))
+                .collect();
+            run
         }
     };
     if let Some(c) = capture {
@@ -454,6 +436,8 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
     let b = buckets(s.messages, &out, &mut ideal, s.bounds, start, warm);
     let short_bounds = [s.short_max, u32::MAX];
     let short = buckets(s.messages, &out, &mut ideal, &short_bounds, start, warm)[0];
+    let range_bounds = [s.ten_packets, u32::MAX];
+    let r = buckets(s.messages, &out, &mut ideal, &range_bounds, start, warm);
     let span = ls.arrivals_end.saturating_sub(start).max(1);
     let busy = ls.busy_at_arrivals_end.saturating_sub(ls.busy_at_start);
     Ok(ProtoResult {
@@ -465,6 +449,7 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
         unfinished,
         short,
         buckets: b,
+        ranges: [r[0], r[1]],
         achieved_load: busy as f64 / (s.hosts as f64 * span as f64),
         carried_load: ls.busy_at_end.saturating_sub(ls.busy_at_start) as f64
             / (s.hosts as f64 * span as f64),
@@ -473,7 +458,9 @@ fn run_one(s: &Shared<'_>, p: Protocol) -> Result<ProtoResult, String> {
         hops: fabric.stats().hops,
         frames: fabric.stats().frames_sent,
         drops: fabric.stats().drops.buffer_full - ls.drops_at_start,
+        ecn_marks: fabric.stats().ecn_marks,
         counters,
+        window_trace,
     })
 }
 
@@ -498,11 +485,15 @@ impl Capture {
             .map_err(|e| format!("{}: {e}", pc.path))?;
         let file = Arc::new(Mutex::new(CaptureFile { out, failed: false }));
         let sink = Arc::clone(&file);
+        let mut copy = Vec::new();
         fabric.capture(
             pc.host,
             Box::new(move |at, frame| {
+                copy.clear();
+                copy.extend_from_slice(frame);
+                fill_checksums(&mut copy);
                 let mut f = sink.lock().unwrap_or_else(|e| e.into_inner());
-                if !f.failed && f.out.packet(at, frame).is_err() {
+                if !f.failed && f.out.packet(at, &copy).is_err() {
                     f.failed = true;
                 }
             }),
@@ -521,6 +512,54 @@ impl Capture {
             return Err(format!("{}: writing the capture failed", self.path));
         }
         Ok(())
+    }
+}
+
+/// Completes in a captured frame the checksums the simulated hosts leave to
+/// their NICs (they run without: the fabric never corrupts a frame), as a
+/// NIC with checksum offload would: the IPv4 header's, and TCP's or Homa's
+/// over IPv4 or IPv6.
+pub fn fill_checksums(frame: &mut [u8]) {
+    use homa_stack::wire::{checksum, homa, IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr};
+    let ip = |b: &[u8]| -> [u8; 4] { b.try_into().expect("4 bytes") };
+    let ip6 = |b: &[u8]| -> [u8; 16] { b.try_into().expect("16 bytes") };
+    let (proto, src, dst, range) = match frame.get(12..14) {
+        Some([0x08, 0x00]) if frame.len() >= 34 => {
+            let ihl = usize::from(frame[14] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+            if ihl < 20 || 14 + total > frame.len() || total < ihl {
+                return;
+            }
+            frame[24..26].fill(0);
+            let sum = checksum::data(&frame[14..14 + ihl]);
+            frame[24..26].copy_from_slice(&sum.to_be_bytes());
+            let src = IpAddr::V4(Ipv4Addr::from(ip(&frame[26..30])));
+            let dst = IpAddr::V4(Ipv4Addr::from(ip(&frame[30..34])));
+            (frame[23], src, dst, 14 + ihl..14 + total)
+        }
+        Some([0x86, 0xdd]) if frame.len() >= 54 => {
+            let len = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
+            if 54 + len > frame.len() {
+                return;
+            }
+            let src = IpAddr::V6(Ipv6Addr::from(ip6(&frame[22..38])));
+            let dst = IpAddr::V6(Ipv6Addr::from(ip6(&frame[38..54])));
+            (frame[20], src, dst, 54..54 + len)
+        }
+        _ => return,
+    };
+    let payload = &mut frame[range];
+    match (proto, src, dst) {
+        (146, ..) if payload.len() >= homa::COMMON_HEADER_LEN => {
+            homa::Packet::new_unchecked(payload).fill_checksum(&src, &dst);
+        }
+        (6, IpAddr::V4(s), IpAddr::V4(d)) if payload.len() >= 20 => {
+            payload[16..18].fill(0);
+            let pseudo = checksum::pseudo_header_v4(&s, &d, IpProtocol::Tcp, payload.len() as u32);
+            let sum = checksum::finish(checksum::combine(&[pseudo, checksum::sum(payload)]));
+            payload[16..18].copy_from_slice(&sum.to_be_bytes());
+        }
+        _ => {}
     }
 }
 
@@ -617,63 +656,33 @@ fn measure<D: Driver>(
 
 fn run_tcp(
     o: &SimOptions,
-    mode: TcpMode,
+    spec: TcpSpec,
     fabric: &mut Fabric,
     messages: &[Message],
     out: &mut Outcomes,
     progress: &mut Progress,
-) -> Result<RunOut, String> {
-    let spec = TcpSpec {
-        buffer_bytes: match mode {
-            TcpMode::Single => o.tcp1_buffer,
-            _ => o.tcp_buffer,
-        },
-        mode,
-        max_conns: o.tcp_conns,
-        ack_delay_ns: o.tcp_ack_delay_ns,
-    };
-    let mut d = TcpDriver::new(fabric, spec, messages, o.seed)?;
-    // Open every connection of every pool before traffic starts, as
-    // clients keep their pools. The driver paces the handshakes; a SYN that
-    // is still lost waits for smoltcp's retransmission (1 s, then
-    // doubling), hence the generous limit (idle time costs nothing).
-    let mut none = Outcomes::new(0);
-    let setup_limit = fabric.now().total_nanos() + 30_000_000_000;
-    drive(
-        fabric,
-        &mut d,
-        Plan {
-            messages: &[],
-            start: 0,
-            limit: setup_limit,
-        },
-        &mut none,
-        progress,
-        |d| d.unestablished == 0,
-    );
-    if d.unestablished > 0 {
-        return Err(format!(
-            "{} TCP connection ends never established",
-            d.unestablished
-        ));
-    }
-    let (setup_ns, start, ls) = measure(o, fabric, &mut d, messages, out, progress);
+) -> (RunOut, Vec<WindowSample>) {
+    let mut d = TcpDriver::new(fabric, spec, messages, o.seed);
+    let (_, start, ls) = measure(o, fabric, &mut d, messages, out, progress);
     let s = d.stats();
-    let u = d.unfinished(out, ls.end);
+    let nic_drops = (0..fabric.hosts())
+        .filter_map(|h| fabric.port_stats(NodeId::Host(h), 0))
+        .map(|p| p.drops)
+        .sum();
+    let t = s.senders;
     let counters = vec![
-        ("setup_ns", setup_ns),
         ("bad_frames", s.bad_frames),
         ("bad_headers", s.bad_headers),
-        ("stalls", s.stalls),
-        ("setup_drops", ls.drops_at_start),
-        ("connections", s.opened),
-        ("messages_waited", s.waited),
-        ("open_errors", s.open_errors),
-        ("unfinished_waiting_for_connection", u.waiting),
-        ("unfinished_behind_on_stream", u.behind),
-        ("unfinished_being_sent", u.heads),
-        ("unfinished_bytes", u.bytes),
-        ("unfinished_max_idle_us", u.max_idle_ns / 1000),
+        ("connections", s.connections),
+        ("max_connections_per_pair", s.max_per_pair),
+        ("segments", t.segments),
+        ("retransmissions", t.retransmissions),
+        ("timeouts", t.timeouts),
+        ("probes", t.probes),
+        ("ecn_window_cuts", t.ecn_cuts),
+        ("window_limited", t.window_limited),
+        ("window_violations", t.window_violations),
+        ("nic_drops", nic_drops),
     ];
-    Ok((start, ls, counters))
+    ((start, ls, counters), d.trace)
 }
