@@ -312,6 +312,10 @@ pub struct Stats {
     ///
     /// [`RESEND_LIFE_TIMEOUTS`]: crate::endpoint::RESEND_LIFE_TIMEOUTS
     pub server_resend_limited: u64,
+    /// BUSY and RPC_UNKNOWN replies not queued because the same reply to
+    /// the same RPC was already waiting to go (a burst of RESENDs naming
+    /// one RPC gets one answer).
+    pub replies_coalesced: u64,
     /// Acks not queued because the peer's ack list was full while its ACK
     /// packet waited to be sent (the server's NEED_ACK recovers them).
     pub acks_dropped: u64,

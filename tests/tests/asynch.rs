@@ -139,7 +139,19 @@ impl<F: Future> Future for Counted<F> {
 // ---- set-up ---------------------------------------------------------------
 
 fn endpoint(ip: Ipv4Addr, mac: u8, rpcs: usize, pool: usize) -> Endpoint<'static> {
-    let config = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, mac]), u64::from(mac));
+    endpoint_with(ip, mac, rpcs, pool, |_| {})
+}
+
+/// [`endpoint`] with its configuration changed by `tune`.
+fn endpoint_with(
+    ip: Ipv4Addr,
+    mac: u8,
+    rpcs: usize,
+    pool: usize,
+    tune: impl FnOnce(&mut Config),
+) -> Endpoint<'static> {
+    let mut config = Config::new(ip, EthernetAddress([2, 0, 0, 0, 0, mac]), u64::from(mac));
+    tune(&mut config);
     Endpoint::new(
         config,
         Vec::leak((0..rpcs).map(|_| RpcSlot::EMPTY).collect()),
@@ -294,6 +306,53 @@ fn calls_of_several_sizes_complete_with_their_responses_checked_in_place() {
         assert_eq!(ep.pool_free_bytes(), ep.pool_capacity_bytes());
         assert_eq!(ep.stats().client_completed, sizes.len() as u64 + 2);
     });
+}
+
+#[test]
+fn a_runner_polls_again_at_once_while_its_device_holds_frames() {
+    // The server reads one frame a poll; four requests reach its ring at
+    // once. The wire wakes its runner for the first, and wakes it again
+    // only for a new frame, so the runner must poll again by itself while
+    // the device may hold more: all four are read within microseconds.
+    // (Before, it slept until the endpoint's next tick, and nothing else
+    // woke it: this test spun until the executor gave up.)
+    let mut net = Net::new(8, 1 << 20);
+    net.ss = Stack::new(endpoint_with(SERVER_IP, 2, 16, 1 << 20, |c| {
+        c.max_rx_per_poll = 1;
+    }));
+    let Net { cs, ss, time, .. } = &net;
+    // Bound, never accepted: the server holds each request it reads.
+    let _server = ss.bind(PORT).unwrap();
+    let mut tasks = net.runners();
+    for k in 0..4u8 {
+        let cs = &cs;
+        tasks.push(Box::pin(async move {
+            let mut client = cs.client().unwrap();
+            let mut buf = [0u8; 8];
+            let _ = client.call(SERVER_IP, PORT, &[k; 3], &mut buf).await;
+        }));
+    }
+    // Watched through the wire, which wakes nobody (a call on the stack
+    // would wake its runner).
+    let wire = &net.wire;
+    let mut since = None;
+    let main = std::future::poll_fn(|cx| {
+        let queued = wire.queued(1);
+        if since.is_none() && queued >= 2 {
+            since = Some(time.now.get());
+        }
+        match since {
+            Some(t) if queued == 0 => Poll::Ready(time.now.get() - t),
+            _ => {
+                // Polled every round a task runs, not woken by the server.
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    });
+    let took = net.run(main, tasks);
+    assert!(took < Duration::from_micros(20), "{took}");
+    ss.with(|ep| assert_eq!(ep.rpcs_in_use(), 4));
 }
 
 #[test]

@@ -107,6 +107,13 @@ pub struct Pair<A, B, DA = TestDevice, DB = TestDevice> {
     pub logging: bool,
     /// B has vanished: it is not polled and frames to it are lost.
     pub b_gone: bool,
+    /// A slow host is polled at most once per this period (A's, then
+    /// B's): frames wait in its device meanwhile, as for a board busy with
+    /// other work, and what one poll reads and sends is all it does until
+    /// the next. `None`: polled whenever it or its device wants.
+    pub poll_every: [Option<Duration>; 2],
+    /// When each slow host may poll next (A's, then B's).
+    next_poll: [Instant; 2],
 }
 
 impl<A: Host, B: Host> Pair<A, B> {
@@ -139,6 +146,8 @@ impl<A: Host, B: Host, DA: Wired, DB: Wired> Pair<A, B, DA, DB> {
             log: Vec::new(),
             logging: true,
             b_gone: false,
+            poll_every: [None; 2],
+            next_poll: [Instant::ZERO; 2],
         }
     }
 
@@ -163,8 +172,10 @@ impl<A: Host, B: Host, DA: Wired, DB: Wired> Pair<A, B, DA, DB> {
                 dev.rx.push_back(f);
             }
         }
-        self.a.poll(now, &mut self.da);
-        if !self.b_gone {
+        if self.may_poll(0) {
+            self.a.poll(now, &mut self.da);
+        }
+        if !self.b_gone && self.may_poll(1) {
             self.b.poll(now, &mut self.db);
         }
         for to_b in [true, false] {
@@ -199,19 +210,47 @@ impl<A: Host, B: Host, DA: Wired, DB: Wired> Pair<A, B, DA, DB> {
         }
     }
 
+    /// Whether host `i` (0: A, 1: B) may poll now; a slow one then waits
+    /// its period again.
+    fn may_poll(&mut self, i: usize) -> bool {
+        let Some(every) = self.poll_every[i] else {
+            return true;
+        };
+        if self.now < self.next_poll[i] {
+            return false;
+        }
+        self.next_poll[i] = self.now + every;
+        true
+    }
+
     /// The next time anything happens.
     pub fn next_time(&self) -> Instant {
         let mut t = Instant::MAX;
-        let b = if self.b_gone { None } else { self.b.poll_at() };
-        let waits = [self.a.poll_at(), b, self.da.wakeup(), self.db.wakeup()];
-        for p in waits.into_iter().flatten() {
-            t = t.min(p);
-        }
         for f in &self.flight {
             t = t.min(f.0);
         }
-        if !self.da.wire_ref().rx.is_empty() || !self.db.wire_ref().rx.is_empty() {
-            t = self.now;
+        let hosts = [
+            (self.a.poll_at(), self.da.wakeup(), self.da.wire_ref()),
+            (self.b.poll_at(), self.db.wakeup(), self.db.wire_ref()),
+        ];
+        for (i, (at, wakeup, wire)) in hosts.into_iter().enumerate() {
+            if i == 1 && self.b_gone {
+                continue;
+            }
+            let ready = if wire.rx.is_empty() {
+                None
+            } else {
+                Some(self.now)
+            };
+            let Some(wants) = [at, wakeup, ready].into_iter().flatten().min() else {
+                continue;
+            };
+            // A slow host polls no sooner than its period allows.
+            let wants = match self.poll_every[i] {
+                Some(_) => wants.max(self.next_poll[i]),
+                None => wants,
+            };
+            t = t.min(wants);
         }
         t
     }

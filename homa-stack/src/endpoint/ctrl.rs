@@ -1,7 +1,8 @@
 //! The control queue: control packets that answer a received one (BUSY,
 //! RPC_UNKNOWN, CUTOFFS) and ACKs, waiting for the next egress as the
 //! `wire::homa` packets they go out as, at most `CTRL_QUEUE` of them; a
-//! full queue drops and counts (timers recover).
+//! full queue drops and counts (timers recover). A BUSY or RPC_UNKNOWN
+//! already queued for an RPC answers every packet naming it until it goes.
 
 use super::timers::Timer;
 use super::types::{Local, Sender};
@@ -34,6 +35,26 @@ pub(super) enum CtrlPacket {
     /// peer when it is sent (answering NEED_ACK promptly without one packet
     /// per NEED_ACK): known only then, as acks may ride on DATA meanwhile.
     AcksWaiting { sport: u16 },
+}
+
+impl Ctrl {
+    /// The same BUSY or RPC_UNKNOWN as `other`, a reply whose every copy
+    /// says the same: to the same address and link address, from the same
+    /// address and port of ours, naming the same RPC. (Compared field by
+    /// field, not by a derived `PartialEq`, whose code for every kind of
+    /// packet the firmware would carry.)
+    fn same_reply(&self, other: &Ctrl) -> bool {
+        let (CtrlPacket::Homa(a), CtrlPacket::Homa(b)) = (&self.packet, &other.packet) else {
+            return false;
+        };
+        matches!(
+            (&a.kind, &b.kind),
+            (Kind::Busy, Kind::Busy) | (Kind::RpcUnknown, Kind::RpcUnknown)
+        ) && (a.sport, a.dport, a.sender_id) == (b.sport, b.dport, b.sender_id)
+            && self.addr == other.addr
+            && self.link_addr == other.link_addr
+            && self.local == other.local
+    }
 }
 
 impl Sender {
@@ -104,9 +125,23 @@ impl<'a> Endpoint<'a> {
 
     /// Queues `kind` as the answer to the packet `from` describes. Not
     /// inlined: each inlined answer built a whole `Ctrl` of its own.
+    ///
+    /// A BUSY or RPC_UNKNOWN is one reply per RPC, not per packet: when the
+    /// same one already waits (to the same address and link address, from
+    /// the same address of ours, naming the same RPC), it answers this
+    /// packet too, and this one is counted in `Stats::replies_coalesced`.
+    /// A peer that queued several RESENDs during a stall then gets one
+    /// answer, not a BUSY each, or a second RPC_UNKNOWN that would reach it
+    /// after the first made it restart the RPC. The queue holds at most
+    /// `CTRL_QUEUE` packets, so the look costs that many comparisons.
     #[inline(never)]
     pub(super) fn push_answer(&mut self, from: &Sender, kind: Kind<'static>) -> bool {
-        self.push_ctrl(from.answer(kind))
+        let answer = from.answer(kind);
+        if self.ctrl.iter().any(|c| c.same_reply(&answer)) {
+            self.stats.replies_coalesced += 1;
+            return true;
+        }
+        self.push_ctrl(answer)
     }
 
     /// Sends a queued control packet to `mac`.

@@ -133,6 +133,12 @@ pub struct Endpoint<'a> {
     /// ICMP errors we may still act on in this tick (each is a pass over
     /// the live RPCs).
     icmp_in_budget: u32,
+    /// The last poll's ingress stopped at `max_rx_per_poll` frames: the
+    /// device may hold more, so the next poll is due at once (a runner
+    /// woken only by new frames would otherwise sleep on them).
+    rx_backlog: bool,
+    /// The due tick is counted, not judged yet (see `poll`).
+    tick_counted: bool,
     /// What the device said it can do, at the last poll.
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
@@ -277,6 +283,8 @@ impl<'a> Endpoint<'a> {
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
             icmp_in_budget: ICMP_PER_TICK,
+            rx_backlog: false,
+            tick_counted: false,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
             #[cfg(any(test, fuzzing))]
@@ -291,6 +299,17 @@ impl<'a> Endpoint<'a> {
     /// Processes received frames, runs the timer when due and sends what is
     /// ready. Call it again by [`Endpoint::poll_at`], and after any
     /// application call that should send something.
+    ///
+    /// A tick that falls due is counted before the frames are read (they
+    /// came after it fell due) and judged after them: the timer judges an
+    /// RPC's silence, times it out or asks for what its peer has not sent
+    /// only once every frame the device already holds has been read, so a
+    /// frame that waited in the device (a slow poller) is never asked for
+    /// again, nor its RPC failed. When a poll's ingress stops at
+    /// `Config::max_rx_per_poll` frames, the judgement waits for the next
+    /// poll (which [`Endpoint::poll_at`] makes due at once), but never more
+    /// than a tick: a device that is never empty delays timers, never
+    /// stops them.
     ///
     /// Time is the caller's: `now` should not go backwards, but nothing
     /// breaks if it does or if it jumps. A jump ahead runs one tick, not one
@@ -308,20 +327,31 @@ impl<'a> Endpoint<'a> {
             self.caps = caps;
             self.adapt_to_device();
         }
-        if self.timers.is_due(Timer::Tick, now) {
-            let due = self.timers.due(Timer::Tick);
-            self.tick();
-            // One tick per poll: a late poll does not count missed ticks as silence.
-            let next = if now >= due + self.config.tick {
-                now + self.config.tick
-            } else {
-                due + self.config.tick
-            };
-            self.timers.set(Timer::Tick, next);
+        let tick = self.timers.is_due(Timer::Tick, now);
+        if tick && !self.tick_counted {
+            self.count_tick();
+            self.tick_counted = true;
         }
-        self.ingress(now, device);
+        let drained = self.ingress(now, device);
+        self.rx_backlog = !drained;
         if !self.waiters.is_empty() {
             self.give_waiting_buffers();
+        }
+        if tick {
+            let due = self.timers.due(Timer::Tick);
+            let late = now >= due + self.config.tick;
+            if drained || late {
+                self.judge_tick();
+                self.tick_counted = false;
+                // One tick per poll: a late poll does not count missed
+                // ticks as silence.
+                let next = if late {
+                    now + self.config.tick
+                } else {
+                    due + self.config.tick
+                };
+                self.timers.set(Timer::Tick, next);
+            }
         }
         self.egress(now, device);
         // Unit tests and fuzzing check the queues against the RPCs at every
@@ -421,6 +451,7 @@ impl<'a> Endpoint<'a> {
         // O(1): queue heads and counters only.
         // A short message is never held back: it goes at the next poll.
         if !self.ctrl.is_empty()
+            || self.rx_backlog
             || !self.send_short.is_empty()
             || self.grants_dirty
             || self.ctrl_due.len() > self.ctrl_blocked

@@ -56,13 +56,14 @@ use super::{Endpoint, RpcError, ICMP_PER_TICK};
 pub const RESEND_LIFE_TIMEOUTS: u32 = 10;
 
 impl<'a> Endpoint<'a> {
-    /// The 1 ms tick: the per-tick ICMP budgets refill, then every live
-    /// RPC counts its silence and the endpoint does what each one's
-    /// verdict asks.
-    pub(super) fn tick(&mut self) {
+    /// The 1 ms tick falls due, before the poll's frames are read: the
+    /// per-tick ICMP budgets refill and every live RPC counts it
+    /// (`Rpc::count_tick`); [`Endpoint::judge_tick`] follows once the
+    /// frames are read.
+    pub(super) fn count_tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
         self.icmp_in_budget = ICMP_PER_TICK;
-        self.tick_rpcs();
+        self.tick_pass(false);
     }
 
     /// What the tick judges silence by, from the configuration.
@@ -81,9 +82,16 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    /// One pass over the live RPCs, not the table: each one ticks, and its
-    /// verdict is acted on (the cursor moves on before an RPC may be freed).
-    fn tick_rpcs(&mut self) {
+    /// The counted tick, judged after the poll's frames: each live RPC's
+    /// verdict is acted on (a RESEND round, a timeout).
+    pub(super) fn judge_tick(&mut self) {
+        self.tick_pass(true);
+    }
+
+    /// One pass over the live RPCs, not the table: each one counts the
+    /// tick, or (`judge`) has it judged and its verdict acted on (the
+    /// cursor moves on before an RPC may be freed).
+    fn tick_pass(&mut self, judge: bool) {
         let rules = self.tick_rules();
         let mut cursor = self.live.front();
         while let Some(i) = cursor {
@@ -93,10 +101,15 @@ impl<'a> Endpoint<'a> {
                 continue;
             };
             let resolved = self.peer_resolved(peer);
-            let Some(verdict) = self.steady(slot).map(|mut r| r.on_tick(&rules, resolved)) else {
+            let Some(mut r) = self.steady(slot) else {
                 continue;
             };
-            self.tick_verdict(slot, peer, verdict);
+            if judge {
+                let verdict = r.on_tick(&rules, resolved);
+                self.tick_verdict(slot, peer, verdict);
+            } else {
+                r.count_tick(&rules, resolved);
+            }
         }
     }
 

@@ -62,11 +62,12 @@ pub(super) struct HomaIn<'f> {
 }
 
 impl<'a> Endpoint<'a> {
-    /// Takes up to `max_rx_per_poll` frames from the device.
-    pub(super) fn ingress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) {
+    /// Takes up to `max_rx_per_poll` frames from the device; true when
+    /// the device had no more to give (false: it may hold more).
+    pub(super) fn ingress<D: Device + ?Sized>(&mut self, now: Instant, device: &mut D) -> bool {
         for _ in 0..self.config.max_rx_per_poll {
             let Some((rx, tx)) = device.receive(now) else {
-                break;
+                return true;
             };
             self.stats.rx_frames += 1;
             rx.consume(|frame| {
@@ -75,6 +76,7 @@ impl<'a> Endpoint<'a> {
                 }
             });
         }
+        false
     }
 
     /// A received frame: what to answer through its transmit token, if

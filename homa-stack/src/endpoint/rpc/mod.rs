@@ -442,7 +442,7 @@ impl Rpc {
             grant: self
                 .inp
                 .as_ref()
-                .map_or(u32::MAX, |m| m.length - m.received()),
+                .map_or(u32::MAX, |m| m.length() - m.received()),
         }
     }
 
@@ -453,7 +453,7 @@ impl Rpc {
             && self
                 .inp
                 .as_ref()
-                .is_some_and(|m| m.buf.is_some() && m.granted < m.length)
+                .is_some_and(|m| m.buf.is_some() && m.granted < m.length())
     }
 
     /// Its share of the endpoint's incoming total: the granted-but-missing
@@ -482,7 +482,7 @@ impl Rpc {
             return Err(DropReason::WrongState);
         }
         match self.inp.as_ref() {
-            Some(m) if m.length != h.message_length => Err(DropReason::BadRange),
+            Some(m) if m.length() != h.message_length => Err(DropReason::BadRange),
             // The message's first bytes: reassembly must be able to begin there.
             None if leaves_tiny_hole(h.offset) => Err(DropReason::TooManyGaps),
             _ => Ok(()),
@@ -515,7 +515,7 @@ impl Rpc {
             .get_or_insert_with(|| MsgIn::new(h.message_length, h.incoming, unsched));
         if m.buf.is_none() {
             let got = if alloc {
-                pool.alloc(m.length as usize).ok()
+                pool.alloc(m.length() as usize).ok()
             } else {
                 None
             };
@@ -523,7 +523,7 @@ impl Rpc {
                 Some(b) => m.buf = Some(b),
                 None => {
                     return DataVerdict::NeedPages {
-                        len: m.length,
+                        len: m.length(),
                         server,
                     }
                 }
@@ -536,8 +536,15 @@ impl Rpc {
         match m.asm.add(h.offset, len, &mut PoolStore::new(pool, buf)) {
             // Only new bytes are progress: a replayed packet must not keep
             // an RPC (and its pool pages) alive.
-            AddOutcome::New => self.silent_ticks = 0,
-            AddOutcome::Duplicate => return DataVerdict::Dropped(DropReason::Duplicate),
+            AddOutcome::New => {
+                self.silent_ticks = 0;
+                m.pace.new_bytes(h.retransmit);
+            }
+            AddOutcome::Duplicate => {
+                // A retransmission of bytes we had may show a slow sender.
+                m.pace.duplicate(h.retransmit);
+                return DataVerdict::Dropped(DropReason::Duplicate);
+            }
             AddOutcome::OutOfRange | AddOutcome::StoreFailed => {
                 return DataVerdict::Dropped(DropReason::BadRange)
             }
@@ -555,6 +562,9 @@ impl Rpc {
         if h.offset < m.granted {
             m.granted = m.granted.max(h.offset + len);
         }
+        // Progress: the next RESEND round is a whole silence away, so all
+        // granted so far will be overdue by then if it has not come.
+        m.due = m.granted;
         if !m.is_complete() {
             return DataVerdict::Stored;
         }
@@ -744,9 +754,18 @@ impl Rpc {
 
     /// The scheduler grants the incoming message up to `granted` at
     /// `priority`: a GRANT is due. False if that raises nothing.
+    ///
+    /// A grant made while the peer was heard since the last tick is as old
+    /// as the silence when a RESEND round comes, so the round may ask for
+    /// it; one made during a silence waits for the round after (see
+    /// `MsgIn::due`).
     pub fn grant(&mut self, granted: u32, priority: u8) -> bool {
+        let heard = self.silent_ticks == 0;
         match self.inp.as_mut() {
             Some(m) if granted > m.granted => {
+                if heard {
+                    m.due = granted;
+                }
                 m.granted = granted;
                 m.grant_priority = priority;
                 m.grant_pending = true;
@@ -814,7 +833,7 @@ impl Rpc {
             return None;
         }
         self.reported = true;
-        let len = self.inp.as_ref().map_or(0, |m| m.length as usize);
+        let len = self.inp.as_ref().map_or(0, |m| m.length() as usize);
         Some(match self.state {
             State::ServerReady => {
                 self.set_state(State::ServerInService);
@@ -825,36 +844,45 @@ impl Rpc {
         })
     }
 
-    /// One tick passed, with the peer's link address known (`resolved`)
-    /// or not: counts silence, and says what is due or over.
-    pub fn on_tick(&mut self, rules: &TickRules, resolved: bool) -> TickVerdict {
+    /// One tick fell due, with the peer's link address known (`resolved`)
+    /// or not: advances the RPC's tick counts (its silence, a NEED_ACK's
+    /// wait, its restart and resend rations' intervals). The endpoint
+    /// counts a tick before it reads a poll's frames and judges it
+    /// ([`Rpc::on_tick`]) after them: what a frame ends (a silence) it ends
+    /// before the silence is judged, and what a frame starts (a silence, a
+    /// restart's hold) starts after the tick, which fell due first.
+    pub fn count_tick(&mut self, rules: &TickRules, resolved: bool) {
         self.restarts.tick();
         if let Some(out) = self.out.as_mut() {
             out.ration.tick();
         }
-        if self.stale(rules.stale, resolved) {
-            if !self.state.is_client() {
-                net_debug!(
-                    "homa: server rpc {} freed: RESENDs without progress for {} ticks",
-                    self.id,
-                    rules.stale
-                );
-                return TickVerdict::Stale;
-            }
-            // A client's request: nothing more goes again (as the server
-            // frees its RPC) until it has new bytes to send.
-            self.stale_ticks = RESENDS_SPENT;
+        if let Some(m) = self.inp.as_mut() {
+            m.pace.tick();
         }
-        let mut due = false;
-        let waiting = match self.state {
+        if matches!(self.state, State::ServerOutgoing) {
+            self.count_done(rules.request_ack);
+        }
+        // Whom it waits on as the tick fell due: what the poll's frames
+        // then queue (a RESEND's bytes to send again) is no sign of the
+        // peer's life; only what resets the silence itself is.
+        self.silent_ticks = if self.waiting(resolved) == Waiting::No {
+            0
+        } else {
+            // Saturating: a message waiting on our own grants never times
+            // out, and a tick a millisecond wraps a u32 in 49.7 days.
+            self.silent_ticks.saturating_add(1)
+        };
+    }
+
+    /// Whom the RPC waits on, with its peer's link address known
+    /// (`resolved`) or not.
+    fn waiting(&self, resolved: bool) -> Waiting {
+        match self.state {
             State::ClientDone
             | State::ClientFailed(_)
             | State::ServerReady
             | State::ServerInService => Waiting::No,
             State::ServerOutgoing | State::ClientOutgoing => {
-                if matches!(self.state, State::ServerOutgoing) {
-                    due = self.count_done(rules.request_ack);
-                }
                 let busy = self
                     .out
                     .as_ref()
@@ -878,21 +906,41 @@ impl Rpc {
                     Waiting::OnPeer
                 }
             }
-        };
+        }
+    }
+
+    /// The tick [`Rpc::count_tick`] counted, judged once the poll's frames
+    /// are read: says what is due or over.
+    pub fn on_tick(&mut self, rules: &TickRules, resolved: bool) -> TickVerdict {
+        if self.stale(rules.stale, resolved) {
+            if !self.state.is_client() {
+                net_debug!(
+                    "homa: server rpc {} freed: RESENDs without progress for {} ticks",
+                    self.id,
+                    rules.stale
+                );
+                return TickVerdict::Stale;
+            }
+            // A client's request: nothing more goes again (as the server
+            // frees its RPC) until it has new bytes to send.
+            self.stale_ticks = RESENDS_SPENT;
+        }
+        let mut due = matches!(self.state, State::ServerOutgoing) && self.need_ack_due;
+        let waiting = self.waiting(resolved);
         if waiting == Waiting::No {
-            self.silent_ticks = 0;
             return if due {
                 TickVerdict::Due
             } else {
                 TickVerdict::Quiet
             };
         }
-        // Saturating: a message waiting on our own grants never times
-        // out, and a tick a millisecond wraps a u32 in 49.7 days.
-        self.silent_ticks = self.silent_ticks.saturating_add(1);
         let silent = self.silent_ticks;
-        let resend_time =
-            silent >= rules.resend && (silent - rules.resend).is_multiple_of(rules.interval.max(1));
+        // RESEND times: at `resend` ticks of silence, then every
+        // `interval`; for a sender shown to be slower than that (see
+        // `msg_in::Pace`) both are doubled, once per showing.
+        let patience = self.inp.as_ref().map_or(0, |m| m.pace.patience());
+        let (first, every) = (rules.resend << patience, rules.interval.max(1) << patience);
+        let resend_time = silent >= first && (silent - first).is_multiple_of(every);
         if waiting == Waiting::OnUs {
             // The sender waits on our grants: repeat the GRANT so it knows
             // we are alive.
@@ -953,23 +1001,21 @@ impl Rpc {
         false
     }
 
-    /// A server's count of ticks since its response went out whole: true
-    /// when a NEED_ACK falls due (every tick from `request_ack` on).
-    fn count_done(&mut self, request_ack: u32) -> bool {
+    /// A server's count of ticks since its response went out whole: a
+    /// NEED_ACK falls due every tick from `request_ack` on.
+    fn count_done(&mut self, request_ack: u32) {
         let sent = self
             .out
             .as_ref()
             .is_none_or(|o| o.next_xmit >= o.length && o.resend.is_empty());
         if !sent {
             self.done_ticks = 0;
-            return false;
+            return;
         }
         self.done_ticks = self.done_ticks.saturating_add(1);
         if u32::from(self.done_ticks) >= request_ack.min(0xFFFF) {
             self.need_ack_due = true;
-            return true;
         }
-        false
     }
 
     /// The GRANT due, taken: its header.
@@ -991,15 +1037,20 @@ impl Rpc {
         Some(self.repr(Kind::NeedAck))
     }
 
-    /// RESENDs for what the incoming message misses are due.
+    /// RESENDs for everything the incoming message misses are due: the
+    /// sender said (NEED_ACK) it sent the whole message, so all of it is
+    /// overdue.
     pub fn ask_resend(&mut self) {
+        if let Some(m) = self.inp.as_mut() {
+            m.due = m.granted;
+        }
         self.resend_due = true;
     }
 
-    /// The next ranges of a RESEND round, into `ranges` (each gap, the
-    /// granted-but-missing tail; everything when nothing has arrived; none
-    /// while the message waits for pool pages). True when more remain
-    /// than `ranges` holds.
+    /// The next ranges of a RESEND round, into `ranges` (each gap, and the
+    /// missing tail as far as it is overdue, see `MsgIn::due`; everything
+    /// when nothing has arrived; none while the message waits for pool
+    /// pages). True when more remain than `ranges` holds.
     pub fn resend_ranges<const N: usize>(
         &mut self,
         pool: &mut Pool<'_>,
@@ -1020,6 +1071,11 @@ impl Rpc {
     pub fn resend_sent(&mut self, more: bool, until: u32) {
         if let Some(m) = self.inp.as_mut() {
             m.resend_from = if more { until } else { 0 };
+            if !more {
+                // The next round is an interval away: what is granted now
+                // is overdue then.
+                m.due = m.granted;
+            }
         }
         if !more {
             self.resend_due = false;

@@ -130,6 +130,11 @@ impl Steady<'_> {
     pub fn on_busy(&mut self) {
         self.0.on_busy()
     }
+    /// See [`Rpc::count_tick`].
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    pub fn count_tick(&mut self, rules: &TickRules, resolved: bool) {
+        self.0.count_tick(rules, resolved)
+    }
     /// See [`Rpc::on_tick`].
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn on_tick(&mut self, rules: &TickRules, resolved: bool) -> TickVerdict {

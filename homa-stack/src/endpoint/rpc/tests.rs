@@ -141,9 +141,20 @@ fn send_all(r: &mut Rpc) {
     }
 }
 
+/// One tick, counted and judged with no frame between.
+fn tick(r: &mut Rpc, resolved: bool) -> TickVerdict {
+    tick_by(r, &RULES, resolved)
+}
+
+/// [`tick`] by other `rules`.
+fn tick_by(r: &mut Rpc, rules: &TickRules, resolved: bool) -> TickVerdict {
+    r.count_tick(rules, resolved);
+    r.on_tick(rules, resolved)
+}
+
 /// The verdicts of `n` ticks.
 fn ticks(r: &mut Rpc, n: usize, resolved: bool) -> heapless::Vec<TickVerdict, 32> {
-    (0..n).map(|_| r.on_tick(&RULES, resolved)).collect()
+    (0..n).map(|_| tick(r, resolved)).collect()
 }
 
 #[test]
@@ -347,7 +358,7 @@ fn resend_verdicts_by_state() {
 /// Ticks `r` until it has been silent long enough to ask (`RULES.resend`).
 fn fall_silent(r: &mut Rpc) {
     while r.silent_ticks() < RULES.resend {
-        r.on_tick(&RULES, true);
+        tick(r, true);
     }
 }
 
@@ -378,7 +389,7 @@ fn rpc_unknown_restarts_a_request_once_per_interval() {
             UnknownVerdict::TooSoon
         );
         for _ in 0..RULES.interval {
-            r.on_tick(&RULES, true);
+            tick(&mut r, true);
         }
     }
     fall_silent(&mut r);
@@ -411,7 +422,7 @@ fn rpc_unknown_past_the_restarts_never_fails_the_request() {
     };
     for i in 0..100 {
         for _ in 0..rules.interval {
-            r.on_tick(&rules, true);
+            tick_by(&mut r, &rules, true);
         }
         fall_silent(&mut r);
         let want = if i < MAX_RESTARTS {
@@ -494,7 +505,7 @@ fn a_sent_response_asks_for_its_ack_then_times_out() {
     let mut p = pool(&mut mem);
     let mut r = server_outgoing(&mut p);
     // Unsent: busy.
-    assert_eq!(r.on_tick(&RULES, true), TickVerdict::Quiet);
+    assert_eq!(tick(&mut r, true), TickVerdict::Quiet);
     send_all(&mut r);
     use TickVerdict::*;
     // NEED_ACK every tick from the 4th; a sender asks for no RESENDs.
@@ -562,7 +573,7 @@ fn a_message_waiting_on_our_grants_repeats_its_grant() {
     );
     assert_eq!(r.take_grant(), None);
     // The sender is granted more than it sent: silence on the peer.
-    assert_eq!(r.on_tick(&RULES, true), TickVerdict::Silent);
+    assert_eq!(tick(&mut r, true), TickVerdict::Silent);
     // It sends the granted bytes; then it waits on us, which never
     // times out but repeats the GRANT at RESEND times.
     for i in 40..50 {
@@ -603,7 +614,7 @@ fn a_request_waiting_for_pool_pages_is_freed_when_stale() {
             r.on_resend(0, RESEND_ALL, 3, TOP, UNSCHED, RULES.interval),
             ResendVerdict::Busy
         );
-        v.push(r.on_tick(&RULES, true)).unwrap();
+        v.push(tick(&mut r, true)).unwrap();
     }
     // ... but not for ever: no progress for `stale` ticks frees it.
     assert_eq!(

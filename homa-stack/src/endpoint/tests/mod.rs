@@ -849,6 +849,7 @@ mod ids;
 #[cfg(feature = "ipv6")]
 mod ipv6;
 mod restart;
+mod slow;
 mod wire_bytes;
 
 #[test]

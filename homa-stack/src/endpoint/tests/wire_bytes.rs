@@ -9,10 +9,10 @@ use crate::wire::homa::{Ack, DataHeader, Kind, Repr};
 use crate::wire::IpAddr;
 
 /// The client's port and its RPC's id in the requests these tests forge.
-const CLIENT_PORT: u16 = 40_000;
+pub(super) const CLIENT_PORT: u16 = 40_000;
 const CLIENT_ID: u64 = 2;
 /// Control packets go at the highest of the default 8 priorities.
-const CONTROL_PRIORITY: u8 = 7;
+pub(super) const CONTROL_PRIORITY: u8 = 7;
 
 /// The frame (`from_mac`, `from`) sends to (`to_mac`, `to`) carrying
 /// `repr` at `priority` (the default `PriorityEncoding::Tos`: the priority
@@ -34,12 +34,12 @@ fn expected(
 }
 
 /// A frame A sends B for `repr` (priority 0: B reads no priority).
-fn a_sends(repr: &Repr<'_>) -> Vec<u8> {
+pub(super) fn a_sends(repr: &Repr<'_>) -> Vec<u8> {
     expected(A_MAC, A_IP, B_MAC, B_IP, 0, repr)
 }
 
 /// The frame B sends A for `repr` at `priority`.
-fn b_sends(priority: u8, repr: &Repr<'_>) -> Vec<u8> {
+pub(super) fn b_sends(priority: u8, repr: &Repr<'_>) -> Vec<u8> {
     expected(B_MAC, B_IP, A_MAC, A_IP, priority, repr)
 }
 
@@ -51,7 +51,7 @@ fn a_sends_at(priority: u8, repr: &Repr<'_>) -> Vec<u8> {
 /// A's DATA for its request `CLIENT_ID`: `payload` at `offset` of a
 /// `length`-byte message announcing `incoming` unscheduled bytes, echoing
 /// cutoff version `cutoff_version`.
-fn request(
+pub(super) fn request(
     length: u32,
     incoming: u32,
     offset: u32,
@@ -78,7 +78,7 @@ fn request(
 
 /// B's packet of `kind` for A's request: ports swapped, B's id for the
 /// RPC (the client's id XOR 1).
-fn to_client(kind: Kind<'_>) -> Repr<'_> {
+pub(super) fn to_client(kind: Kind<'_>) -> Repr<'_> {
     Repr {
         sport: 500,
         dport: CLIENT_PORT,
