@@ -1230,8 +1230,9 @@ fn a_full_rpc_or_peer_table_drops_new_requests_and_recovers() {
         endpoint(A_IP, A_MAC, 8, 1 << 20),
         endpoint_with_peers(Config::new(B_IP, B_MAC, SEED), 2, 1, 1 << 20),
     );
+    // B learns A's address (one set by hand would be pinned, and no
+    // stranger could take its entry).
     p.a.add_neighbor(p.now, B_IP, B_MAC).unwrap();
-    p.b.add_neighbor(p.now, A_IP, A_MAC).unwrap();
     let server = p.b.bind(500).unwrap();
     let client = p.a.socket().unwrap();
     let mut left: Vec<RpcHandle> = (0..6)
@@ -1403,7 +1404,8 @@ fn arp_of_an_unknown_operation_teaches_nothing() {
         .peer
         .as_ref()
         .unwrap()
-        .link_addr;
+        .nbr
+        .mac();
     assert_eq!(link, Some(B_MAC));
     assert_eq!(p.a.stats().drops.not_handled, 1);
 }
@@ -2615,7 +2617,7 @@ pub(super) fn echo_run(
 /// The link address `ep` holds for `addr`.
 pub(super) fn link_of(ep: &Endpoint<'_>, addr: IpAddr) -> Option<EthernetAddress> {
     let i = ep.find_peer(addr)?;
-    ep.peers[usize::from(i)].peer.as_ref()?.link_addr
+    ep.peers[usize::from(i)].peer.as_ref()?.nbr.mac()
 }
 
 /// Ten 100 kB echo RPCs from A to B at `dest` (B answering 1 ms after each
@@ -2772,7 +2774,7 @@ fn a_confirmed_neighbour_that_moved_is_learned_after_unanswered_probes() {
     );
     assert_eq!(run.completed, 1);
     assert_eq!(link_of(&p.a, B_IP.into()), Some(moved));
-    let unicast = usize::from(super::super::peer::UNICAST_PROBES);
+    let unicast = usize::from(super::super::neighbour::UNICAST_PROBES);
     assert_eq!(run.probes_to.len(), unicast + 1, "{:?}", run.probes_to);
     assert!(run.probes_to[..unicast].iter().all(|&m| m == B_MAC));
     assert_eq!(run.probes_to[unicast], EthernetAddress::BROADCAST);
@@ -2843,7 +2845,10 @@ fn one_forged_first_data_of_a_large_message_draws_about_20_control_packets() {
     // The first DATA of a 1 MB request from a spoofed address: the server
     // takes the RPC, grants, then asks the silent "client" to resend every
     // RESEND interval until the timeout frees it, as Linux does. Everything
-    // it sends goes to the spoofed source; count it.
+    // it sends goes to the spoofed source; count it. The source's link
+    // address is only filled in from the packet: the server asks for it
+    // by broadcast at once, and again as the RPC falls silent with the
+    // question unanswered, every 10 ms (a question's retry interval).
     let mut ep = server(4, 2 << 20);
     let _sock = ep.bind(500).unwrap();
     let mut dev = TestDevice::default();
@@ -2852,10 +2857,15 @@ fn one_forged_first_data_of_a_large_message_draws_about_20_control_packets() {
     dev.rx
         .push_back(homa_frame(EVIL_MAC, B_MAC, C_IP, B_IP, &req));
     let mut now = Instant::from_millis(1);
-    let (mut frames, mut bytes) = (0, 0);
+    let (mut frames, mut bytes, mut arps) = (0, 0, 0);
     while now < Instant::from_millis(300) {
         ep.poll(now, &mut dev);
         for (f, _) in dev.tx.drain(..) {
+            if f[12..14] == frames::ARP.to_be_bytes() {
+                assert_eq!(&f[38..42], &C_IP.octets(), "asks for the spoofed source");
+                arps += 1;
+                continue;
+            }
             assert_eq!(&f[30..34], &C_IP.octets(), "to the spoofed source");
             frames += 1;
             bytes += f.len();
@@ -2870,7 +2880,8 @@ fn one_forged_first_data_of_a_large_message_draws_about_20_control_packets() {
         (15..=25).contains(&frames),
         "{frames} packets, {bytes} bytes"
     );
-    std::println!("one forged first DATA drew {frames} packets ({bytes} bytes): {tx:?}");
+    assert_eq!((arps, ep.stats().arp_requests), (10, 10));
+    std::println!("one forged first DATA drew {frames} packets ({bytes} bytes) and {arps} ARP requests: {tx:?}");
 }
 
 #[test]
