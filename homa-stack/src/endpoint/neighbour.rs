@@ -20,15 +20,14 @@
 //! answer comes). An address is *confirmed* once the peer proves it
 //! receives there: it answers a probe sent to that address alone
 //! (unicast), or a checked Homa packet for one of our RPCs comes from an
-//! answered address. Only a confirmed address is probed by unicast (the
-//! forger who planted a heard or claimed one would answer).
+//! answered address. Only an answered or confirmed address is probed by
+//! unicast (the forger who planted a heard or claimed one would answer).
 //! A client RPC's peer never takes its address from a Homa packet: it is
 //! resolved by ARP or neighbour discovery, as Linux does.
 //!
 //! A confirmed address is not replaced from the network, nor an answered
-//! one by another voice within [`PROBE_INTERVAL`] of the question it
-//! answered (the first answer stands, as with Linux's `locktime`): another
-//! address named for the peer
+//! one by another voice before the next question may go (the first answer
+//! stands, as with Linux's `locktime`): another address named for the peer
 //! only puts it in doubt, and it is probed while kept. After
 //! [`UNICAST_PROBES`] unanswered unicast probes the confirmation lapses
 //! and the link is asked by broadcast, whose answer may replace it: a peer
@@ -41,11 +40,17 @@
 //!
 //! # How often it is asked about
 //!
-//! At most once per [`RESOLVE_RETRY`] while wanted. An RPC's silence is a
-//! reason to probe only an address not confirmed, or confirmed longer ago
-//! than `Config::reachable_time` and not probed for as long, or one whose
-//! last probe is unanswered: a slow peer's silence is no reason to doubt
-//! an address it proved.
+//! At most one probe per [`PROBE_INTERVAL`] (RFC 1122 2.3.2.1's rate, RFC
+//! 4861's RetransTimer), doubling from the [`UNICAST_PROBES`]th unanswered
+//! probe up to 16 s, whatever the RPC layer does; except to resolve a peer
+//! with no address at all (at first, or once a heard or claimed one was
+//! dropped), asked every [`RESOLVE_RETRY`] for its first [`RESOLVE_TRIES`]
+//! unanswered tries, so that resolution under loss ends well within an
+//! RPC's timeout. An RPC's silence is a reason to probe only
+//! an address not confirmed, or confirmed longer ago than
+//! `Config::reachable_time` and not probed for as long, or one whose last
+//! probe is unanswered: a slow peer's silence is no reason to doubt an
+//! address it proved.
 //!
 //! [`add_neighbor`]: super::Endpoint::add_neighbor
 
@@ -57,12 +62,22 @@ use crate::wire::EthernetAddress;
 /// 4861's MAX_UNICAST_SOLICIT).
 pub const UNICAST_PROBES: u8 = 3;
 
-/// How long an answered address stands against another voice (Linux's
-/// ARP `locktime` is 1 s too).
+/// The least time between two probes of a peer's address (RFC 4861's
+/// RetransTimer; RFC 1122 recommends at most one ARP request per second
+/// per destination). It doubles for each probe past [`UNICAST_PROBES`]
+/// left unanswered, up to 16 times.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+const PROBE_INTERVAL_MS: u32 = PROBE_INTERVAL.total_millis() as u32;
 
-/// Time between two questions about a peer.
+/// Time between tries to resolve a peer with no link address.
 pub const RESOLVE_RETRY: Duration = Duration::from_millis(10);
+const RESOLVE_RETRY_MS: u32 = RESOLVE_RETRY.total_millis() as u32;
+
+/// Unanswered tries to resolve a peer with no link address made every
+/// [`RESOLVE_RETRY`]; later ones follow [`PROBE_INTERVAL`]. Ten tries span
+/// a default RPC timeout (100 ms); under 30% loss each way all ten fail
+/// about once in a thousand resolutions.
+pub const RESOLVE_TRIES: u8 = 10;
 
 /// Where the link address came from (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,8 +140,9 @@ pub(crate) struct Neighbour {
     /// When the peer last proved it receives at `mac`; `Instant::ZERO`:
     /// not since it was learned.
     confirmed: Instant,
-    /// When the last probe went; `Instant::ZERO`: never.
-    asked: Instant,
+    /// When the next probe may go (see the module doc); `Instant::ZERO`:
+    /// at once.
+    next: Instant,
     source: Source,
     doubt: Doubt,
     /// Probes sent since the last answer.
@@ -146,7 +162,7 @@ impl Neighbour {
             doubt: Doubt::None,
             unanswered: 0,
             asked_all: false,
-            asked: Instant::ZERO,
+            next: Instant::ZERO,
         }
     }
 
@@ -200,10 +216,12 @@ impl Neighbour {
         self.unanswered = 0;
     }
 
-    /// It answered: settled.
-    fn answered(&mut self) {
+    /// It answered at `now`: settled, and the next probe (of an address
+    /// now known) waits a probe interval.
+    fn answered(&mut self, now: Instant) {
         self.source = Source::Answered;
         self.settle();
+        self.next = now + PROBE_INTERVAL;
     }
 
     /// A checked Homa packet for one of our RPCs came from `mac`;
@@ -235,8 +253,10 @@ impl Neighbour {
             None => Heard::Same,
             Some(_) if self.pinned() => Heard::Differs,
             Some(_) if matches!(self.source, Source::Heard | Source::Claimed) => {
+                // Resolved afresh, at a resolution's pace: its RPCs wait.
                 self.mac = None;
                 self.doubt = Doubt::None;
+                self.next = now;
                 Heard::Dropped
             }
             Some(_) => {
@@ -252,9 +272,9 @@ impl Neighbour {
     /// when the probe went to it alone, and makes a heard or claimed one
     /// answered. Another address fills a missing one and replaces an
     /// unconfirmed one (answered when it answers a broadcast, else claimed
-    /// and asked about), except an answered one within a probe interval of
-    /// its question; for one the application set it does nothing, and for
-    /// a confirmed one (or an answered one meanwhile) it only raises doubt.
+    /// and asked about), except an answered one until the next probe may
+    /// go; for one the application set it does nothing, and for a
+    /// confirmed one (or an answered one meanwhile) it only raises doubt.
     pub fn claimed(&mut self, mac: EthernetAddress, now: Instant) -> Claim {
         let answer = self.unanswered > 0;
         match self.mac {
@@ -264,19 +284,19 @@ impl Neighbour {
                     if self.source == Source::Answered && !self.asked_all {
                         self.confirmed = now;
                     }
-                    self.answered();
+                    self.answered(now);
                 }
                 Claim::Kept
             }
             _ if self.pinned() => Claim::Refused,
             // Confirmed; or answered, and this is no answer but a second
-            // voice soon after the question (the first answer stands, as
-            // with Linux's `locktime`).
+            // voice before the next question may go (the first answer
+            // stands, as with Linux's `locktime`).
             Some(_)
                 if self.confirmed != Instant::ZERO
                     || (self.source == Source::Answered
                         && !(answer && self.asked_all)
-                        && now < self.asked + PROBE_INTERVAL) =>
+                        && now < self.next) =>
             {
                 self.raise(Doubt::Contested);
                 Claim::Refused
@@ -285,7 +305,7 @@ impl Neighbour {
                 self.mac = Some(mac);
                 self.confirmed = Instant::ZERO;
                 if answer && self.asked_all {
-                    self.answered();
+                    self.answered(now);
                 } else {
                     self.source = Source::Claimed;
                     self.doubt = Doubt::Contested;
@@ -309,52 +329,65 @@ impl Neighbour {
     }
 
     /// An RPC to the peer fell silent (at a RESEND time): probe an address
-    /// never confirmed, one whose last probe is unanswered, or one
-    /// confirmed longer than `reachable` ago and not probed for as long;
-    /// never one the application set, nor one confirmed within `reachable`
-    /// (the peer is slow, not moved).
+    /// not confirmed, one whose last probe is unanswered, or one confirmed
+    /// longer than `reachable` ago and not probed for about as long (since
+    /// the time the last probe allowed the next); never one the application
+    /// set, nor one confirmed within `reachable` (the peer is slow, not
+    /// moved).
     pub fn silent(&mut self, now: Instant, reachable: Duration) {
         if self.pinned() {
             return;
         }
-        let stale = now >= self.confirmed + reachable
-            && (self.asked == Instant::ZERO || now >= self.asked + reachable);
+        let stale = now >= self.confirmed.max(self.next) + reachable;
+        // Without an address there is nothing to doubt: resolution goes on
+        // while an RPC waits to send.
         let doubt = self.confirmed == Instant::ZERO || self.unanswered > 0 || stale;
-        if self.mac.is_none() || doubt {
+        if self.mac.is_some() && doubt {
             self.raise(Doubt::Silent);
         }
     }
 
-    /// When the next probe may go.
+    /// When the next probe may go (see the module doc).
     pub fn next_probe(&self) -> Instant {
-        if self.asked == Instant::ZERO {
-            return Instant::ZERO;
-        }
-        self.asked + RESOLVE_RETRY
+        self.next
     }
 
     /// A probe goes out now: to the known address alone while it is
-    /// confirmed and fewer than [`UNICAST_PROBES`] went unanswered
-    /// (`Some`); else by broadcast (`None`; past that many, the
-    /// confirmation lapses, so that an answer may replace the address).
+    /// confirmed, or answered and not contested, and fewer than
+    /// [`UNICAST_PROBES`] went unanswered (`Some`); else by broadcast
+    /// (`None`; past that many, the confirmation lapses, so that an answer
+    /// may replace the address).
     pub fn probe_sent(&mut self, now: Instant) -> Option<EthernetAddress> {
         if self.unanswered >= UNICAST_PROBES {
             self.confirmed = Instant::ZERO;
         }
+        let believed = self.confirmed != Instant::ZERO
+            || (self.source == Source::Answered && self.doubt != Doubt::Contested);
         let to = self
             .mac
-            .filter(|_| self.confirmed != Instant::ZERO && self.unanswered < UNICAST_PROBES);
-        self.asked = now;
+            .filter(|_| believed && self.unanswered < UNICAST_PROBES);
         self.asked_all = to.is_none();
         self.doubt = Doubt::None;
         self.unanswered = self.unanswered.saturating_add(1);
+        // Resolving, a few quick tries; then a probe interval, doubling
+        // from the last free try on.
+        let (quick, free) = match self.mac {
+            None => (self.unanswered < RESOLVE_TRIES, RESOLVE_TRIES),
+            Some(_) => (false, UNICAST_PROBES),
+        };
+        let millis = if quick {
+            RESOLVE_RETRY_MS
+        } else {
+            PROBE_INTERVAL_MS << self.unanswered.saturating_sub(free).min(4)
+        };
+        self.next = now + Duration::from_millis(u64::from(millis));
         to
     }
 
     /// `now` went backwards: no stamp may stay in the future it left.
     pub fn rebase(&mut self, now: Instant) {
         self.confirmed = self.confirmed.min(now);
-        self.asked = self.asked.min(now);
+        self.next = self.next.min(now);
     }
 }
 
@@ -430,6 +463,70 @@ mod tests {
         let to: Vec<_> = (0..4).map(|_| n.probe_sent(T)).collect();
         assert_eq!(to, [Some(M), Some(M), Some(M), None]);
         assert_eq!(n.claimed(EVIL, T), Claim::Learned);
+    }
+
+    #[test]
+    fn an_answer_to_a_unicast_probe_confirms() {
+        let mut n = answered();
+        n.silent(T, Duration::from_secs(30));
+        assert_eq!(n.probe_sent(T), Some(M), "an answered address: unicast");
+        assert_eq!(n.claimed(M, T), Claim::Kept);
+        // Confirmed, it is not probed for silence within the reachable
+        // time, and another address named for it is only a doubt.
+        n.silent(T, Duration::from_secs(30));
+        assert!(!n.doubted());
+        assert_eq!(n.claimed(EVIL, T), Claim::Refused);
+        assert!(n.doubted());
+        assert_eq!(n.probe_sent(T), Some(M), "probed where it is");
+    }
+
+    #[test]
+    fn probes_are_spaced_and_back_off_while_unanswered() {
+        let mut n = Neighbour::new();
+        let mut now = T;
+        // Resolution: ten tries 10 ms apart, then a second, doubling.
+        let mut gaps = Vec::new();
+        for _ in 0..17 {
+            n.probe_sent(now);
+            let next = n.next_probe();
+            gaps.push((next - now).total_millis());
+            now = next;
+        }
+        assert_eq!(gaps[..9], [10; 9]);
+        assert_eq!(
+            gaps[9..],
+            [1000, 2000, 4000, 8000, 16_000, 16_000, 16_000, 16_000]
+        );
+        // A known address: three unicast probes a second apart, then
+        // broadcasts, doubling.
+        let mut n = answered();
+        let mut to = Vec::new();
+        gaps.clear();
+        for _ in 0..7 {
+            to.push(n.probe_sent(now));
+            let next = n.next_probe();
+            gaps.push((next - now).total_millis());
+            now = next;
+        }
+        assert_eq!(to, [Some(M), Some(M), Some(M), None, None, None, None]);
+        assert_eq!(gaps, [1000, 1000, 1000, 2000, 4000, 8000, 16_000]);
+    }
+
+    #[test]
+    fn a_dropped_address_is_resolved_at_a_resolutions_pace() {
+        // A request's source, asked about (the next question a second
+        // away), then contradicted by a checked packet from elsewhere
+        // before the answer: no address, and its RPCs wait, so the next
+        // question may go at once, and the next ones 10 ms apart.
+        let mut n = Neighbour::new();
+        assert_eq!(n.heard(EVIL, true, T), Heard::Filled);
+        assert_eq!(n.probe_sent(T), None);
+        assert_eq!(n.next_probe(), T + PROBE_INTERVAL);
+        let later = T + Duration::from_millis(50);
+        assert_eq!(n.heard(M, true, later), Heard::Dropped);
+        assert_eq!(n.next_probe(), later);
+        assert_eq!(n.probe_sent(later), None);
+        assert_eq!(n.next_probe(), later + RESOLVE_RETRY);
     }
 
     #[test]
