@@ -876,7 +876,7 @@ fn filters_by_type_host_port_and_rpc_combine() {
 #[test]
 fn rpc_view_of_known_rpcs_with_losses() {
     // Six echo RPCs (response = request), every one verified by loopback,
-    // through 8% loss: two DATA packets were retransmitted.
+    // through 8% loss: one DATA packet was retransmitted.
     let rpcs = json(&["--rpcs", &data("loss.pcap")]);
     assert_eq!(rpcs.len(), 6);
     let mut retx = 0;
@@ -897,11 +897,12 @@ fn rpc_view_of_known_rpcs_with_losses() {
         resends += r["resends"].as_u64().unwrap();
     }
     assert!(retx > 0 && resends > 0, "the capture shows no recovery");
-    // The RPC that lost its request: three RESENDs, the request sent twice more.
-    let lossy = rpcs.iter().find(|r| r["resends"] == 3).unwrap();
-    let len = lossy["request_length"].as_u64().unwrap();
-    assert_eq!(lossy["request_packets"], 3);
-    assert_eq!(lossy["retransmitted_bytes"].as_u64().unwrap(), 2 * len);
+    // The RPC that lost its response's first packet: one RESEND for it,
+    // and that packet sent again.
+    let lossy = rpcs.iter().find(|r| r["resends"] == 1).unwrap();
+    assert_eq!(lossy["response_length"], 1830);
+    assert_eq!(lossy["response_packets"], 2);
+    assert_eq!(lossy["retransmitted_bytes"], 1424);
     let text = lines(&["--rpcs", &data("loss.pcap")]);
     assert_eq!(text.len(), 6);
     assert!(
@@ -909,8 +910,8 @@ fn rpc_view_of_known_rpcs_with_losses() {
         "{text:?}"
     );
     assert!(text.contains(
-        &"rpc 13449639951778578450 10.0.0.1:32768 > 10.0.0.2:500 start 0.000004745 dur 15000.8 us \
-          req 756 B: 3 DATA 2268 B resp 756 B: 1 DATA 756 B retx 1512 B grants 0 resends 3 \
+        &"rpc 13449639951778709520 10.0.0.1:32768 > 10.0.0.2:500 start 0.000005600 dur 1998.8 us \
+          req 1830 B: 2 DATA 1830 B resp 1830 B: 2 DATA 1830 B retx 1424 B grants 0 resends 1 \
           busy 0 completed acked"
             .to_string()
     ));

@@ -243,8 +243,11 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Sets the link address of `addr` (IPv4 or IPv6) by hand: no ARP or
-    /// neighbour discovery is needed for it, and none changes it (nor is
-    /// it probed).
+    /// neighbour discovery is needed for it, none changes it, it is never
+    /// probed, and its peer entry is pinned: never evicted for another
+    /// peer, however many strangers send requests. A peer table full of
+    /// pinned peers and peers with RPCs takes no new peer (see
+    /// [`remove_neighbor`](Self::remove_neighbor)).
     pub fn add_neighbor(
         &mut self,
         now: Instant,
@@ -258,13 +261,36 @@ impl<'a> Endpoint<'a> {
             .get_mut(usize::from(p))
             .and_then(|s| s.peer.as_mut())
         {
-            peer.link_addr = Some(link_addr);
-            peer.fixed = true;
-            peer.probe = false;
-            peer.probes = 0;
+            peer.nbr.pin(link_addr);
         }
+        self.peer_idle.remove(&mut self.peers[..], p);
         self.peer_resolved_now(p);
         Ok(())
+    }
+
+    /// Undoes [`add_neighbor`](Self::add_neighbor) for `addr`: its link
+    /// address is kept but believed only as if ARP had named it unasked
+    /// (it is asked about when next used), and its peer entry may be
+    /// evicted once no RPC refers to it. False when `addr` had no address
+    /// set by hand.
+    pub fn remove_neighbor(&mut self, addr: impl Into<IpAddr>) -> bool {
+        let Some(p) = self.find_peer(addr.into()) else {
+            return false;
+        };
+        let Some(peer) = self
+            .peers
+            .get_mut(usize::from(p))
+            .and_then(|s| s.peer.as_mut())
+            .filter(|peer| peer.nbr.pinned())
+        else {
+            return false;
+        };
+        peer.nbr.unpin();
+        if peer.rpcs == 0 {
+            self.peer_idle.push_back(&mut self.peers[..], p);
+        }
+        self.peer_doubted(p);
+        true
     }
 
     /// A client socket with an automatic port (0x8000 and up).

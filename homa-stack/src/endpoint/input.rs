@@ -7,6 +7,7 @@
 //! state beyond the tables.
 
 use super::host::{HandUp, HomaIn};
+use super::neighbour::Heard;
 use super::rpc::{leaves_tiny_hole, DataVerdict, MsgIn, Rpc, State, UnknownVerdict};
 use super::types::{IpHeader, Local, Reply, Sender, Unreachable};
 use super::{Endpoint, RpcError};
@@ -225,13 +226,14 @@ impl<'a> Endpoint<'a> {
     }
 
     /// A packet that passed every check came for the RPC in `slot` from
-    /// `mac`: its peer's link address is confirmed, filled in, or put in
-    /// doubt (never replaced from here; see `peer`).
+    /// `mac`: its peer's link address is confirmed, filled in (a request's
+    /// only), or put in doubt; never replaced from here (see `neighbour`).
     pub(super) fn heard(&mut self, slot: usize, mac: EthernetAddress) {
         let now = self.now;
-        let Some(pi) = self.rpc_peer(slot) else {
+        let Some(r) = self.rpc_at(slot) else {
             return;
         };
+        let (pi, request) = (r.peer(), !r.state().is_client());
         let Some(p) = self
             .peers
             .get_mut(usize::from(pi))
@@ -239,19 +241,17 @@ impl<'a> Endpoint<'a> {
         else {
             return;
         };
-        let differs = p.link_addr.is_some_and(|known| known != mac);
-        let was_resolved = p.resolved();
-        p.heard_from(mac, now);
-        let resolved = p.resolved();
-        if differs {
-            self.stats.link_addr_mismatches += 1;
+        match p.nbr.heard(mac, request, now) {
+            Heard::Same => return,
+            Heard::Filled => {}
+            Heard::Differs | Heard::Dropped => {
+                net_debug!("homa: checked packet from another link address: in doubt");
+                self.stats.link_addr_mismatches += 1;
+            }
         }
-        if resolved && !was_resolved {
-            self.peer_resolved_now(pi);
-        }
-        if differs {
-            self.peer_doubted(pi);
-        }
+        // Filled, or dropped: its RPCs that wait to send are placed anew.
+        self.peer_resolved_now(pi);
+        self.peer_doubted(pi);
     }
 
     /// The peer-table index of the RPC in `slot`, if there is one.

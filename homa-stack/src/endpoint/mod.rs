@@ -22,6 +22,7 @@ pub mod grant;
 mod host;
 mod input;
 mod links;
+mod neighbour;
 mod output;
 pub mod pacer;
 mod peer;
@@ -402,9 +403,8 @@ impl<'a> Endpoint<'a> {
         self.timers.rebase(now, self.config.tick);
         self.pacer.rebase(now);
         for p in self.peers.iter_mut().filter_map(|p| p.peer.as_mut()) {
-            p.confirmed = p.confirmed.min(now);
+            p.nbr.rebase(now);
             p.last_used = p.last_used.min(now);
-            p.arp_sent = p.arp_sent.min(now);
             p.cutoffs_sent = p.cutoffs_sent.map(|t| t.min(now));
         }
     }

@@ -173,7 +173,7 @@ impl<'a> Endpoint<'a> {
 
     fn link_addr_of(&self, addr: IpAddr) -> Option<EthernetAddress> {
         let pi = self.find_peer(addr)?;
-        self.peers.get(usize::from(pi))?.peer.as_ref()?.link_addr
+        self.peers.get(usize::from(pi))?.peer.as_ref()?.nbr.mac()
     }
 
     fn emit_data<T: TxToken>(&mut self, now: Instant, tx: T, pick: &DataPick) {
@@ -201,7 +201,7 @@ impl<'a> Endpoint<'a> {
         let Some(peer) = self.peers[usize::from(pi)].peer.as_mut() else {
             return;
         };
-        let Some(mac) = peer.link_addr else { return };
+        let Some(mac) = peer.nbr.mac() else { return };
         let (ack, cutoff_version) = (peer.acks.pop(), peer.cutoff_version);
         let route = HomaRoute {
             mac,

@@ -1,37 +1,32 @@
-//! Per-peer state: address, link address, the unscheduled cutoffs the peer
-//! announced and their version, and the acks waiting to be piggy-backed.
+//! Per-peer state: address, neighbour-cache entry, the unscheduled cutoffs
+//! the peer announced and their version, and the acks waiting to be
+//! piggy-backed.
 //!
 //! The peer table doubles as the neighbour cache: Homa only ever sends to its
-//! peers, so the link address lives with the rest of the peer's state.
-//!
-//! What a peer claims is not believed before it is checked. A link address
-//! set by the application ([`add_neighbor`]) is never changed from the
-//! network. Otherwise one is learned from ARP or neighbour discovery for our
-//! address, or from a packet that passed every check for an RPC that exists
-//! (and then only if none is known), and it is *confirmed* by the peer's
-//! own checked packets from it. ARP and neighbour discovery are easy to
-//! forge: they replace an address only while it is unconfirmed; naming
-//! another address for a confirmed one, or a checked packet from another
-//! address, only puts it in doubt, and it is probed (the old address kept
-//! meanwhile). A confirmed address is probed by unicast to it (RFC 4861
-//! 7.3.3, as Linux's neighbour cache does); after [`UNICAST_PROBES`]
-//! unanswered probes its confirmation lapses and the link is asked by
-//! broadcast, whose answer may then replace it. An RPC's silence is a reason
-//! to probe only an address unconfirmed for `Config::reachable_time` (then
-//! at most once per that time while answered), one never confirmed, or one
-//! whose last probe is unanswered: a slow peer's silence is no reason to
-//! doubt an address its packets confirm.
+//! peers, so the link address lives with the rest of the peer's state (what
+//! is believed of it, and when it is asked about: see `neighbour`). A peer
+//! no RPC refers to waits on the idle list, the eviction order, unless the
+//! application set its link address ([`add_neighbor`]): such a peer is
+//! pinned, never evicted, so that no stranger's requests can push it out
+//! and have its address learned again. A table full of pinned peers and
+//! peers with RPCs takes no new peer: a request from a new address is
+//! dropped (`drops.peer_table_full`), and a request to one or a new
+//! neighbour is refused with [`SendError::PeerTableFull`] until
+//! [`remove_neighbor`] unpins one or an RPC ends.
 //!
 //! [`add_neighbor`]: super::Endpoint::add_neighbor
+//! [`remove_neighbor`]: super::Endpoint::remove_neighbor
+//! [`SendError::PeerTableFull`]: super::SendError::PeerTableFull
 
 use crate::config::NUM_PRIORITIES;
 use crate::storage::{HeapLink, IndexLink, IndexNode, List, ListLink, ListNode, Meld};
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
 use heapless::Vec;
 
 use super::ctrl::{ack_packet, Ctrl, CtrlPacket};
+use super::neighbour::{Claim, Neighbour};
 use super::timers::Timer;
 
 /// Acks one ACK packet holds in all: its five entries and the RPC its
@@ -39,18 +34,13 @@ use super::timers::Timer;
 /// the control queue as one ACK packet.
 pub const ACK_BATCH: usize = MAX_ACKS + 1;
 
-/// Unicast probes of a confirmed link address left unanswered before its
-/// confirmation lapses and the link is asked by broadcast (Linux's
-/// `ucast_solicit`).
-pub const UNICAST_PROBES: u8 = 3;
-
 /// One entry of the caller-supplied peer table, with the links that find
 /// it by address and queue it without a walk over the table.
 #[derive(Debug, Clone)]
 pub struct PeerSlot {
     pub(crate) peer: Option<Peer>,
-    /// In the free list, or the idle list (a peer no RPC refers to, oldest
-    /// first: the eviction order).
+    /// In the free list, or the idle list (a peer no RPC refers to and
+    /// not pinned, oldest first: the eviction order).
     table: ListLink,
     /// In the list of peers whose link address is unknown or in doubt.
     resolve: ListLink,
@@ -113,50 +103,40 @@ impl Default for PeerSlot {
     }
 }
 
+// In this order: laid out by the compiler, a new peer was built through a
+// temporary whose zeroes began at an odd offset, which pulled a 208-byte
+// unaligned memory clear into the firmware. What is left undefined (the
+// link address while unknown, the acks' storage) comes last.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub(crate) struct Peer {
-    pub addr: IpAddr,
-    /// Set by the application, learned from ARP or neighbour discovery, or
-    /// from a checked packet for one of our RPCs.
-    pub link_addr: Option<EthernetAddress>,
-    /// `link_addr` was set by the application: the network never changes
-    /// it, and it is never probed.
-    pub fixed: bool,
-    /// When `link_addr` was last confirmed by a checked packet from it;
-    /// `Instant::ZERO`: never (ARP or neighbour discovery alone taught it).
-    pub confirmed: Instant,
-    /// `link_addr` is in doubt: probe it at the next egress (keeping it
-    /// meanwhile).
-    pub probe: bool,
-    /// Probes of `link_addr` sent since it was last confirmed or answered.
-    pub probes: u8,
-    /// When we last asked ARP or neighbour discovery about the peer;
-    /// `Instant::ZERO`: never (not an `Option`: it keeps the slot small).
-    pub arp_sent: Instant,
+    /// Last time the peer was used, for least-recently-used eviction.
+    pub last_used: Instant,
     /// The peer's cutoffs for our unscheduled packets to it.
     pub cutoffs: [u32; NUM_PRIORITIES],
+    /// Pool pages the messages of its server RPCs hold.
+    pub pages: u32,
     /// Version of `cutoffs`, echoed in our DATA (0 before any CUTOFFS).
     pub cutoff_version: u16,
+    /// RPCs that refer to this peer: it is not evicted while any do.
+    pub rpcs: u16,
+    /// The larger of its server RPCs' shares of the RPC table and of the
+    /// pool, in thousandths (see `share`).
+    pub load: u16,
+    /// RPCs with DATA waiting for the link address (`queues`).
+    pub parked: u16,
+    /// Its server RPCs, oldest first (see `share`).
+    pub servers: List,
+    /// An ACK packet that takes `acks` when it is sent waits in the
+    /// control queue (for NEED_ACK answers: one at a time per peer).
+    pub ack_flush_queued: bool,
+    pub addr: IpAddr,
+    /// Its link address and what is believed of it.
+    pub nbr: Neighbour,
     /// When we last sent CUTOFFS to this peer (at most one per tick).
     pub cutoffs_sent: Option<Instant>,
     /// Acks for the peer's server RPCs, popped into our DATA packets.
     pub acks: Vec<Ack, ACK_BATCH>,
-    /// An ACK packet that takes `acks` when it is sent waits in the
-    /// control queue (for NEED_ACK answers: one at a time per peer).
-    pub ack_flush_queued: bool,
-    /// RPCs that refer to this peer: it is not evicted while any do.
-    pub rpcs: u16,
-    /// Of those, our server RPCs, oldest first (see `share`).
-    pub servers: List,
-    /// Pool pages the messages of those hold.
-    pub pages: u32,
-    /// The larger of its shares of the RPC table and of the pool, in
-    /// thousandths (see `share`).
-    pub load: u16,
-    /// Of those, RPCs with DATA waiting for the link address (`queues`).
-    pub parked: u16,
-    /// Last time the peer was used, for least-recently-used eviction.
-    pub last_used: Instant,
 }
 
 impl Peer {
@@ -167,12 +147,7 @@ impl Peer {
         cutoffs[6] = i32::MAX as u32;
         Peer {
             addr,
-            link_addr: None,
-            fixed: false,
-            confirmed: Instant::ZERO,
-            probe: false,
-            probes: 0,
-            arp_sent: Instant::ZERO,
+            nbr: Neighbour::new(),
             cutoffs,
             cutoff_version: 0,
             cutoffs_sent: None,
@@ -197,114 +172,17 @@ impl Peer {
             .unwrap_or(0) as u8
     }
 
-    /// Whether its link address is wanted until it comes (asked again
-    /// every `ARP_RETRY`): while an RPC waits to send to it (parked) or,
-    /// with RPCs, while its address is in doubt; not for a finished RPC the
-    /// application has yet to release.
+    /// Whether its link address is wanted until it comes, or a doubt
+    /// about it is to be probed: while an RPC waits to send to it
+    /// (parked) or, with RPCs, while its address is in doubt; not for a
+    /// finished RPC the application has yet to release.
     pub fn resolve_wanted(&self) -> bool {
-        self.parked > 0 || (self.probe && self.rpcs > 0)
+        self.parked > 0 || (self.nbr.doubted() && self.rpcs > 0)
     }
 
     /// Whether frames can be addressed to the peer.
     pub fn resolved(&self) -> bool {
-        self.link_addr.is_some()
-    }
-
-    /// A checked packet for one of our RPCs came from `mac`: it confirms the
-    /// known link address (ending any doubt), fills a missing one, and casts
-    /// doubt on a different one (which is then probed, never replaced from
-    /// here; one the application set is not even probed).
-    pub fn heard_from(&mut self, mac: EthernetAddress, now: Instant) {
-        if !mac.is_unicast() {
-            return;
-        }
-        match self.link_addr {
-            Some(known) if known == mac => {
-                self.confirmed = now;
-                self.answered();
-            }
-            Some(_) => self.probe = !self.fixed,
-            None => {
-                self.link_addr = Some(mac);
-                self.confirmed = now;
-            }
-        }
-    }
-
-    /// ARP or neighbour discovery says the peer is at `mac` (a request for
-    /// our address, or an answer to us, from `mac` itself). It fills a
-    /// missing address and replaces an unconfirmed one; for one the
-    /// application set it does nothing, and for a confirmed one it only
-    /// raises doubt (see the module doc). It never confirms: only the
-    /// peer's own Homa packets do.
-    pub fn claimed(&mut self, mac: EthernetAddress) -> Claim {
-        match self.link_addr {
-            Some(known) if known == mac => {
-                self.answered();
-                Claim::Kept
-            }
-            _ if self.fixed => Claim::Refused,
-            Some(_) if self.confirmed != Instant::ZERO => {
-                self.probe = true;
-                Claim::Refused
-            }
-            _ => {
-                self.link_addr = Some(mac);
-                self.confirmed = Instant::ZERO;
-                self.answered();
-                Claim::Learned
-            }
-        }
-    }
-
-    /// A claim that may not replace the address (an advertisement that is
-    /// unsolicited or without the override flag) names `mac`: a different
-    /// address is put in doubt, unless the application set it. Whether it
-    /// differs. (Only neighbour discovery has such claims.)
-    #[cfg(feature = "ipv6")]
-    pub fn disputed(&mut self, mac: EthernetAddress) -> bool {
-        let differs = self.link_addr.is_some_and(|known| known != mac);
-        self.probe |= differs && !self.fixed;
-        differs
-    }
-
-    /// The known address was confirmed or answered for: no doubt is left.
-    fn answered(&mut self) {
-        self.probe = false;
-        self.probes = 0;
-    }
-
-    /// An RPC to the peer fell silent (at a RESEND time): probe an address
-    /// never confirmed, one whose last probe is unanswered, or one
-    /// unconfirmed for `reachable` and not probed for as long; never one
-    /// the application set, nor one the peer's packets confirmed within
-    /// `reachable` (the peer is slow, not moved).
-    pub fn silent(&mut self, now: Instant, reachable: Duration) {
-        if self.fixed {
-            return;
-        }
-        let stale = now >= self.confirmed + reachable
-            && (self.arp_sent == Instant::ZERO || now >= self.arp_sent + reachable);
-        if !self.resolved() || self.confirmed == Instant::ZERO || self.probes > 0 || stale {
-            self.probe = true;
-        }
-    }
-
-    /// A probe goes out now: to the known address while it is confirmed
-    /// and fewer than [`UNICAST_PROBES`] went unanswered (`Some`), else
-    /// by broadcast (`None`; the confirmation lapses, so that an answer
-    /// may replace the address).
-    pub fn probe_sent(&mut self, now: Instant) -> Option<EthernetAddress> {
-        self.arp_sent = now;
-        self.probe = false;
-        if self.probes >= UNICAST_PROBES {
-            self.confirmed = Instant::ZERO;
-        }
-        let to = self.link_addr.filter(|_| self.confirmed != Instant::ZERO);
-        if self.link_addr.is_some() {
-            self.probes = self.probes.saturating_add(1);
-        }
-        to
+        self.nbr.mac().is_some()
     }
 
     /// Stores cutoffs received in a CUTOFFS packet.
@@ -313,18 +191,6 @@ impl Peer {
         self.cutoffs[0] = i32::MAX as u32;
         self.cutoff_version = version;
     }
-}
-
-/// What became of a link address ARP or neighbour discovery named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Claim {
-    /// Taken: there was none, or it replaced an unconfirmed one.
-    Learned,
-    /// The address already known.
-    Kept,
-    /// Another address than the one the application set or the peer's
-    /// packets confirmed: not applied (a confirmed one is probed).
-    Refused,
 }
 
 /// The peer table: finding, creating and evicting peers, and their acks.
@@ -342,8 +208,8 @@ impl<'a> super::Endpoint<'a> {
     /// The index of the peer at `addr`, created if needed: only for an RPC
     /// about to exist (a request we send, or one that arrived), so strangers
     /// that hold no RPC never take an entry. A full table evicts the peer
-    /// that has been idle (referred to by no RPC) longest: the idle list's
-    /// front, so no walk.
+    /// that has been idle (referred to by no RPC, and not pinned) longest:
+    /// the idle list's front, so no walk.
     pub(super) fn peer_index(&mut self, addr: IpAddr, now: Instant) -> Option<u16> {
         let last = self.last_peer;
         let is_last = self
@@ -407,7 +273,7 @@ impl<'a> super::Endpoint<'a> {
     }
 
     /// An RPC that referred to peer `pi` is gone: with the last one, the
-    /// peer joins the back of the eviction order.
+    /// peer joins the back of the eviction order, unless pinned.
     pub(super) fn peer_released(&mut self, pi: u16) {
         let Some(p) = self
             .peers
@@ -417,7 +283,7 @@ impl<'a> super::Endpoint<'a> {
             return;
         };
         p.rpcs = p.rpcs.saturating_sub(1);
-        if p.rpcs == 0 {
+        if p.rpcs == 0 && !p.nbr.pinned() {
             self.peer_idle.push_back(&mut self.peers[..], pi);
         }
     }
@@ -430,7 +296,7 @@ impl<'a> super::Endpoint<'a> {
             .peers
             .get(usize::from(pi))
             .and_then(|s| s.peer.as_ref())
-            .is_some_and(|p| p.probe || !p.resolved())
+            .is_some_and(|p| p.nbr.to_ask())
         {
             self.resolving.push_back(&mut self.peers[..], pi);
             self.timers.set(Timer::Resolve, Instant::ZERO);
@@ -439,8 +305,11 @@ impl<'a> super::Endpoint<'a> {
 
     /// Applies the link address ARP or neighbour discovery gave for a peer
     /// we hold (no entry is made for a stranger): taken, or refused and
-    /// counted (see `Peer::claimed`); false for a stranger.
+    /// counted (see `Neighbour::claimed`); false for a stranger.
+    // Out of line on firmware: inlined into the frame handler it was larger.
+    #[cfg_attr(target_os = "none", inline(never))]
     pub(super) fn learn(&mut self, addr: IpAddr, mac: EthernetAddress) -> bool {
+        let now = self.now;
         let Some(i) = self.find_peer(addr) else {
             return false;
         };
@@ -451,20 +320,24 @@ impl<'a> super::Endpoint<'a> {
         else {
             return false;
         };
-        if p.claimed(mac) == Claim::Refused {
-            net_debug!(
-                "homa: link address claim for {} refused: kept, probed",
-                addr
-            );
-            self.stats.link_addr_claims_refused += 1;
-            self.peer_doubted(i);
-            return true;
+        match p.nbr.claimed(mac, now) {
+            Claim::Refused => {
+                net_debug!("homa: link address claim for {} refused: kept", addr);
+                self.stats.link_addr_claims_refused += 1;
+            }
+            claim => {
+                match addr {
+                    IpAddr::V4(_) => self.stats.arp_learned += 1,
+                    IpAddr::V6(_) => self.stats.ndp_learned += 1,
+                }
+                if claim == Claim::Learned {
+                    self.peer_resolved_now(i);
+                }
+            }
         }
-        match addr {
-            IpAddr::V4(_) => self.stats.arp_learned += 1,
-            IpAddr::V6(_) => self.stats.ndp_learned += 1,
-        }
-        self.peer_resolved_now(i);
+        // A refused or unasked claim leaves the address in doubt, to be
+        // asked about.
+        self.peer_doubted(i);
         true
     }
 
@@ -496,7 +369,7 @@ impl<'a> super::Endpoint<'a> {
             return;
         };
         let _ = peer.acks.push(ack);
-        let link_addr = peer.link_addr;
+        let link_addr = peer.nbr.mac();
         let (packet, lost) = if peer.acks.is_full() {
             let lost = peer.acks.len() as u64;
             let repr = ack_packet(sport, &peer.acks);
@@ -536,7 +409,7 @@ impl<'a> super::Endpoint<'a> {
         self.peers
             .get(usize::from(peer))
             .and_then(|p| p.peer.as_ref())
-            .is_some_and(|p| p.link_addr.is_some())
+            .is_some_and(|p| p.resolved())
     }
 }
 

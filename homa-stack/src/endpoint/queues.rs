@@ -346,14 +346,18 @@ impl<'a> Endpoint<'a> {
         }
     }
 
-    /// The peer `pi` got its link address: its parked RPCs may send.
+    /// The peer `pi` got its link address: its parked RPCs may send. Or
+    /// it lost it (see `neighbour`): those that wait to send park.
     pub(super) fn peer_resolved_now(&mut self, pi: u16) {
-        let parked = self
+        let Some(p) = self
             .peers
             .get(usize::from(pi))
             .and_then(|s| s.peer.as_ref())
-            .map_or(0, |p| p.parked);
-        if parked == 0 {
+        else {
+            return;
+        };
+        let lost = !p.resolved();
+        if p.parked == 0 && !lost {
             return;
         }
         let mut cursor = self.live.front();
@@ -361,7 +365,7 @@ impl<'a> Endpoint<'a> {
             cursor = self.live.next_of(&self.rpcs[..], i);
             let slot = usize::from(i);
             let s = &self.rpcs[slot];
-            if s.placed.parked && s.rpc().is_some_and(|r| r.peer() == pi) {
+            if (s.placed.parked || lost) && s.rpc().is_some_and(|r| r.peer() == pi) {
                 // Nothing to change but its place.
                 self.with_rpc(slot, |_, _| ());
             }
@@ -503,13 +507,13 @@ impl<'a> Endpoint<'a> {
             if parked.get(pi).is_some_and(|&n| p.parked != n) {
                 return Err("a peer's parked count is stale");
             }
-            if self.peer_idle.contains(peers, i) != (p.rpcs == 0) {
-                return Err("the idle-peer list disagrees with the RPC counts");
+            if self.peer_idle.contains(peers, i) != (p.rpcs == 0 && !p.nbr.pinned()) {
+                return Err("the idle-peer list disagrees with the RPC counts and pins");
             }
             if self.find_peer(p.addr) != Some(i) {
                 return Err("a peer is not found by its address");
             }
-            if (p.probe || !p.resolved()) && !self.resolving.contains(peers, i) {
+            if p.nbr.to_ask() && !self.resolving.contains(peers, i) {
                 return Err("a peer to resolve is not in the resolve list");
             }
         }

@@ -281,12 +281,15 @@ impl ArpRepr {
         {
             return Err(Error);
         }
+        // The lengths are known now: the addresses are read at their fixed
+        // places, from a buffer checked once.
+        let b = &packet.buffer.as_ref()[..ETHERNET_IPV4_LEN];
         Ok(ArpRepr::EthernetIpv4 {
             operation: packet.operation(),
-            source_hardware_addr: EthernetAddress::from_bytes(packet.source_hardware_addr()),
-            source_protocol_addr: ipv4_from(packet.source_protocol_addr()),
-            target_hardware_addr: EthernetAddress::from_bytes(packet.target_hardware_addr()),
-            target_protocol_addr: ipv4_from(packet.target_protocol_addr()),
+            source_hardware_addr: EthernetAddress::from_bytes(&b[field::SHA(6, 4)]),
+            source_protocol_addr: ipv4_from(&b[field::SPA(6, 4)]),
+            target_hardware_addr: EthernetAddress::from_bytes(&b[field::THA(6, 4)]),
+            target_protocol_addr: ipv4_from(&b[field::TPA(6, 4)]),
         })
     }
 
@@ -311,15 +314,19 @@ impl ArpRepr {
                 target_hardware_addr,
                 target_protocol_addr,
             } => {
-                packet.set_hardware_type(ArpHardware::Ethernet);
-                packet.set_protocol_type(EtherType::Ipv4);
-                packet.set_hardware_len(6);
-                packet.set_protocol_len(4);
-                packet.set_operation(operation);
-                packet.set_source_hardware_addr(source_hardware_addr.as_bytes());
-                packet.set_source_protocol_addr(&source_protocol_addr.octets());
-                packet.set_target_hardware_addr(target_hardware_addr.as_bytes());
-                packet.set_target_protocol_addr(&target_protocol_addr.octets());
+                // The addresses sit at fixed places for this pairing: written
+                // there directly (no length read back to place each), into a
+                // buffer checked once.
+                let b = &mut packet.buffer.as_mut()[..ETHERNET_IPV4_LEN];
+                NetworkEndian::write_u16(&mut b[field::HTYPE], ArpHardware::Ethernet.into());
+                NetworkEndian::write_u16(&mut b[field::PTYPE], EtherType::Ipv4.into());
+                b[field::HLEN] = 6;
+                b[field::PLEN] = 4;
+                NetworkEndian::write_u16(&mut b[field::OPER], operation.into());
+                b[field::SHA(6, 4)].copy_from_slice(source_hardware_addr.as_bytes());
+                b[field::SPA(6, 4)].copy_from_slice(&source_protocol_addr.octets());
+                b[field::THA(6, 4)].copy_from_slice(target_hardware_addr.as_bytes());
+                b[field::TPA(6, 4)].copy_from_slice(&target_protocol_addr.octets());
             }
         }
     }

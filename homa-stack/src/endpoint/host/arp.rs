@@ -1,5 +1,5 @@
 //! ARP: answering requests for our address, learning peers' link
-//! addresses (under the rules in `peer`), and asking for them.
+//! addresses (under the rules in `neighbour`), and asking for them.
 
 use super::Reply;
 use crate::config::{Config, PriorityEncoding};
@@ -7,16 +7,13 @@ use crate::endpoint::timers::Timer;
 use crate::endpoint::Endpoint;
 use crate::phy::{Device, TxToken};
 use crate::stats::DropReason;
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 use crate::wire::{EthernetAddress, IpAddr, Ipv4Addr};
 
-/// How long to wait before asking ARP again for the same peer.
-const ARP_RETRY: Duration = Duration::from_millis(10);
-
 impl<'a> Endpoint<'a> {
-    /// ARP teaches link addresses (under the rules in `peer`): from a
+    /// ARP teaches link addresses (under the rules in `neighbour`): from a
     /// request for our address or a reply to us, whose Ethernet source
     /// agrees with the sender it names, for a peer we hold.
     pub(super) fn process_arp<'f>(
@@ -104,11 +101,13 @@ impl<'a> Endpoint<'a> {
     }
 
     /// Sends ARP requests (or neighbour solicitations) for peers with work
-    /// waiting and no link address, or whose link address is in doubt (at
-    /// most once per `ARP_RETRY` each): by broadcast, or by unicast to a
-    /// confirmed address (see `peer`). Walks only the resolve list (peers
-    /// unresolved or in doubt), which a peer leaves once resolved and not
-    /// in doubt.
+    /// waiting and no link address, or whose link address is in doubt, as
+    /// often as each peer's entry allows (see `neighbour`): by broadcast,
+    /// or by unicast to an address the peer proved. Walks only the resolve
+    /// list (peers unresolved or in doubt), which a peer leaves once
+    /// resolved and not in doubt.
+    // Out of line on firmware: inlined into the poll loop it was larger.
+    #[cfg_attr(target_os = "none", inline(never))]
     pub(in crate::endpoint) fn egress_arp<D: Device + ?Sized>(
         &mut self,
         now: Instant,
@@ -127,21 +126,20 @@ impl<'a> Endpoint<'a> {
                 self.resolving.remove(&mut self.peers[..], i);
                 continue;
             };
-            if p.resolved() && !p.probe {
+            if !p.nbr.to_ask() {
                 self.resolving.remove(&mut self.peers[..], i);
                 continue;
             }
             let wanted_later = p.resolve_wanted();
-            let t = p.arp_sent;
-            if t != Instant::ZERO && now < t + ARP_RETRY {
+            let at = p.nbr.next_probe();
+            if now < at {
                 if wanted_later {
-                    due(t + ARP_RETRY);
+                    due(at);
                 }
                 continue;
             }
             let addr = p.addr;
-            let wanted = wanted_later || self.ctrl_waits_for(addr);
-            if !wanted {
+            if !wanted_later && !self.ctrl_waits_for(addr) {
                 continue;
             }
             let Some(tx) = device.transmit(now) else {
@@ -149,16 +147,19 @@ impl<'a> Endpoint<'a> {
                 self.timers.set(Timer::Resolve, now);
                 return;
             };
-            if wanted_later {
-                due(now + ARP_RETRY);
-            }
             // One probe per doubt; another silence (or an unanswered
             // probe) raises it again.
-            let unicast = self
+            let Some(p) = self
                 .peers
                 .get_mut(usize::from(i))
                 .and_then(|s| s.peer.as_mut())
-                .and_then(|p| p.probe_sent(now));
+            else {
+                continue;
+            };
+            let unicast = p.nbr.probe_sent(now);
+            if wanted_later {
+                due(p.nbr.next_probe());
+            }
             match addr {
                 IpAddr::V4(a) => {
                     let to = unicast.unwrap_or(EthernetAddress::BROADCAST);

@@ -384,12 +384,12 @@ impl<'a> Endpoint<'a> {
 
     /// Puts the link address of peer `target` in doubt if it is not `mac`
     /// (see `Peer::disputed`); whether it differed, `None` for a stranger.
-    /// The retry interval still applies: a flood of forged adverts buys at
-    /// most one solicitation per ARP_RETRY.
+    /// The probe interval still applies: a flood of forged adverts buys at
+    /// most one solicitation per `neighbour::PROBE_INTERVAL`.
     fn disputed(&mut self, target: Ipv6Addr, mac: EthernetAddress) -> Option<bool> {
         let pi = self.find_peer(IpAddr::V6(target))?;
         let p = self.peers.get_mut(usize::from(pi))?.peer.as_mut()?;
-        let differs = p.disputed(mac);
+        let differs = p.nbr.disputed(mac);
         self.peer_doubted(pi);
         Some(differs)
     }

@@ -94,12 +94,14 @@ fn rpcs_of_every_boundary_size_over_ipv6() {
         }
         assert_eq!(full > 0, len >= 1404, "{len} bytes");
         assert_eq!(p.a.stats().arp_requests + p.b.stats().arp_requests, 0);
-        // A solicits once and learns B from the one answer; B learns A
-        // from its checked DATA (the solicitation of a stranger teaches
-        // nothing), so B never solicits.
+        // A solicits once and learns B from the one answer. B fills A's
+        // address in from A's checked DATA (the solicitation of a stranger
+        // teaches nothing), which anyone could have sent, so B solicits
+        // once too and A answers; B's solicitation names the address A
+        // holds for it, counted as learned again.
         assert_eq!((p.a.stats().ndp_solicits, p.b.stats().ndp_adverts), (1, 1));
-        assert_eq!(p.a.stats().ndp_learned, 1);
-        assert_eq!(p.b.stats().ndp_solicits, 0);
+        assert_eq!((p.b.stats().ndp_solicits, p.a.stats().ndp_adverts), (1, 1));
+        assert_eq!(p.a.stats().ndp_learned, 2);
         assert_eq!(
             (p.a.rpcs_in_use(), p.a.pool_free_bytes()),
             (0, p.a.pool_capacity_bytes())
@@ -127,9 +129,13 @@ fn both_families_at_once_share_one_endpoint() {
     }
     assert_eq!(peers.iter().filter(|a| a.is_ipv4()).count(), 4);
     assert_eq!(peers.iter().filter(|a| a.is_ipv6()).count(), 4);
-    // One peer entry per family on each side, both resolved.
-    // Each resolved by one answer, to one question.
-    assert_eq!((p.a.stats().arp_learned, p.a.stats().ndp_learned), (1, 1));
+    // One peer entry per family on each side, both resolved: A's each by
+    // one answer to one question; B's each filled in from A's request and
+    // asked about once (B's question names the address A holds, counted
+    // by A as learned again).
+    let (a, b) = (p.a.stats(), p.b.stats());
+    assert_eq!((b.arp_requests, b.ndp_solicits), (1, 1));
+    assert_eq!((a.arp_learned, a.ndp_learned), (2, 2));
 }
 
 #[test]
@@ -509,7 +515,7 @@ fn one_packet_request() -> Vec<u8> {
 /// A's link address for B6.
 fn b6_link(p: &Pair) -> Option<EthernetAddress> {
     let i = p.a.find_peer(IpAddr::V6(B6)).unwrap();
-    p.a.peers[usize::from(i)].peer.as_ref().unwrap().link_addr
+    p.a.peers[usize::from(i)].peer.as_ref().unwrap().nbr.mac()
 }
 
 #[test]
@@ -536,19 +542,26 @@ fn an_advertisement_without_override_does_not_replace_a_known_address() {
         p.a.poll(now, &mut p.da);
         p.da.tx.clear();
     };
-    // No address known yet: one without the flag is learned.
+    // No address known yet: one without the flag is learned (unasked: A
+    // asks about it at once).
     advertise(&mut p, B_MAC, false);
     assert_eq!(b6_link(&p), Some(B_MAC));
     // Another address without the flag: kept as it was, counted.
     advertise(&mut p, evil, false);
     assert_eq!(b6_link(&p), Some(B_MAC), "replaced without override");
     assert_eq!(p.a.stats().drops.no_override, 1);
-    // The same address without the flag, and another one with it: applied.
-    advertise(&mut p, B_MAC, false);
-    assert_eq!(p.a.stats().drops.no_override, 1);
+    // Another one with it, answering A's question: applied; then the same
+    // address without the flag: no drop.
     advertise(&mut p, evil, true);
     assert_eq!(b6_link(&p), Some(evil));
+    advertise(&mut p, evil, false);
+    assert_eq!(p.a.stats().drops.no_override, 1);
     assert_eq!(p.a.stats().ndp_learned, 3);
+    // A second voice with the flag, answering nothing, before the next
+    // question may go: the first answer stands (see `neighbour`).
+    advertise(&mut p, B_MAC, true);
+    assert_eq!(b6_link(&p), Some(evil));
+    assert_eq!(p.a.stats().link_addr_claims_refused, 1);
 }
 
 // A forged neighbour solicitation, or a solicited advertisement with the
