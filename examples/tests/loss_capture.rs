@@ -23,6 +23,6 @@ fn the_loss_capture_is_what_the_loopback_program_writes() {
                 "/../tools/data/loss.pcap"
             ))
             .unwrap(),
-        "tools/data/loss.pcap is stale: regenerate it with the command in make-dump-captures.rs"
+        "tools/data/loss.pcap is stale: regenerate it with the command in testkit/src/bin/make-dump-captures.rs"
     );
 }

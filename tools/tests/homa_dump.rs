@@ -68,8 +68,8 @@ fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
 fn text_mode_prints_the_linux_data_frame_exactly() {
     let lines = lines(&[&data("sample.pcap")]);
     assert_eq!(
-        lines[56],
-        "57 0.005064000 DATA        10.0.0.1:32768 > 10.0.0.2:500 id 1234 off 1424 \
+        lines[58],
+        "59 0.005064000 DATA        10.0.0.1:32768 > 10.0.0.2:500 id 1234 off 1424 \
          len 1424/100000 incoming 40000 prio 5"
     );
 }
@@ -178,8 +178,8 @@ fn verbose_shows_every_field_and_the_checksums() {
 #[test]
 fn json_grant_has_the_protocol_field_names() {
     let frames = json(&[&data("sample.pcap")]);
-    let g = &frames[18];
-    assert_eq!(g["frame"], 19);
+    let g = &frames[20];
+    assert_eq!(g["frame"], 21);
     assert_eq!(g["time"].as_f64(), Some(0.003012));
     assert_eq!(g["ip"]["priority"], 7);
     assert_eq!(g["ip"]["checksum_ok"], true);
@@ -206,7 +206,7 @@ fn json_keeps_the_capture_decimals() {
 #[test]
 fn json_data_with_the_sentinel_shows_effective_and_raw_offsets() {
     let frames = json(&[&data("sample.pcap")]);
-    let h = &frames[56]["homa"];
+    let h = &frames[58]["homa"];
     assert_eq!(h["sequence"], 1424);
     assert_eq!(h["offset"], 1424);
     assert_eq!(h["seg_offset"], 4294967295u32);
@@ -239,8 +239,8 @@ fn json_arp_and_icmp_objects() {
     let frames = json(&[&data("sample.pcap")]);
     assert_eq!(frames[0]["arp"]["operation"], 1);
     assert_eq!(frames[0]["arp"]["target_ip"], "10.0.0.2");
-    assert_eq!(frames[8]["icmp"]["name"], "echo request");
-    assert_eq!(frames[8]["icmp"]["checksum_ok"], true);
+    assert_eq!(frames[10]["icmp"]["name"], "echo request");
+    assert_eq!(frames[10]["icmp"]["checksum_ok"], true);
 }
 
 // ---------------------------------------------------------------------------

@@ -219,7 +219,7 @@ fn tshark_with_the_dissector_agrees_with_homa_dump_on_every_frame() {
         ("snaplen.pcap", 34),
         ("snaplen-96.pcap", 34),
         ("sample.pcap", 54),
-        ("loss.pcap", 30),
+        ("loss.pcap", 26),
         ("link-sll.pcap", 6),
         ("link-sll2.pcap", 6),
         ("link-raw.pcap", 6),
