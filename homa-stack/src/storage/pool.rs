@@ -300,6 +300,13 @@ impl<'a> Pool<'a> {
         data: &[u8],
     ) -> Result<(), PoolError> {
         let range = checked_range(buf, offset, data.len())?;
+        if let Some(page) = self.sole_page(buf) {
+            self.storage
+                .get_mut(page + range.start..page + range.end)
+                .ok_or(PoolError::OutOfRange)?
+                .copy_from_slice(data);
+            return Ok(());
+        }
         if range.is_empty() {
             return Ok(());
         }
@@ -401,6 +408,14 @@ impl<'a> Pool<'a> {
         out: &mut [u8],
     ) -> Result<(), PoolError> {
         let range = checked_range(buf, offset, out.len())?;
+        if let Some(page) = self.sole_page(buf) {
+            out.copy_from_slice(
+                self.storage
+                    .get(page + range.start..page + range.end)
+                    .ok_or(PoolError::OutOfRange)?,
+            );
+            return Ok(());
+        }
         if range.is_empty() {
             return Ok(());
         }
@@ -510,6 +525,19 @@ impl<'a> Pool<'a> {
             .ok_or(PoolError::InvalidBuffer)?;
         // ord < pages <= u16::MAX.
         Ok((ord as u16, page))
+    }
+
+    /// Where the only page of a one-page message starts in the storage:
+    /// every byte in range lies in it, so a read or write within the
+    /// message's length needs no page arithmetic, no link and no cursor
+    /// (which stays on that page). `None` for a longer message, and on the
+    /// firmware (see `ONE_PAGE_PATH`).
+    #[inline(always)]
+    fn sole_page(&self, buf: &MessageBuf) -> Option<usize> {
+        if !ONE_PAGE_PATH || buf.pages != 1 || buf.first >= self.total_pages {
+            return None;
+        }
+        Some(self.total_pages as usize * LINK_BYTES + ((buf.first as usize) << self.page_shift))
     }
 
     /// Where the nonempty `range` of `buf` sits in the storage, with its
@@ -744,6 +772,14 @@ impl<'p> MessageRef<'p> {
     /// how many.
     pub fn copy_to(&self, out: &mut [u8]) -> usize {
         let n = self.len().min(out.len());
+        if let Some(page) = self.pool.sole_page(self.buf) {
+            if let (Some(to), Some(from)) =
+                (out.get_mut(..n), self.pool.storage.get(page..page + n))
+            {
+                to.copy_from_slice(from);
+                return n;
+            }
+        }
         if n == 0 {
             return 0;
         }
@@ -1049,6 +1085,57 @@ mod tests {
         assert_eq!(pool.free_pages(), 489);
     }
 
+    /// A message of one page (read and written without the page walk)
+    /// and its neighbours of several pages keep their own bytes, at the
+    /// edges of the page and of the message.
+    #[test]
+    fn one_page_messages_read_and_write_only_their_page() {
+        let mut mem = vec![0u8; buffer_len_for(6, 64)];
+        let mut pool = Pool::new(&mut mem[..], 64).unwrap();
+        let mut before = pool.alloc(100).unwrap();
+        let mut one = pool.alloc(64).unwrap();
+        let mut after = pool.alloc(128).unwrap();
+        assert_eq!(one.page_count(), 1);
+        let (db, da) = (pattern(100, 1), pattern(128, 2));
+        pool.write_at(&mut before, 0, &db).unwrap();
+        pool.write_at(&mut after, 0, &da).unwrap();
+        let mut model = pattern(64, 3);
+        pool.write_at(&mut one, 0, &model).unwrap();
+        for (offset, len) in [(0, 1), (63, 1), (10, 54), (64, 0), (0, 0)] {
+            let data = pattern(len, offset as u8);
+            pool.write_at(&mut one, offset, &data).unwrap();
+            model[offset..offset + len].copy_from_slice(&data);
+            let mut out = vec![0u8; len];
+            pool.read_at(&mut one, offset, &mut out).unwrap();
+            assert_eq!(out, &model[offset..offset + len]);
+        }
+        assert_eq!(
+            pool.write_at(&mut one, 63, &[0, 0]),
+            Err(PoolError::OutOfRange)
+        );
+        assert_eq!(
+            pool.read_at(&mut one, 65, &mut []),
+            Err(PoolError::OutOfRange)
+        );
+        let mut out = [0u8; 80];
+        assert_eq!(pool.message(&one).copy_to(&mut out), 64);
+        assert_eq!(&out[..64], &model[..]);
+        assert!(pool.message(&one).eq_bytes(&model));
+        assert!(pool.message(&before).eq_bytes(&db));
+        assert!(pool.message(&after).eq_bytes(&da));
+        // A short message in a page of its own: only its length is in range.
+        pool.free(one);
+        let mut short = pool.alloc(5).unwrap();
+        pool.write_at(&mut short, 0, b"hello").unwrap();
+        assert_eq!(
+            pool.write_at(&mut short, 5, b"!"),
+            Err(PoolError::OutOfRange)
+        );
+        assert!(pool.message(&short).eq_bytes(b"hello"));
+        assert!(pool.message(&before).eq_bytes(&db));
+        assert!(pool.message(&after).eq_bytes(&da));
+    }
+
     #[test]
     fn message_ref_copy_to_and_eq_bytes() {
         let mut mem = vec![0u8; buffer_len_for(4, 64)];
@@ -1100,6 +1187,7 @@ mod tests {
         Write(usize, usize, usize, u8),
         Read(usize, usize, usize),
         Seek(usize, usize),
+        CopyTo(usize, usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -1110,6 +1198,7 @@ mod tests {
                 .prop_map(|(m, o, l, s)| Op::Write(m, o, l, s)),
             (any::<usize>(), any::<usize>(), 0usize..300).prop_map(|(m, o, l)| Op::Read(m, o, l)),
             (any::<usize>(), any::<usize>()).prop_map(|(m, o)| Op::Seek(m, o)),
+            (any::<usize>(), 0usize..800).prop_map(|(m, l)| Op::CopyTo(m, l)),
         ]
     }
 
@@ -1192,6 +1281,13 @@ mod tests {
                         prop_assert_eq!(&got[..], &model[..]);
                         let got = collect(pool.chunks(buf, offset..model.len()).unwrap());
                         prop_assert_eq!(&got[..], &model[offset..]);
+                    }
+                    Op::CopyTo(i, len) if !live.is_empty() => {
+                        let (buf, model) = &live[i % live.len()];
+                        let mut out = vec![0u8; len];
+                        let n = pool.message(buf).copy_to(&mut out);
+                        prop_assert_eq!(n, len.min(model.len()));
+                        prop_assert_eq!(&out[..n], &model[..n]);
                     }
                     _ => {}
                 }

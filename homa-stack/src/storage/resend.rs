@@ -234,6 +234,22 @@ impl ResendSet {
         }
     }
 
+    /// Empties the set in place and gives it `grid`: what [`new`](Self::new)
+    /// makes, where `new` writes the whole bitmap and this only the words
+    /// of a set that holds marks (none, for a message never asked to send
+    /// again).
+    pub fn reset(&mut self, grid: PacketGrid) {
+        if self.nonzero != 0 {
+            self.bits = [0; WORDS];
+            self.nonzero = 0;
+        }
+        self.per_bit = at_least_one(grid.packet_count().div_ceil(RESEND_BITS as u32));
+        self.grid = grid;
+        self.sent_packets = 0;
+        self.resume = NONE;
+        self.priority = 0;
+    }
+
     /// The grid given to [`new`](Self::new).
     pub const fn grid(&self) -> &PacketGrid {
         &self.grid
@@ -570,6 +586,27 @@ mod tests {
         assert_eq!(drain(&mut set), [(4000, 4100), (4100, 4200), (4200, 4300)]);
     }
 
+    /// `reset` leaves exactly what `new` makes, whatever was marked, part
+    /// resent or sent before, and for another grid too.
+    #[test]
+    fn reset_in_place_equals_a_new_set() {
+        let coarse = PacketGrid::new(100, 0, 500_000);
+        let exact = PacketGrid::new(1424, 10_000, 100_000);
+        let mut set = ResendSet::new(coarse);
+        set.add(1000, 1500, 500_000, 3);
+        set.add(400_000, 480_000, 500_000, 6);
+        assert!(set.clear(1000));
+        set.reset(exact);
+        assert_eq!(set, ResendSet::new(exact));
+        assert!(set.is_empty() && set.next(0).is_none() && set.last_end() == 0);
+        assert_eq!(set.add(0, 100_000, 2848, 1), 2);
+        set.reset(coarse);
+        assert_eq!(set, ResendSet::new(coarse));
+        assert_eq!(set.per_bit(), 5);
+        set.reset(coarse);
+        assert_eq!(set, ResendSet::new(coarse));
+    }
+
     #[test]
     fn coarse_bits_resume_inside_a_group() {
         let g = PacketGrid::new(100, 0, 500_000);
@@ -700,6 +737,9 @@ mod tests {
         Clear(u32),
         /// Sends the packet `next(0)` returns.
         ClearNext,
+        /// Empties the set in place (as `MsgOut` does when its message
+        /// starts over).
+        Reset,
     }
 
     fn op(len: u32) -> impl Strategy<Value = Op> {
@@ -709,6 +749,7 @@ mod tests {
             (0..l + 100).prop_map(Op::Next),
             (0..l + 100).prop_map(Op::Clear),
             Just(Op::ClearNext),
+            Just(Op::Reset),
         ]
     }
 
@@ -758,6 +799,12 @@ mod tests {
                             prop_assert!(set.clear(s));
                             model.marked[grid.index_of(s) as usize] = false;
                         }
+                    }
+                    Op::Reset => {
+                        set.reset(grid);
+                        prop_assert_eq!(&set, &ResendSet::new(grid));
+                        model.marked.iter_mut().for_each(|m| *m = false);
+                        top = None;
                     }
                 }
                 let count = model.marked.iter().filter(|&&m| m).count();

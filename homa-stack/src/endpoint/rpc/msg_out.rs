@@ -258,13 +258,33 @@ impl MsgOut {
     pub(super) fn start_over(&mut self, cap: u32) {
         self.next_xmit = 0;
         self.granted = self.unscheduled.min(cap);
-        self.resend = ResendSet::new(PacketGrid::new(self.seg, self.unscheduled, self.length));
+        self.recut();
     }
 
-    /// Fixes the packet size at the first transmission.
+    /// Fixes the packet size at the first transmission. Nothing has gone
+    /// out yet, so nothing is marked to go again: the set is re-cut in
+    /// place, and left alone when the size is the one it was made for
+    /// (the usual case: the device's packet size did not change since).
     pub(super) fn cut(&mut self, seg: u32) {
-        self.seg = seg;
-        self.resend = ResendSet::new(PacketGrid::new(seg, self.unscheduled, self.length));
+        // The firmware re-cuts every time: there the compare would cost
+        // up to 208 bytes of code for a rebuild once per message.
+        if cfg!(target_os = "none") || seg != self.seg {
+            self.seg = seg;
+            self.recut();
+        }
+    }
+
+    /// An empty resend set for the message's grid: written in place on
+    /// hosts (see `ResendSet::reset`), built anew on the firmware, whose
+    /// one copy of `ResendSet::new` is the smaller code.
+    #[inline(always)]
+    fn recut(&mut self) {
+        let grid = PacketGrid::new(self.seg, self.unscheduled, self.length);
+        if cfg!(target_os = "none") {
+            self.resend = ResendSet::new(grid);
+        } else {
+            self.resend.reset(grid);
+        }
     }
 }
 
@@ -317,6 +337,30 @@ mod tests {
         assert_eq!(packet_at(39_999, 1424, 40_000, 100_000), (39_872, 40_000));
         assert_eq!(packet_at(40_000, 1424, 40_000, 100_000), (40_000, 41_424));
         assert_eq!(packet_at(99_999, 1424, 40_000, 100_000), (99_808, 100_000));
+    }
+
+    /// Cutting for the packet size it was made for leaves the message as
+    /// it is; another size re-cuts its resend set; starting over empties
+    /// the set: each as a new message of that size would be.
+    #[test]
+    fn cut_and_start_over_leave_the_set_a_new_one_would_have() {
+        let mut mem = [0u8; crate::storage::buffer_len_for(200, 1024)];
+        let mut pool = crate::storage::Pool::new(&mut mem[..], 1024).unwrap();
+        let mut m = MsgOut::new(pool.alloc(100_000).unwrap(), 100_000, 1424, 10_000);
+        let fresh = |seg| ResendSet::new(PacketGrid::new(seg, 10_000, 100_000));
+        m.cut(1424);
+        assert_eq!((m.seg, &m.resend), (1424, &fresh(1424)));
+        m.cut(1000);
+        assert_eq!((m.seg, &m.resend), (1000, &fresh(1000)));
+        m.next_xmit = 50_000;
+        assert!(m.request_resend(0, 20_000, 4, 64 * 1024, 10));
+        assert!(m.has_resend());
+        assert_eq!(m.next_resend(), Some((0, 1000, 4)));
+        m.start_over(10_000);
+        assert_eq!((m.next_xmit, m.granted), (0, 10_000));
+        assert!(!m.has_resend());
+        assert_eq!(m.resend, fresh(1000));
+        pool.free(m.buf);
     }
 
     #[test]
