@@ -848,6 +848,7 @@ mod hostile;
 mod ids;
 #[cfg(feature = "ipv6")]
 mod ipv6;
+mod offload;
 mod restart;
 mod wire_bytes;
 
