@@ -43,6 +43,23 @@
 //! still has to run the stack's closure, which writes into an internal `BUF`
 //! scratch buffer; a frame larger than that is sent unmodified (`oversized`).
 //!
+//! # Checksums
+//!
+//! A flipped bit must meet a checksum that no longer matches, or it would
+//! reach the stack (or the peer) as sound data. So while `corrupt_ppm` is
+//! set the injector takes back the stack's part of every checksum in each
+//! direction it corrupts, whatever the inner device offloads:
+//!
+//! - on receive always: the flip comes after the inner device's checks, so
+//!   the stack verifies every checksum itself;
+//! - on transmit when `transmit_faults` is on: the flip comes after the
+//!   stack filled the frame, so the stack fills every checksum itself. An
+//!   inner device that still fills checksums on its own would cover the
+//!   flip, as a NIC covers a bit flipped in memory before it: over such a
+//!   device, turn its offload off or corrupt on receive only
+//!   (`transmit_faults` off), where the inner device's transmit offload is
+//!   passed through.
+//!
 //! # Rate limits
 //!
 //! Token buckets shape rather than police, like a real NIC: when the receive
@@ -73,7 +90,7 @@
 //! ```
 
 use crate::rng::SplitMix64 as Rng;
-use crate::{Device, DeviceCapabilities, Duration, Instant, PacketMeta};
+use crate::{ChecksumCapabilities, Device, DeviceCapabilities, Duration, Instant, PacketMeta};
 
 /// One million: a probability of [`PPM`] parts per million is certainty.
 pub const PPM: u32 = 1_000_000;
@@ -919,12 +936,20 @@ impl<D: Device, const HOLD: usize, const BUF: usize> Device for FaultInjector<D,
         })
     }
 
-    /// The inner device's, except that an injector that flips bits cannot
-    /// vouch for any checksum: the stack must compute and verify them all.
+    /// The inner device's, except that while it flips bits the stack does
+    /// every checksum in each direction it corrupts (see the module's
+    /// documentation): verifies them all on receive, and fills them all on
+    /// transmit when `transmit_faults` is on.
     fn capabilities(&self) -> DeviceCapabilities {
         let mut caps = self.inner.capabilities();
         if self.config.corrupt_ppm > 0 {
-            caps.checksum = crate::ChecksumCapabilities::default();
+            let stack = ChecksumCapabilities::default();
+            let tx = if self.config.transmit_faults {
+                &stack
+            } else {
+                &caps.checksum
+            };
+            caps.checksum = ChecksumCapabilities::join(&stack, tx);
         }
         caps
     }
@@ -1265,6 +1290,36 @@ mod tests {
         assert_eq!(rx.meta().priority, 6);
         let inner: Loopback<16, 256> = dev.into_inner();
         assert!(inner.is_empty());
+    }
+
+    #[test]
+    fn a_corrupting_injector_leaves_no_flip_to_the_inner_devices_checks() {
+        use crate::Checksum;
+        let stack = |c: ChecksumCapabilities| [c.ipv4, c.icmpv4, c.icmpv6, c.homa];
+        // The inner device claims every checksum both ways.
+        let mut dev: Inj = FaultInjector::with_config(Loopback::new(), 1, FaultConfig::new());
+        assert_eq!(
+            dev.capabilities().checksum,
+            ChecksumCapabilities::ignored(),
+            "no corruption: the inner device's offload stands"
+        );
+        dev.config_mut().corrupt_ppm = 1;
+        assert_eq!(
+            stack(dev.capabilities().checksum),
+            [Checksum::Both; 4],
+            "corrupting both ways: the stack fills and verifies everything"
+        );
+        dev.config_mut().transmit_faults = false;
+        assert_eq!(
+            stack(dev.capabilities().checksum),
+            [Checksum::Rx; 4],
+            "corrupting on receive: the stack verifies, the device still fills"
+        );
+        // The rest of the capabilities are the inner device's.
+        assert_eq!(
+            dev.capabilities().max_transmission_unit,
+            dev.get_ref().capabilities().max_transmission_unit
+        );
     }
 
     #[test]

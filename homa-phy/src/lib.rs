@@ -273,7 +273,12 @@ impl PacketMeta {
     }
 }
 
-/// Which checksums a device computes or verifies itself.
+/// What the stack still does for one checksum; the device does the rest.
+///
+/// Named as smoltcp names it, by the stack's part: `Both` (the default)
+/// leaves filling on transmit and verifying on receive to the stack, `None`
+/// leaves both to the device. [`ChecksumCapabilities`] says what a device
+/// that takes a part over must do, and what the stack leaves for it.
 ///
 /// `None` is the zero value: an in-memory device reporting
 /// [`ChecksumCapabilities::ignored`] (as [`Loopback::new`] does) is then all
@@ -293,6 +298,16 @@ pub enum Checksum {
 }
 
 impl Checksum {
+    /// The value in which the stack verifies on receive when `rx` and
+    /// computes on transmit when `tx`.
+    pub const fn new(rx: bool, tx: bool) -> Checksum {
+        match (rx, tx) {
+            (true, true) => Checksum::Both,
+            (true, false) => Checksum::Rx,
+            (false, true) => Checksum::Tx,
+            (false, false) => Checksum::None,
+        }
+    }
     /// Whether the stack should verify received checksums.
     pub const fn rx(self) -> bool {
         matches!(self, Checksum::Both | Checksum::Rx)
@@ -303,12 +318,51 @@ impl Checksum {
     }
 }
 
-/// Per-protocol checksum offload of a device.
+/// Per-protocol checksum offload of a device: for each checksum, what the
+/// stack still does ([`Checksum`]). The default is [`Checksum::Both`]
+/// everywhere: every checksum filled and verified in software.
+///
+/// A device that takes over the **receive** part of a checksum (`Tx` or
+/// `None`) hands the stack only frames in which that checksum is right: it
+/// drops the others, or its driver checks in software what the hardware
+/// could not (virtio-net marks each frame it checked; the others are the
+/// driver's to check). The stack takes such a frame as it comes: one with a
+/// wrong checksum is accepted as sound.
+///
+/// A device that takes over the **transmit** part (`Rx` or `None`)
+/// completes the checksum in every frame that carries it. What the stack
+/// leaves in the field for it:
+///
+/// - `ipv4`: 0 in the header checksum; the header is always 20 bytes (the
+///   stack sends no options).
+/// - `icmpv4`, `icmpv6`: 0 in the ICMP checksum; a device that fills ICMPv6
+///   adds the IPv6 pseudo-header itself, as NICs that know ICMPv6 do.
+/// - `homa`: the folded sum of the TCP-style pseudo-header (source,
+///   destination, protocol 6 and the Homa length, over IPv4 or IPv6 alike),
+///   not complemented, as Linux leaves it for the NIC (docs/protocol.md
+///   2.3). The field is at byte 16 of the Homa header, which follows the IP
+///   header directly (no IPv4 options, no IPv6 extension headers in what the
+///   stack sends). A device that sums from a start offset to the end of the
+///   frame and stores the complement at a further offset completes it
+///   knowing neither Homa nor the addresses: virtio-net's `NEEDS_CSUM` with
+///   `csum_start` at the Homa header and `csum_offset` 16.
+///
+/// Whether Homa packets carry a checksum at all, and whether received ones
+/// are checked at all, is the stack's configuration (homa-stack's
+/// `Config::homa_checksum_tx` and `homa_checksum_rx`); the capability says
+/// only who does the work. A device that checks Homa checksums on receive
+/// uses the same pseudo-header and passes a checksum of 0 (sent by Linux
+/// builds that fill none).
+///
+/// Middleware reports the capabilities of what it wraps; one that changes
+/// frames after the device's checks or before its fills reports the stack's
+/// part instead ([`FaultInjector`]), and a device made of two takes each
+/// part from its own half ([`Split`], [`ChecksumCapabilities::join`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct ChecksumCapabilities {
-    /// The IPv4 header checksum.
+    /// The IPv4 header checksum (IPv6 has none).
     pub ipv4: Checksum,
     /// ICMPv4.
     pub icmpv4: Checksum,
@@ -327,6 +381,21 @@ impl ChecksumCapabilities {
             icmpv4: Checksum::None,
             icmpv6: Checksum::None,
             homa: Checksum::None,
+        }
+    }
+
+    /// The receive parts of `rx` with the transmit parts of `tx`: the
+    /// capabilities of a device that receives through one device and sends
+    /// through another.
+    pub const fn join(
+        rx: &ChecksumCapabilities,
+        tx: &ChecksumCapabilities,
+    ) -> ChecksumCapabilities {
+        ChecksumCapabilities {
+            ipv4: Checksum::new(rx.ipv4.rx(), tx.ipv4.tx()),
+            icmpv4: Checksum::new(rx.icmpv4.rx(), tx.icmpv4.tx()),
+            icmpv6: Checksum::new(rx.icmpv6.rx(), tx.icmpv6.tx()),
+            homa: Checksum::new(rx.homa.rx(), tx.homa.tx()),
         }
     }
 }
@@ -382,5 +451,59 @@ impl<D: Device + ?Sized> Device for &mut D {
     }
     fn capabilities(&self) -> DeviceCapabilities {
         (**self).capabilities()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Checksum offload with each protocol at a different part.
+    fn mixed() -> ChecksumCapabilities {
+        ChecksumCapabilities {
+            ipv4: Checksum::Tx,
+            icmpv4: Checksum::Rx,
+            icmpv6: Checksum::None,
+            homa: Checksum::Both,
+        }
+    }
+
+    fn ring() -> Loopback<4, 600> {
+        let mut l = Loopback::new();
+        l.set_checksum_capabilities(mixed());
+        l
+    }
+
+    #[test]
+    fn middleware_reports_the_checksum_offload_of_what_it_wraps() {
+        let want = ring().capabilities();
+        assert_eq!(want.checksum, mixed());
+        let mut l = ring();
+        let by_ref: &mut Loopback<4, 600> = &mut l;
+        assert_eq!(Device::capabilities(&by_ref), want, "&mut D");
+        let t = Tracer::new(ring(), |_: Instant, _: TracerPacket<'_>| {});
+        assert_eq!(t.capabilities(), want, "Tracer");
+        let p = PcapWriter::new(ring(), std::vec::Vec::new(), PcapMode::Both);
+        assert_eq!(p.capabilities(), want, "PcapWriter");
+        let f: FaultInjector<_> = FaultInjector::new(ring(), 1);
+        assert_eq!(f.capabilities(), want, "FaultInjector without corruption");
+        let s = Split::new(ring(), ring());
+        assert_eq!(s.capabilities(), want, "Split of two alike");
+        let mut share: Share<_, 2, 600> = Share::new(ring());
+        assert_eq!(
+            share.homa().capabilities(),
+            want,
+            "Share, homa-stack's half"
+        );
+        assert_eq!(share.other().capabilities(), want, "Share, the other half");
+    }
+
+    #[test]
+    fn a_checksum_is_made_of_its_two_parts() {
+        for c in [Checksum::Both, Checksum::Rx, Checksum::Tx, Checksum::None] {
+            assert_eq!(Checksum::new(c.rx(), c.tx()), c);
+        }
+        assert!(Checksum::Rx.rx() && !Checksum::Rx.tx());
+        assert!(Checksum::Tx.tx() && !Checksum::Tx.rx());
     }
 }

@@ -6,13 +6,14 @@
 //! it wrote while handling a received frame). [`forward`] moves what one end
 //! sent into the other end's receive ring; call it after each poll.
 
-use crate::{Device, DeviceCapabilities, Instant, RxToken, TxToken};
+use crate::{ChecksumCapabilities, Device, DeviceCapabilities, Instant, RxToken, TxToken};
 
 /// A device made of two: frames are received from `rx` and sent into `tx`.
 ///
 /// With two [`Loopback`](crate::loopback::Loopback)s it is one end of an
 /// in-memory wire: `forward(a.tx_mut(), b.rx_mut(), now)` delivers what `a`
-/// sent to `b`. Capabilities are those of `tx`.
+/// sent to `b`. Capabilities are those of `tx`, but for the receive part of
+/// each checksum, which is `rx`'s: what arrives was checked (or not) by `rx`.
 #[derive(Debug, Default)]
 pub struct Split<R, T> {
     rx: R,
@@ -65,7 +66,10 @@ impl<R: Device, T: Device> Device for Split<R, T> {
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
-        self.tx.capabilities()
+        let mut caps = self.tx.capabilities();
+        caps.checksum =
+            ChecksumCapabilities::join(&self.rx.capabilities().checksum, &caps.checksum);
+        caps
     }
 }
 
@@ -162,6 +166,34 @@ mod tests {
             .unwrap()
             .0
             .consume(|f| assert_eq!(f, b"ack"));
+    }
+
+    #[test]
+    fn a_split_takes_received_checksums_from_rx_and_sent_ones_from_tx() {
+        use crate::Checksum;
+        // The receive ring checks every checksum, the transmit ring fills
+        // none: the stack verifies nothing and fills everything.
+        let mut rx: Loopback<4> = Loopback::new();
+        rx.set_checksum_capabilities(ChecksumCapabilities::ignored());
+        let mut tx: Loopback<4, 1000> = Loopback::new();
+        tx.set_checksum_capabilities(ChecksumCapabilities::default());
+        let mut s = Split::new(rx, tx);
+        let caps = s.capabilities();
+        assert_eq!(caps.max_transmission_unit, 1000, "the MTU is tx's");
+        let c = caps.checksum;
+        for part in [c.ipv4, c.icmpv4, c.icmpv6, c.homa] {
+            assert_eq!(part, Checksum::Tx);
+        }
+        // And the other way round, one protocol at a time.
+        let one = ChecksumCapabilities {
+            homa: Checksum::None,
+            ..ChecksumCapabilities::default()
+        };
+        s.rx_mut()
+            .set_checksum_capabilities(ChecksumCapabilities::default());
+        s.tx_mut().set_checksum_capabilities(one);
+        let c = s.capabilities().checksum;
+        assert_eq!((c.ipv4, c.homa), (Checksum::Both, Checksum::Rx));
     }
 
     #[test]

@@ -60,10 +60,15 @@ pub struct Config {
     pub link_mbps: u32,
     /// How priorities are marked on the wire.
     pub priority_encoding: PriorityEncoding,
-    /// Fill the TCP-style Homa checksum on transmit (Linux `main` does).
+    /// Send the TCP-style Homa checksum (Linux `main` does); off, the field
+    /// is 0, as older and upstream Linux builds send it. Who computes it is
+    /// the device's capabilities' (`ChecksumCapabilities::homa`): the
+    /// endpoint fills it, or leaves the pseudo-header's sum in the field
+    /// for a device that completes it (docs/architecture.md, "Checksums").
     pub homa_checksum_tx: bool,
     /// Verify non-zero Homa checksums on receive. Off by default: Linux never
     /// checks it, and frames read before the kernel completes it do not verify.
+    /// On, the endpoint verifies them unless the device says it has.
     pub homa_checksum_rx: bool,
 
     /// Bytes sent before the first grant (`unsched_bytes`).

@@ -5,7 +5,9 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::vec::Vec;
 
-use crate::{Device, DeviceCapabilities, Instant, PacketMeta, RxToken, TxToken};
+use crate::{
+    ChecksumCapabilities, Device, DeviceCapabilities, Instant, PacketMeta, RxToken, TxToken,
+};
 
 /// Spare frame buffers, shared by the devices of one wire: a frame the
 /// host has read goes back here and the next frame sent reuses it, so once
@@ -56,6 +58,10 @@ pub struct TestDevice {
     pub tx_limit: Option<usize>,
     /// The device's MTU (whole frame), when not the default 1514.
     pub mtu: Option<usize>,
+    /// The checksum offload it reports (by default none: the host does
+    /// every checksum). The device itself fills and checks nothing: a
+    /// test that claims offload sees what the host leaves for the device.
+    pub checksum: ChecksumCapabilities,
     /// How many more frames the host may receive; `None`: no limit.
     pub rx_budget: Option<usize>,
     /// Frames the host received.
@@ -179,6 +185,7 @@ impl Device for TestDevice {
         DeviceCapabilities {
             link_rate_mbps: Some(10_000),
             max_transmission_unit: self.mtu.unwrap_or(default.max_transmission_unit),
+            checksum: self.checksum,
             ..default
         }
     }

@@ -102,8 +102,10 @@ impl<'e> HomaTx<'e> {
             if payload_len > 0 {
                 payload(&mut packet.payload_mut()[..payload_len]);
             }
-            if config.homa_checksum_tx && caps.checksum.homa.tx() {
-                packet.fill_checksum(&src, &dst);
+            // Filled here, or seeded for the device to complete (homa-phy's
+            // `ChecksumCapabilities` says what it needs).
+            if config.homa_checksum_tx {
+                packet.write_checksum(&src, &dst, caps.checksum.homa.tx());
             }
         });
         pacer.on_transmit(now, frame_len);

@@ -227,7 +227,7 @@ pub fn data(data: &[u8]) -> u16 {
 }
 
 /// Partial sum of the IPv4 pseudo-header for a transport segment of `length`
-/// bytes carried with `protocol`.
+/// bytes carried with `protocol`, folded to 16 bits.
 pub fn pseudo_header_v4(src: &Ipv4Addr, dst: &Ipv4Addr, protocol: IpProtocol, length: u32) -> u32 {
     // An address's two big-endian 16-bit words are its halves as a u32:
     // no call to `sum` for 8 bytes (this runs for every packet).
@@ -239,7 +239,8 @@ pub fn pseudo_header_v4(src: &Ipv4Addr, dst: &Ipv4Addr, protocol: IpProtocol, le
     fold(acc)
 }
 
-/// Partial sum of the IPv6 pseudo-header (RFC 8200 section 8.1).
+/// Partial sum of the IPv6 pseudo-header (RFC 8200 section 8.1), folded to
+/// 16 bits.
 pub fn pseudo_header_v6(src: &Ipv6Addr, dst: &Ipv6Addr, protocol: IpProtocol, length: u32) -> u32 {
     let mut acc = sum(&src.octets()) + sum(&dst.octets());
     acc += u32::from(u8::from(protocol));

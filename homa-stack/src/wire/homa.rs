@@ -494,8 +494,8 @@ pub fn partial_checksum(src: &IpAddr, dst: &IpAddr, len: usize) -> Option<u16> {
     pseudo_header(src, dst, len).map(|pseudo| checksum::fold(pseudo) as u16)
 }
 
-/// The partial sum of the TCP pseudo-header Linux uses for Homa, or `None`
-/// for a mixed address pair.
+/// The partial sum of the TCP pseudo-header Linux uses for Homa, folded to
+/// 16 bits, or `None` for a mixed address pair.
 fn pseudo_header(src: &IpAddr, dst: &IpAddr, len: usize) -> Option<u32> {
     // A Homa packet fits in an IP datagram, so `len` fits in 32 bits.
     let len = len as u32;
@@ -663,10 +663,34 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// every receiver accepts.
     pub fn fill_checksum(&mut self, src: &IpAddr, dst: &IpAddr) {
         self.set_checksum(0);
+        self.write_checksum(src, dst, true);
+    }
+
+    /// Writes the folded pseudo-header sum alone ([`partial_checksum`]),
+    /// for a device to complete: summing the whole buffer with it in place
+    /// and writing the complement gives what
+    /// [`fill_checksum`](Self::fill_checksum) writes. 0 for a mixed
+    /// IPv4/IPv6 address pair.
+    pub fn seed_checksum(&mut self, src: &IpAddr, dst: &IpAddr) {
+        self.set_checksum(0);
+        self.write_checksum(src, dst, false);
+    }
+
+    /// [`fill_checksum`](Self::fill_checksum) when `whole`, else
+    /// [`seed_checksum`](Self::seed_checksum), into a field that is 0 (as
+    /// [`Repr::emit`] leaves it): one body, so a program that sends both
+    /// ways carries the pseudo-header code once.
+    pub(crate) fn write_checksum(&mut self, src: &IpAddr, dst: &IpAddr, whole: bool) {
         let data = self.buffer.as_ref();
         if let Some(pseudo) = pseudo_header(src, dst, data.len()) {
-            let sum = checksum::combine(&[pseudo, checksum::sum(data)]);
-            self.set_checksum(on_the_wire(checksum::finish(sum)));
+            // Both sums are folded to 16 bits: the seed goes as it is, the
+            // whole sum complemented.
+            let sum = if whole {
+                checksum::combine(&[pseudo, checksum::sum(data)])
+            } else {
+                pseudo
+            } as u16;
+            self.set_checksum(if whole { on_the_wire(!sum) } else { sum });
         }
     }
 }
@@ -2200,6 +2224,43 @@ mod tests {
             Some(checksum::fold(pseudo) as u16)
         );
         assert_eq!(partial_checksum(&SRC6, &DST4, len), None);
+    }
+
+    #[test]
+    fn a_seed_completed_by_start_and_offset_is_the_filled_checksum() {
+        // What a device that offloads the checksum does with the seed in
+        // place: the ones'-complement sum of the whole Homa packet (word by
+        // word, RFC 1071), complemented, written at offset 16.
+        fn complete(bytes: &mut [u8]) {
+            let mut sum: u32 = bytes
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+                .sum();
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            bytes[16..18].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        }
+        let mut linux = DATA_LINUX_BYTES;
+        Packet::new_unchecked(&mut linux[..]).seed_checksum(&SRC4, &DST4);
+        complete(&mut linux);
+        assert_eq!(linux, DATA_LINUX_BYTES, "Linux's own checksum, 0xeff8");
+        for (src, dst) in [(SRC4, DST4), (SRC6, DST6)] {
+            let mut filled = emit(&data_repr());
+            Packet::new_unchecked(&mut filled[..]).fill_checksum(&src, &dst);
+            let mut seeded = emit(&data_repr());
+            let mut p = Packet::new_unchecked(&mut seeded[..]);
+            p.seed_checksum(&src, &dst);
+            assert_eq!(
+                Some(p.checksum()),
+                partial_checksum(&src, &dst, seeded.len())
+            );
+            complete(&mut seeded);
+            assert_eq!(seeded, filled, "{src}");
+        }
+        let mut mixed = emit(&data_repr());
+        Packet::new_unchecked(&mut mixed[..]).seed_checksum(&SRC6, &DST4);
+        assert_eq!(Packet::new_unchecked(&mixed[..]).checksum(), 0);
     }
 
     #[test]

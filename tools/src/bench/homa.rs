@@ -9,7 +9,7 @@ use homa_stack::{Config, Endpoint, Event, SocketHandle};
 use homa_testkit::Storage;
 
 use super::cpu::measured;
-use super::ring::{Clock, Pair, LINK_MBPS};
+use super::ring::{Clock, Offloaded, Pair, LINK_MBPS};
 use super::{check_payload, fill_payload, Measure, CLIENT_IP, CLIENT_MAC, SERVER_IP, SERVER_MAC};
 
 /// The server's port.
@@ -38,10 +38,16 @@ struct Ends<'a> {
     ssock: SocketHandle,
     pair: Pair,
     clock: Clock,
+    checksums: Checksums,
 }
 
 impl<'a> Ends<'a> {
-    fn new(client: &'a mut Storage, server: &'a mut Storage, ring: usize) -> Ends<'a> {
+    fn new(
+        client: &'a mut Storage,
+        server: &'a mut Storage,
+        ring: usize,
+        checksums: Checksums,
+    ) -> Ends<'a> {
         let clock = Clock::new();
         let mut client = endpoint(client, CLIENT_IP, CLIENT_MAC, 1);
         let mut server = endpoint(server, SERVER_IP, SERVER_MAC, 2);
@@ -61,6 +67,25 @@ impl<'a> Ends<'a> {
             ssock,
             pair: Pair::new(ring),
             clock,
+            checksums,
+        }
+    }
+
+    /// Polls the client over its end of the rings.
+    fn poll_client(&mut self) {
+        let now = self.clock.homa();
+        match self.checksums {
+            Checksums::Software => self.client.poll(now, &mut self.pair.a()),
+            Checksums::Device => self.client.poll(now, &mut Offloaded(self.pair.a())),
+        }
+    }
+
+    /// Polls the server over its end of the rings.
+    fn poll_server(&mut self) {
+        let now = self.clock.homa();
+        match self.checksums {
+            Checksums::Software => self.server.poll(now, &mut self.pair.b()),
+            Checksums::Device => self.server.poll(now, &mut Offloaded(self.pair.b())),
         }
     }
 
@@ -90,8 +115,8 @@ impl<'a> Ends<'a> {
                 return Ok(());
             }
             let before = self.pair.bytes();
-            self.client.poll(self.clock.homa(), &mut self.pair.a());
-            self.server.poll(self.clock.homa(), &mut self.pair.b());
+            self.poll_client();
+            self.poll_server();
             let moved = self.pair.bytes() - before;
             self.tick(moved, false);
         }
@@ -196,7 +221,7 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> anyhow::Result<()> {
             issued += 1;
         }
         let before = ends.pair.bytes();
-        ends.client.poll(ends.clock.homa(), &mut ends.pair.a());
+        ends.poll_client();
         while let Some(ev) = ends.client.recv(ends.csock) {
             let Event::Response { rpc, len } = ev else {
                 return Err(anyhow::anyhow!("homa client: unexpected {ev:?}"));
@@ -223,7 +248,7 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("homa: release: {e}"))?;
             done += 1;
         }
-        ends.server.poll(ends.clock.homa(), &mut ends.pair.b());
+        ends.poll_server();
         while let Some(ev) = ends.server.recv(ends.ssock) {
             let Event::Request { rpc, len, .. } = ev else {
                 return Err(anyhow::anyhow!("homa server: unexpected {ev:?}"));
@@ -265,9 +290,31 @@ fn run(ends: &mut Ends<'_>, cl: &mut Client, count: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Who does the checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checksums {
+    /// Both stacks, in software: every checksum filled and verified.
+    Software,
+    /// The devices (homa-stack only): the rings claim every checksum, so
+    /// the stack fills and verifies none.
+    Device,
+}
+
 /// 100-byte (or `len`-byte) RPCs, `outstanding` at a time, over RPC tables
 /// of `table` slots: `count` timed after `warmup` untimed. Reports RPCs.
 pub fn rpcs(
+    len: usize,
+    outstanding: usize,
+    table: usize,
+    warmup: u64,
+    count: u64,
+) -> anyhow::Result<Measure> {
+    rpcs_with(Checksums::Software, len, outstanding, table, warmup, count)
+}
+
+/// [`rpcs`] with the checksums done by `checksums`.
+pub fn rpcs_with(
+    checksums: Checksums,
     len: usize,
     outstanding: usize,
     table: usize,
@@ -282,7 +329,7 @@ pub fn rpcs(
     };
     let mut cm = Storage::new(table, pool);
     let mut sm = Storage::new(table, pool);
-    let mut ends = Ends::new(&mut cm, &mut sm, 4096);
+    let mut ends = Ends::new(&mut cm, &mut sm, 4096, checksums);
     let mut request = vec![0u8; len];
     fill_payload(0, &mut request);
     let mut cl = Client {

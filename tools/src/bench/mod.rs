@@ -17,6 +17,7 @@ pub mod smol;
 use homa_stack::wire::{EthernetAddress, Ipv4Addr};
 
 use cpu::median;
+use homa::Checksums;
 
 /// The client's address.
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -139,6 +140,10 @@ pub enum Single {
     /// smoltcp 100-byte TCP request-responses over one connection, 1
     /// outstanding.
     TcpRr,
+    /// [`HomaRpc`](Single::HomaRpc) over devices that do every checksum.
+    HomaRpcOffload,
+    /// [`HomaMb`](Single::HomaMb) over devices that do every checksum.
+    HomaMbOffload,
 }
 
 impl std::str::FromStr for Single {
@@ -156,7 +161,7 @@ impl std::str::FromStr for Single {
 
 impl Single {
     /// Every measurement.
-    pub const ALL: [Single; 7] = [
+    pub const ALL: [Single; 9] = [
         Single::HomaRpc,
         Single::HomaRpc1024,
         Single::HomaRpcBigTable,
@@ -164,6 +169,8 @@ impl Single {
         Single::HomaMb,
         Single::TcpBulk,
         Single::TcpRr,
+        Single::HomaRpcOffload,
+        Single::HomaMbOffload,
     ];
 
     /// Its name for `--only`.
@@ -176,6 +183,8 @@ impl Single {
             Single::HomaMb => "homa-mb",
             Single::TcpBulk => "tcp-bulk",
             Single::TcpRr => "tcp-rr",
+            Single::HomaRpcOffload => "homa-rpc-offload",
+            Single::HomaMbOffload => "homa-mb-offload",
         }
     }
 }
@@ -216,6 +225,8 @@ pub fn single(which: Single, count: u64) -> anyhow::Result<Measure> {
         Single::HomaMb => homa::rpcs(LARGE, 1, 16, 2, count),
         Single::TcpBulk => smol::tcp_bulk(LARGE, 2, count),
         Single::TcpRr => smol::tcp_rr(SMALL, 1, 100, count),
+        Single::HomaRpcOffload => homa::rpcs_with(Checksums::Device, SMALL, 1, 16, 100, count),
+        Single::HomaMbOffload => homa::rpcs_with(Checksums::Device, LARGE, 1, 16, 2, count),
     }
 }
 
@@ -540,6 +551,13 @@ mod tests {
         assert_eq!(m.frames, 40);
         let m = single(Single::TcpBulk, 1).expect("TCP bulk");
         assert_eq!(m.bytes, LARGE as u64);
+        let m = single(Single::HomaRpcOffload, 20).expect("homa RPCs, checksums offloaded");
+        assert_eq!((m.ops, m.bytes), (20, 20 * SMALL as u64));
+        let m = single(Single::HomaMbOffload, 1).expect("a 1 MB request, checksums offloaded");
+        assert!(
+            m.data_packets as usize >= LARGE / frame::HOMA_PAYLOAD,
+            "{m:?}"
+        );
         let m = single(Single::TcpRr, 20).expect("TCP request-responses");
         assert_eq!((m.ops, m.bytes), (20, 20 * SMALL as u64));
         // A request and a response segment each, the ACKs riding on them

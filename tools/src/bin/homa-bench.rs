@@ -5,11 +5,13 @@
 //! `--quick` runs a tiny amount of each and prints the same rows: a check
 //! that all completes, with rough figures.
 //! `--reps N` sets the repetitions. `--only homa-rpc|homa-rpc-1024|
-//! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk|tcp-rr --count N` runs one
-//! measurement of N operations once. `--callgrind` runs each of them again
-//! under `valgrind --tool=callgrind` and prints one `instructions:` line:
-//! instructions per operation (per DATA packet for `data_packet`), in total
-//! and in the stack alone (see `bench::callgrind`).
+//! homa-rpc-big-table|udp-echo|homa-mb|tcp-bulk|tcp-rr|homa-rpc-offload|
+//! homa-mb-offload --count N` runs one measurement of N operations once.
+//! `--callgrind` runs each of them again under `valgrind --tool=callgrind`
+//! and prints one `instructions:` line: instructions per operation (per
+//! DATA packet for `data_packet`), in total and in the stack alone (see
+//! `bench::callgrind`); the `_offload` rows are the stack's over devices
+//! that do every checksum.
 
 use std::process::ExitCode;
 
@@ -33,8 +35,10 @@ struct Cli {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: Option<u32>,
     /// Run one measurement once: homa-rpc, homa-rpc-1024 (1,024 in flight),
-    /// homa-rpc-big-table (4,096-slot tables), udp-echo, homa-mb, tcp-bulk
-    /// or tcp-rr (100-byte TCP request-responses).
+    /// homa-rpc-big-table (4,096-slot tables), udp-echo, homa-mb, tcp-bulk,
+    /// tcp-rr (100-byte TCP request-responses), or homa-rpc-offload and
+    /// homa-mb-offload (homa-rpc and homa-mb over devices that do every
+    /// checksum).
     #[arg(long, value_parser = |s: &str| s.parse::<Single>())]
     only: Option<Single>,
     /// Operations for --only.

@@ -851,6 +851,7 @@ mod ids;
 #[cfg(feature = "ipv6")]
 mod ipv6;
 mod neighbours;
+mod offload;
 mod restart;
 mod slow;
 mod wire_bytes;
