@@ -324,6 +324,8 @@ fn a_burst_of_queued_resends_gets_one_reply_per_rpc() {
     // reaching the client after the first had made it restart).
     let mut ep = endpoint(B_IP, B_MAC, 8, 1 << 20);
     ep.bind(500).unwrap();
+    // A client the server knows: no question about its link address.
+    ep.add_neighbor(Instant::ZERO, A_IP, A_MAC).unwrap();
     let mut dev = TestDevice::default();
     let ids = [2u64, 4, 6, 8];
     for id in ids {
@@ -424,6 +426,8 @@ fn a_resend_waits_for_the_frames_the_device_already_holds() {
     config.max_rx_per_poll = 2;
     let mut ep = endpoint_with(config, 4, 1 << 20);
     ep.bind(500).unwrap();
+    // A client the server knows: no question about its link address.
+    ep.add_neighbor(Instant::ZERO, A_IP, A_MAC).unwrap();
     let mut dev = TestDevice::default();
     let payload = [7u8; 1_000];
     let first = a_sends(&request(20_000, 20_000, 0, 1, &payload));
@@ -568,6 +572,8 @@ fn forged_copies_of_received_bytes_slow_the_rounds_but_hold_nothing() {
     // without them.
     let mut ep = endpoint(B_IP, B_MAC, 4, 1 << 20);
     ep.bind(500).unwrap();
+    // A client the server knows: no question about its link address.
+    ep.add_neighbor(Instant::ZERO, A_IP, A_MAC).unwrap();
     let mut dev = TestDevice::default();
     let payload = [7u8; 1_000];
     dev.rx
