@@ -130,9 +130,6 @@ pub struct Endpoint<'a> {
     link_mbps: u32,
     /// ICMP errors we may still send in this tick (bounds work under floods).
     icmp_budget: u32,
-    /// ICMP errors we may still act on in this tick (each is a pass over
-    /// the live RPCs).
-    icmp_in_budget: u32,
     /// What the device said it can do, at the last poll.
     caps: crate::phy::DeviceCapabilities,
     /// The time of the last poll: application calls take no clock.
@@ -165,7 +162,7 @@ const FIRST_ID_LABEL: u64 = u64::from_le_bytes(*b"first id");
 /// odd local ids).
 const ID_OFFSET_LABEL: u64 = 0;
 
-/// ICMP errors sent, and received ICMP errors acted on, per tick at most.
+/// ICMP errors sent per tick at most.
 pub(super) const ICMP_PER_TICK: u32 = 32;
 
 impl<'a> Endpoint<'a> {
@@ -276,7 +273,6 @@ impl<'a> Endpoint<'a> {
             max_payload,
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
-            icmp_in_budget: ICMP_PER_TICK,
             caps: crate::phy::DeviceCapabilities::default(),
             now: Instant::ZERO,
             #[cfg(any(test, fuzzing))]

@@ -61,7 +61,6 @@ impl<'a> Endpoint<'a> {
     /// verdict asks.
     pub(super) fn tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
-        self.icmp_in_budget = ICMP_PER_TICK;
         self.tick_rpcs();
     }
 

@@ -135,6 +135,10 @@ impl Steady<'_> {
     pub fn on_tick(&mut self, rules: &TickRules, resolved: bool) -> TickVerdict {
         self.0.on_tick(rules, resolved)
     }
+    /// See [`Rpc::note_unreachable`].
+    pub fn note_unreachable(&mut self) {
+        self.0.note_unreachable()
+    }
     /// See [`Rpc::take_event`].
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn take_event(&mut self) -> Option<News> {

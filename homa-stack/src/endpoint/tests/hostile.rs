@@ -795,51 +795,6 @@ fn retransmissions_follow_the_losses() {
 }
 
 #[test]
-fn icmp_error_floods_buy_a_bounded_number_of_passes() {
-    // Each ICMP error we act on is a pass over the live RPCs, so a flood of
-    // them is acted on at most ICMP_PER_TICK times per tick; the rest are
-    // counted drops.
-    let mut p = Pair::linked(4, 1 << 20);
-    let client = p.a.socket().unwrap();
-    p.a.send_request(client, B_IP, 999, b"hello").unwrap();
-    assert!(p.run_until(Duration::from_millis(50), |p| p
-        .a
-        .stats()
-        .icmp_unreachable_received
-        == 1));
-    // B's port-unreachable (Ethernet 14 + IPv4 protocol at 9: ICMP is 1).
-    let icmp = p
-        .log
-        .iter()
-        .find(|(_, to_b, f, _)| !to_b && f[23] == 1)
-        .map(|(_, _, f, _)| f.clone())
-        .unwrap();
-    while p.a.recv(client).is_some() {}
-    let before = *p.a.stats();
-    for _ in 0..100 {
-        p.da.rx.push_back(icmp.clone());
-    }
-    let now = p.now;
-    while !p.da.rx.is_empty() {
-        p.a.poll(now, &mut p.da);
-    }
-    let after = *p.a.stats();
-    let limited = after.drops.rate_limited - before.drops.rate_limited;
-    assert!(
-        (100 - super::super::ICMP_PER_TICK as u64..100).contains(&limited),
-        "{limited} of 100 rate-limited"
-    );
-    assert_eq!(
-        after.icmp_unreachable_received - before.icmp_unreachable_received,
-        100
-    );
-    // The next tick acts on ICMP errors again.
-    p.da.rx.push_back(icmp);
-    p.a.poll(now + Duration::from_millis(2), &mut p.da);
-    assert_eq!(p.a.stats().drops.rate_limited, after.drops.rate_limited);
-}
-
-#[test]
 fn the_first_request_to_an_unresolved_peer_asks_at_once() {
     // The RPC waits (parked) for its peer's link address; poll_at must say
     // "now" for the ARP request, not sleep to the next tick (it did: the

@@ -845,6 +845,7 @@ fn a_reply_that_does_not_fit_leaves_the_request_readable() {
 }
 
 mod hostile;
+mod icmp;
 mod ids;
 #[cfg(feature = "ipv6")]
 mod ipv6;
