@@ -353,10 +353,11 @@ pub struct Stats {
     pub link_addr_claims_refused: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
-    /// Server RPCs freed to make room (a slot or pool pages) for a request
-    /// from a peer within its share, taken from the peer holding the most
-    /// beyond its own (see [`Config::peer_share`](crate::Config::peer_share));
-    /// also counted in `server_freed`.
+    /// Server RPCs freed to make room (a slot or pool pages) for a new
+    /// request: answered ones waiting for their ACK first, else ones of the
+    /// group of peers holding the most (see
+    /// [`Config::peer_share`](crate::Config::peer_share)); also counted in
+    /// `server_freed`.
     pub server_evicted: u64,
     /// IPv6 neighbour solicitations sent (resolving a peer).
     pub ndp_solicits: u64,

@@ -102,8 +102,11 @@ pub struct Endpoint<'a> {
     peer_free: List,
     peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
-    /// Peers holding server RPCs, the one holding the most first.
-    loads: Heap,
+    /// Group leaders by their prefix (see `share`).
+    groups: Index<peer::PrefixTag>,
+    /// Server RPCs, oldest first, but those the application holds moved
+    /// to the back: the candidates to free for a newcomer (see `share`).
+    by_age: List,
     /// The peer `peer_index` found or made last: tried before the index,
     /// as RPCs come in runs to one peer (checked by address, so a slot
     /// reused for another peer is simply a miss).
@@ -228,6 +231,7 @@ impl<'a> Endpoint<'a> {
             *s = PeerSlot::EMPTY;
         }
         let peer_addrs = Index::new(&mut peers[..]);
+        let groups = Index::new(&mut peers[..]);
         let mut peer_free = List::with_id(peer::PEER_TABLE, 0);
         for i in 0..peers.len() {
             peer_free.push_back(&mut peers[..], i as u16);
@@ -260,7 +264,8 @@ impl<'a> Endpoint<'a> {
             peer_free,
             peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
-            loads: Heap::new(share::LOAD),
+            groups,
+            by_age: List::new(rpc::BY_AGE),
             last_peer: 0,
             resolving: List::new(peer::RESOLVE),
             servers,

@@ -25,7 +25,7 @@
 //! [`add_neighbor`]: super::Endpoint::add_neighbor
 
 use crate::config::NUM_PRIORITIES;
-use crate::storage::{HeapLink, IndexLink, IndexNode, List, ListLink, ListNode, Meld};
+use crate::storage::{IndexLink, IndexNode, ListLink, ListNode, Meld};
 use crate::time::{Duration, Instant};
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
@@ -59,8 +59,9 @@ pub struct PeerSlot {
     /// The peer's RPCs that are grant candidates, best at the root; a slot
     /// and not the `Peer`, as the links below (see `queues`).
     pub(crate) grants: Meld,
-    /// In the heap of peers by server RPCs held (see `share`).
-    pub(crate) load: HeapLink,
+    /// As its prefix's group leader: in the index of leaders by prefix
+    /// (see `share`).
+    by_prefix: IndexLink,
 }
 
 impl PeerSlot {
@@ -71,7 +72,7 @@ impl PeerSlot {
         resolve: ListLink::EMPTY,
         by_addr: IndexLink::EMPTY,
         grants: Meld::EMPTY,
-        load: HeapLink::EMPTY,
+        by_prefix: IndexLink::EMPTY,
     };
 }
 
@@ -81,6 +82,8 @@ pub(crate) const PEER_TABLE: u8 = 0;
 pub(crate) const RESOLVE: u8 = 1;
 /// Marker of the peer index by address.
 pub(crate) struct PeerAddrTag;
+/// Marker of the index of group leaders by prefix.
+pub(crate) struct PrefixTag;
 impl ListNode for PeerSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
         if kind == RESOLVE {
@@ -104,6 +107,15 @@ impl IndexNode<PeerAddrTag> for PeerSlot {
     }
     fn index_link_mut(&mut self) -> &mut IndexLink {
         &mut self.by_addr
+    }
+}
+
+impl IndexNode<PrefixTag> for PeerSlot {
+    fn index_link(&self) -> &IndexLink {
+        &self.by_prefix
+    }
+    fn index_link_mut(&mut self) -> &mut IndexLink {
+        &mut self.by_prefix
     }
 }
 
@@ -146,13 +158,18 @@ pub(crate) struct Peer {
     pub ack_flush_queued: bool,
     /// RPCs that refer to this peer: it is not evicted while any do.
     pub rpcs: u16,
-    /// Of those, our server RPCs, oldest first (see `share`).
-    pub servers: List,
-    /// Pool pages the messages of those hold.
+    /// Of those, our server RPCs (see `share`).
+    pub served: u16,
+    /// The leader of the group of peers of its prefix, which counts their
+    /// share (itself, or `NONE` before its first server RPC; see `share`).
+    pub group: u16,
+    /// As a leader: the peers of its group, itself included (it is not
+    /// evicted while others are in it).
+    pub members: u16,
+    /// As a leader: the group's server RPCs.
+    pub grouped: u16,
+    /// As a leader: the pool pages those hold.
     pub pages: u32,
-    /// The larger of its shares of the RPC table and of the pool, in
-    /// thousandths (see `share`).
-    pub load: u16,
     /// Of those, RPCs with DATA waiting for the link address (`queues`).
     pub parked: u16,
     /// Last time the peer was used, for least-recently-used eviction.
@@ -179,9 +196,11 @@ impl Peer {
             acks: Vec::new(),
             ack_flush_queued: false,
             rpcs: 0,
-            servers: List::new(super::rpc::BY_PEER),
+            served: 0,
+            group: crate::storage::NONE,
+            members: 0,
+            grouped: 0,
             pages: 0,
-            load: 0,
             parked: 0,
             last_used: now,
         }
@@ -203,6 +222,12 @@ impl Peer {
     /// application has yet to release.
     pub fn resolve_wanted(&self) -> bool {
         self.parked > 0 || (self.probe && self.rpcs > 0)
+    }
+
+    /// Whether it may be evicted: no RPC refers to it, and it leads no
+    /// group with other peers in it.
+    pub fn idle(&self) -> bool {
+        self.rpcs == 0 && self.members <= 1
     }
 
     /// Whether frames can be addressed to the peer.
@@ -382,11 +407,14 @@ impl<'a> super::Endpoint<'a> {
         Some(i)
     }
 
-    /// Takes an evicted peer out of the index and the resolve list.
+    /// Takes an evicted peer out of the index, the resolve list and its
+    /// group.
     fn forget_peer(&mut self, i: u16) {
         self.peer_addrs.remove(&mut self.peers[..], i);
         self.resolving.remove(&mut self.peers[..], i);
-        self.peers[usize::from(i)].peer = None;
+        if let Some(p) = self.peers[usize::from(i)].peer.take() {
+            self.left_group(i, p.group);
+        }
     }
 
     /// An RPC now refers to peer `pi`: it is not evictable.
@@ -417,7 +445,7 @@ impl<'a> super::Endpoint<'a> {
             return;
         };
         p.rpcs = p.rpcs.saturating_sub(1);
-        if p.rpcs == 0 {
+        if p.idle() {
             self.peer_idle.push_back(&mut self.peers[..], pi);
         }
     }

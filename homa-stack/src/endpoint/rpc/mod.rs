@@ -35,7 +35,7 @@ pub(crate) use msg_out::RESEND_WINDOWS;
 pub(crate) use msg_out::{packet_at, MsgOut};
 pub use table::RpcSlot;
 pub(in crate::endpoint) use table::{client_id, client_slot};
-pub(crate) use table::{ServerTag, BY_PEER, CTRL, READY, SHORT, TABLE, WAIT};
+pub(crate) use table::{ServerTag, BY_AGE, CTRL, READY, SHORT, TABLE, WAIT};
 
 /// Where an RPC is in its life (docs/protocol.md 4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
