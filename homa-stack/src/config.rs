@@ -124,16 +124,31 @@ pub struct Config {
     /// The share of the RPC table, and of the message pool, one peer's
     /// server RPCs may keep while another peer's request finds the table
     /// or the pool full, in thousandths (1..=1000; default 250, a quarter).
+    /// Shares are counted by address, and by prefix (see
+    /// [`share_prefix_v4`](Self::share_prefix_v4)): the addresses of one
+    /// prefix together have one share.
     ///
     /// A peer alone may use the whole table and pool: the share bites only
-    /// when a new request finds no free slot, or its message no free pages,
-    /// and would leave its own peer within its share. Then the server RPCs
-    /// of the peer holding the largest share (of the table or of the pool,
-    /// whichever is larger) are freed for it, oldest first and never one
-    /// the application holds, while that peer holds more than its share:
-    /// one source flooding requests slows itself, not its neighbours. 1000
-    /// never frees one.
+    /// when a new request finds no free slot, or its message no free pages.
+    /// Then a server RPC whose response went out whole and waits only for
+    /// its ACK is freed for it first, the oldest (its client, if the
+    /// response was lost, finds the RPC gone with its RESEND and starts it
+    /// again, as Homa intends). Failing that, if the request leaves its
+    /// address and prefix within their share, the oldest server RPC the
+    /// application does not hold of the prefix holding the largest share
+    /// (of the table or of the pool, whichever is larger) is freed, if
+    /// that prefix holds more than the request's own would (within the
+    /// request's own prefix: of an address holding more than the request's
+    /// would): a source flooding requests, from one address or many of a
+    /// prefix, slows itself, not its neighbours. 1000 never frees one for
+    /// the share.
     pub peer_share: u16,
+    /// The bits of an IPv4 address that name its prefix for the shares
+    /// (default 24; 32 counts by address alone, and more is taken as 32).
+    pub share_prefix_v4: u8,
+    /// The bits of an IPv6 address that name its prefix for the shares
+    /// (default 64; 128 counts by address alone, and more is taken as 128).
+    pub share_prefix_v6: u8,
     /// Share the host's addresses with another stack (default `false`).
     ///
     /// When `true` the endpoint answers neither ARP requests nor ICMP echo
@@ -202,7 +217,35 @@ impl Config {
             max_rx_per_poll: 64,
             max_tx_per_poll: 64,
             peer_share: 250,
+            share_prefix_v4: 24,
+            share_prefix_v6: 64,
             passive_host: false,
+        }
+    }
+
+    /// The prefix of `addr` its shares are counted in: its first
+    /// `share_prefix_v4` (IPv4) or `share_prefix_v6` (IPv6) bits, the rest
+    /// zero.
+    #[cfg_attr(target_os = "none", inline(never))]
+    pub fn share_prefix(&self, addr: IpAddr) -> IpAddr {
+        /// The mask of the first `len` of `bits` bits.
+        fn mask(len: u8, bits: u32) -> u128 {
+            u128::MAX
+                .checked_shl(bits.saturating_sub(u32::from(len)))
+                .unwrap_or(0)
+        }
+        match addr {
+            IpAddr::V4(a) => {
+                let bits = a.to_bits() & mask(self.share_prefix_v4, 32) as u32;
+                IpAddr::V4(Ipv4Addr::from_bits(bits))
+            }
+            // Without IPv6 the endpoint has no IPv6 peer.
+            #[cfg(feature = "ipv6")]
+            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from_bits(
+                a.to_bits() & mask(self.share_prefix_v6, 128),
+            )),
+            #[cfg(not(feature = "ipv6"))]
+            IpAddr::V6(_) => addr,
         }
     }
 
@@ -342,6 +385,34 @@ impl core::error::Error for ConfigError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn share_prefixes_keep_their_first_bits() {
+        let mut c = Config::new(Ipv4Addr::new(10, 0, 0, 1), EthernetAddress([2; 6]), 0);
+        let v4 = |a, b, c, d| IpAddr::V4(Ipv4Addr::new(a, b, c, d));
+        let v6 = IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 2, 0x3456, 7, 8, 9, 10));
+        // Without IPv6 no IPv6 address is a peer's: it is kept whole.
+        let v6_prefix = |a, b, c, d| {
+            let p = IpAddr::V6(Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0));
+            if cfg!(feature = "ipv6") {
+                p
+            } else {
+                v6
+            }
+        };
+        assert_eq!(c.share_prefix(v4(10, 1, 2, 77)), v4(10, 1, 2, 0));
+        assert_eq!(c.share_prefix(v6), v6_prefix(0xfd00, 1, 2, 0x3456));
+        (c.share_prefix_v4, c.share_prefix_v6) = (20, 52);
+        assert_eq!(c.share_prefix(v4(10, 1, 0x3f, 77)), v4(10, 1, 0x30, 0));
+        assert_eq!(c.share_prefix(v6), v6_prefix(0xfd00, 1, 2, 0x3000));
+        (c.share_prefix_v4, c.share_prefix_v6) = (0, 0);
+        assert_eq!(c.share_prefix(v4(10, 1, 2, 77)), v4(0, 0, 0, 0));
+        for (v4_len, v6_len) in [(32, 128), (33, 200), (255, 255)] {
+            (c.share_prefix_v4, c.share_prefix_v6) = (v4_len, v6_len);
+            assert_eq!(c.share_prefix(v4(10, 1, 2, 77)), v4(10, 1, 2, 77));
+            assert_eq!(c.share_prefix(v6), v6);
+        }
+    }
 
     #[test]
     fn linux_defaults_give_max_sched_prio_3() {

@@ -104,10 +104,8 @@ pub enum DropReason {
     NotHandled,
     /// A frame we would send is larger than the device's MTU.
     FrameTooBig,
-    /// An ICMP error beyond the per-tick budget of those acted on (each
-    /// makes a pass over the live RPCs, so a flood must not buy one each),
-    /// an RPC_UNKNOWN within a RESEND interval of the restart the last one
-    /// caused (each restart sends DATA again), or a RESEND over its
+    /// An RPC_UNKNOWN within a RESEND interval of the restart the last
+    /// one caused (each restart sends DATA again), or a RESEND over its
     /// message's resend ration.
     RateLimited,
     /// A neighbour advertisement without the override flag for a peer whose
@@ -247,6 +245,33 @@ impl Drops {
     }
 }
 
+/// Received ICMP and ICMPv6 errors about Homa packets that ended no RPC,
+/// by reason. Only a port (or, over IPv4, protocol) unreachable whose quote
+/// names a live RPC ends it; everything else is counted here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IcmpIgnored {
+    /// The quoted packet is no Homa packet from one of our addresses.
+    pub not_homa: u64,
+    /// The quote is too short to carry the Homa id (the 28-byte common
+    /// header): it names no RPC.
+    pub short_quote: u64,
+    /// The quote names no RPC of ours: an id, a port or an address that
+    /// no live RPC has.
+    pub unknown_rpc: u64,
+    /// A port or protocol unreachable naming an RPC with nothing to end: a
+    /// finished client RPC, or a server RPC not sending its response.
+    pub wrong_state: u64,
+    /// A soft error naming a live RPC (net, host or address unreachable,
+    /// prohibited, no route, and every other code but port and protocol
+    /// unreachable): noted on a client RPC, which fails as unreachable
+    /// only if its silence timeout comes (RFC 1122 4.2.3.9, RFC 5927).
+    pub soft: u64,
+    /// Fragmentation needed, or ICMPv6 packet too big: a path-MTU hint,
+    /// never a reason to end an RPC; the endpoint's packets keep their size.
+    pub path_mtu: u64,
+}
+
 /// All counters of an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -286,9 +311,11 @@ pub struct Stats {
     pub icmp_unreachable_sent: u64,
     /// ICMP destination-unreachable messages received.
     pub icmp_unreachable_received: u64,
+    /// Received ICMP errors that ended no RPC, by reason.
+    pub icmp_ignored: IcmpIgnored,
     /// Client RPCs completed with a response.
     pub client_completed: u64,
-    /// Client RPCs that failed (timeout, peer unreachable).
+    /// Client RPCs that failed (timeout, port or peer unreachable).
     pub client_failed: u64,
     /// Client RPCs that timed out.
     pub timeouts: u64,
@@ -330,10 +357,11 @@ pub struct Stats {
     pub link_addr_claims_refused: u64,
     /// Peers evicted from a full peer table.
     pub peers_evicted: u64,
-    /// Server RPCs freed to make room (a slot or pool pages) for a request
-    /// from a peer within its share, taken from the peer holding the most
-    /// beyond its own (see [`Config::peer_share`](crate::Config::peer_share));
-    /// also counted in `server_freed`.
+    /// Server RPCs freed to make room (a slot or pool pages) for a new
+    /// request: answered ones waiting for their ACK first, else ones of the
+    /// group of peers holding the most (see
+    /// [`Config::peer_share`](crate::Config::peer_share)); also counted in
+    /// `server_freed`.
     pub server_evicted: u64,
     /// IPv6 neighbour solicitations sent (resolving a peer).
     pub ndp_solicits: u64,

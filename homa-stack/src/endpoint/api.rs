@@ -286,7 +286,7 @@ impl<'a> Endpoint<'a> {
             return false;
         };
         peer.nbr.unpin();
-        if peer.rpcs == 0 {
+        if peer.idle() {
             self.peer_idle.push_back(&mut self.peers[..], p);
         }
         self.peer_doubted(p);

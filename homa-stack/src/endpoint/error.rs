@@ -12,9 +12,12 @@ use crate::storage::PoolError;
 pub enum RpcError {
     /// The server was silent for `timeout_ticks`.
     TimedOut,
-    /// ICMP said no socket listens on the server port.
+    /// An ICMP port unreachable naming the RPC (its id and ports) said no
+    /// socket listens on the server port.
     PortUnreachable,
-    /// ICMP said the host or the Homa protocol is unreachable.
+    /// An ICMP protocol unreachable naming the RPC said Homa does not run
+    /// on the host; or an ICMP error said the host is unreachable (a soft
+    /// error) and the server then stayed silent for `timeout_ticks`.
     PeerUnreachable,
     /// The peer's link address could not be resolved (no ARP reply) for
     /// `timeout_ticks`.

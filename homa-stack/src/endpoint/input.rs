@@ -23,8 +23,8 @@ impl HandUp for Endpoint<'_> {
         self.process_homa(now, packet)
     }
 
-    fn unreachable(&mut self, addr: IpAddr, local_port: u16, peer_port: u16, what: Unreachable) {
-        self.unreachable_pkt(addr, local_port, peer_port, what);
+    fn unreachable(&mut self, addr: IpAddr, quote: &[u8], what: Unreachable) {
+        self.unreachable_pkt(addr, quote, what);
     }
 }
 
@@ -82,12 +82,13 @@ impl<'a> Endpoint<'a> {
             self.icmp_budget -= 1;
             self.count_drop(DropReason::UnknownPort);
             return Some(match arrived.ip {
-                // IPv4 quotes the header and 8 bytes (RFC 792).
+                // IPv4 quotes the header and what fits in 576 bytes
+                // (RFC 1812), the Homa id with it.
                 IpHeader::V4(header) => Reply::PortUnreachable {
                     dst_mac: mac,
                     dst_ip: header.src_addr,
                     header,
-                    data: &body[..body.len().min(8)],
+                    data: body,
                 },
                 // IPv6 quotes as much as fits in 1280 bytes (RFC 4443).
                 #[cfg(not(feature = "ipv6"))]
@@ -580,45 +581,64 @@ impl<'a> Endpoint<'a> {
 }
 
 impl<'a> Endpoint<'a> {
-    /// ICMP says our packets from `local_port` to `addr` (for a closed
-    /// port: to `peer_port`) cannot be delivered: unfinished client RPCs
-    /// there fail, and server RPCs answering there are freed (the client is
-    /// gone, docs/protocol.md 2.5).
-    pub(super) fn unreachable_pkt(
-        &mut self,
-        addr: IpAddr,
-        local_port: u16,
-        peer_port: u16,
-        what: Unreachable,
-    ) {
-        let (error, peer_port) = match what {
-            Unreachable::Port => (RpcError::PortUnreachable, Some(peer_port)),
-            Unreachable::Host => (RpcError::PeerUnreachable, None),
+    /// ICMP says a Homa packet of ours to `addr`, quoted in `quote`, could
+    /// not be delivered. Anyone can send that, naming our (predictable)
+    /// ports, so only an error whose quote names a live RPC (its id, our
+    /// port and the peer's) is believed, and it costs one lookup, as any
+    /// packet. Port and protocol unreachable end the RPC: a client RPC
+    /// fails, a server RPC sending its response is freed (the client is
+    /// gone, docs/protocol.md 2.5). Every other code is soft (RFC 1122
+    /// 4.2.3.9, RFC 5927: routers say it of transient faults, and a forger
+    /// can too): noted on a client RPC, whose silence timeout, if it comes,
+    /// fails it as unreachable; fragmentation needed is a path-MTU hint.
+    /// What ends nothing is counted by reason (`Stats::icmp_ignored`).
+    pub(super) fn unreachable_pkt(&mut self, addr: IpAddr, quote: &[u8], what: Unreachable) {
+        let ignored = &mut self.stats.icmp_ignored;
+        if what == Unreachable::PathMtu {
+            ignored.path_mtu += 1;
+            net_trace!("homa: ICMP fragmentation needed ignored");
+            return;
+        }
+        // Our packets' sender id is our local id.
+        if quote.len() < homa::COMMON_HEADER_LEN {
+            ignored.short_quote += 1;
+            net_debug!("homa: ICMP error quoting too little to name an RPC");
+            return;
+        }
+        let q = homa::Packet::new_unchecked(quote);
+        let found = self
+            .find_rpc(addr, q.sender_id(), q.sport())
+            .filter(|&i| self.rpc_at(i).is_some_and(|r| r.peer_port() == q.dport()));
+        let Some((i, state)) = found.and_then(|i| Some((i, self.rpc_at(i)?.state()))) else {
+            self.stats.icmp_ignored.unknown_rpc += 1;
+            net_debug!("homa: ICMP error naming no RPC ignored");
+            return;
         };
-        // One pass over the live RPCs (an ICMP error may concern many).
-        let mut cursor = self.live.front();
-        while let Some(i) = cursor {
-            cursor = self.live.next_of(&self.rpcs[..], i);
-            let slot = usize::from(i);
-            let Some(r) = self.rpc_at(slot) else {
-                continue;
-            };
-            let matches = r.peer_addr() == addr
-                && r.local_port() == local_port
-                && peer_port.is_none_or(|p| p == r.peer_port());
-            if !matches {
-                continue;
-            }
-            if r.state().is_client() {
-                if !r.state().is_finished() {
-                    net_debug!("homa: rpc {} aborted by ICMP: {}", r.id(), error);
-                    self.fail_client_rpc(slot, error);
+        let error = match what {
+            Unreachable::Port => RpcError::PortUnreachable,
+            Unreachable::Protocol => RpcError::PeerUnreachable,
+            _ => {
+                self.stats.icmp_ignored.soft += 1;
+                if let Some(mut r) = self.steady(i) {
+                    r.note_unreachable();
                 }
-            } else if matches!(r.state(), State::ServerOutgoing) {
-                net_debug!("homa: server rpc {} freed by ICMP: {}", r.id(), error);
-                self.free_rpc(slot);
-                self.stats.server_freed += 1;
+                net_debug!("homa: rpc {}: soft ICMP error noted", q.sender_id());
+                return;
             }
+        };
+        if state.is_client() && !state.is_finished() {
+            net_debug!("homa: rpc {} aborted by ICMP: {}", q.sender_id(), error);
+            self.fail_client_rpc(i, error);
+        } else if matches!(state, State::ServerOutgoing) {
+            net_debug!(
+                "homa: server rpc {} freed by ICMP: {}",
+                q.sender_id(),
+                error
+            );
+            self.free_rpc(i);
+            self.stats.server_freed += 1;
+        } else {
+            self.stats.icmp_ignored.wrong_state += 1;
         }
     }
 }

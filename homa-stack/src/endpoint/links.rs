@@ -69,7 +69,7 @@ pub(crate) struct Placed {
     pub(crate) counted: u32,
     /// Has DATA to send but its peer is unresolved.
     pub(crate) parked: bool,
-    /// Server: the pool pages its messages hold, as its peer's share last
+    /// Server: the pool pages its messages hold, as its group's share last
     /// counted them (see `share`; 16 bits keep the slot small).
     pub(crate) pages: u16,
 }

@@ -103,8 +103,11 @@ pub struct Endpoint<'a> {
     peer_free: List,
     peer_idle: List,
     peer_addrs: Index<peer::PeerAddrTag>,
-    /// Peers holding server RPCs, the one holding the most first.
-    loads: Heap,
+    /// Group leaders by their prefix (see `share`).
+    groups: Index<peer::PrefixTag>,
+    /// Server RPCs, oldest first, but those the application holds moved
+    /// to the back: the candidates to free for a newcomer (see `share`).
+    by_age: List,
     /// The peer `peer_index` found or made last: tried before the index,
     /// as RPCs come in runs to one peer (checked by address, so a slot
     /// reused for another peer is simply a miss).
@@ -131,9 +134,6 @@ pub struct Endpoint<'a> {
     link_mbps: u32,
     /// ICMP errors we may still send in this tick (bounds work under floods).
     icmp_budget: u32,
-    /// ICMP errors we may still act on in this tick (each is a pass over
-    /// the live RPCs).
-    icmp_in_budget: u32,
     /// The last poll's ingress stopped at `max_rx_per_poll` frames: the
     /// device may hold more, so the next poll is due at once (a runner
     /// woken only by new frames would otherwise sleep on them).
@@ -172,7 +172,7 @@ const FIRST_ID_LABEL: u64 = u64::from_le_bytes(*b"first id");
 /// odd local ids).
 const ID_OFFSET_LABEL: u64 = 0;
 
-/// ICMP errors sent, and received ICMP errors acted on, per tick at most.
+/// ICMP errors sent per tick at most.
 pub(super) const ICMP_PER_TICK: u32 = 32;
 
 impl<'a> Endpoint<'a> {
@@ -238,6 +238,7 @@ impl<'a> Endpoint<'a> {
             *s = PeerSlot::EMPTY;
         }
         let peer_addrs = Index::new(&mut peers[..]);
+        let groups = Index::new(&mut peers[..]);
         let mut peer_free = List::with_id(peer::PEER_TABLE, 0);
         for i in 0..peers.len() {
             peer_free.push_back(&mut peers[..], i as u16);
@@ -270,7 +271,8 @@ impl<'a> Endpoint<'a> {
             peer_free,
             peer_idle: List::with_id(peer::PEER_TABLE, 1),
             peer_addrs,
-            loads: Heap::new(share::LOAD),
+            groups,
+            by_age: List::new(rpc::BY_AGE),
             last_peer: 0,
             resolving: List::new(peer::RESOLVE),
             servers,
@@ -283,7 +285,6 @@ impl<'a> Endpoint<'a> {
             max_payload,
             link_mbps,
             icmp_budget: ICMP_PER_TICK,
-            icmp_in_budget: ICMP_PER_TICK,
             rx_backlog: false,
             tick_counted: false,
             caps: crate::phy::DeviceCapabilities::default(),

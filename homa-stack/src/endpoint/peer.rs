@@ -19,7 +19,7 @@
 //! [`SendError::PeerTableFull`]: super::SendError::PeerTableFull
 
 use crate::config::NUM_PRIORITIES;
-use crate::storage::{HeapLink, IndexLink, IndexNode, List, ListLink, ListNode, Meld};
+use crate::storage::{IndexLink, IndexNode, ListLink, ListNode, Meld};
 use crate::time::Instant;
 use crate::wire::homa::{Ack, MAX_ACKS};
 use crate::wire::{EthernetAddress, IpAddr};
@@ -49,8 +49,9 @@ pub struct PeerSlot {
     /// The peer's RPCs that are grant candidates, best at the root; a slot
     /// and not the `Peer`, as the links below (see `queues`).
     pub(crate) grants: Meld,
-    /// In the heap of peers by server RPCs held (see `share`).
-    pub(crate) load: HeapLink,
+    /// As its prefix's group leader: in the index of leaders by prefix
+    /// (see `share`).
+    by_prefix: IndexLink,
 }
 
 impl PeerSlot {
@@ -61,7 +62,7 @@ impl PeerSlot {
         resolve: ListLink::EMPTY,
         by_addr: IndexLink::EMPTY,
         grants: Meld::EMPTY,
-        load: HeapLink::EMPTY,
+        by_prefix: IndexLink::EMPTY,
     };
 }
 
@@ -71,6 +72,8 @@ pub(crate) const PEER_TABLE: u8 = 0;
 pub(crate) const RESOLVE: u8 = 1;
 /// Marker of the peer index by address.
 pub(crate) struct PeerAddrTag;
+/// Marker of the index of group leaders by prefix.
+pub(crate) struct PrefixTag;
 impl ListNode for PeerSlot {
     fn list_link(&self, kind: u8) -> &ListLink {
         if kind == RESOLVE {
@@ -97,6 +100,15 @@ impl IndexNode<PeerAddrTag> for PeerSlot {
     }
 }
 
+impl IndexNode<PrefixTag> for PeerSlot {
+    fn index_link(&self) -> &IndexLink {
+        &self.by_prefix
+    }
+    fn index_link_mut(&mut self) -> &mut IndexLink {
+        &mut self.by_prefix
+    }
+}
+
 impl Default for PeerSlot {
     fn default() -> Self {
         Self::EMPTY
@@ -114,19 +126,24 @@ pub(crate) struct Peer {
     pub last_used: Instant,
     /// The peer's cutoffs for our unscheduled packets to it.
     pub cutoffs: [u32; NUM_PRIORITIES],
-    /// Pool pages the messages of its server RPCs hold.
+    /// As a leader: the pool pages its group's server RPCs hold.
     pub pages: u32,
     /// Version of `cutoffs`, echoed in our DATA (0 before any CUTOFFS).
     pub cutoff_version: u16,
     /// RPCs that refer to this peer: it is not evicted while any do.
     pub rpcs: u16,
-    /// The larger of its server RPCs' shares of the RPC table and of the
-    /// pool, in thousandths (see `share`).
-    pub load: u16,
+    /// Of those, our server RPCs (see `share`).
+    pub served: u16,
+    /// The leader of the group of peers of its prefix, which counts their
+    /// share (itself, or `NONE` before its first server RPC; see `share`).
+    pub group: u16,
+    /// As a leader: the peers of its group, itself included (it is not
+    /// evicted while others are in it).
+    pub members: u16,
+    /// As a leader: the group's server RPCs.
+    pub grouped: u16,
     /// RPCs with DATA waiting for the link address (`queues`).
     pub parked: u16,
-    /// Its server RPCs, oldest first (see `share`).
-    pub servers: List,
     /// An ACK packet that takes `acks` when it is sent waits in the
     /// control queue (for NEED_ACK answers: one at a time per peer).
     pub ack_flush_queued: bool,
@@ -154,9 +171,11 @@ impl Peer {
             acks: Vec::new(),
             ack_flush_queued: false,
             rpcs: 0,
-            servers: List::new(super::rpc::BY_PEER),
+            served: 0,
+            group: crate::storage::NONE,
+            members: 0,
+            grouped: 0,
             pages: 0,
-            load: 0,
             parked: 0,
             last_used: now,
         }
@@ -178,6 +197,12 @@ impl Peer {
     /// finished RPC the application has yet to release.
     pub fn resolve_wanted(&self) -> bool {
         self.parked > 0 || (self.nbr.doubted() && self.rpcs > 0)
+    }
+
+    /// Whether it may be evicted: no RPC refers to it, it leads no group
+    /// with other peers in it, and the application did not pin it.
+    pub fn idle(&self) -> bool {
+        self.rpcs == 0 && self.members <= 1 && !self.nbr.pinned()
     }
 
     /// Whether frames can be addressed to the peer.
@@ -248,11 +273,14 @@ impl<'a> super::Endpoint<'a> {
         Some(i)
     }
 
-    /// Takes an evicted peer out of the index and the resolve list.
+    /// Takes an evicted peer out of the index, the resolve list and its
+    /// group.
     fn forget_peer(&mut self, i: u16) {
         self.peer_addrs.remove(&mut self.peers[..], i);
         self.resolving.remove(&mut self.peers[..], i);
-        self.peers[usize::from(i)].peer = None;
+        if let Some(p) = self.peers[usize::from(i)].peer.take() {
+            self.left_group(i, p.group);
+        }
     }
 
     /// An RPC now refers to peer `pi`: it is not evictable.
@@ -283,7 +311,7 @@ impl<'a> super::Endpoint<'a> {
             return;
         };
         p.rpcs = p.rpcs.saturating_sub(1);
-        if p.rpcs == 0 && !p.nbr.pinned() {
+        if p.idle() {
             self.peer_idle.push_back(&mut self.peers[..], pi);
         }
     }

@@ -507,8 +507,8 @@ impl<'a> Endpoint<'a> {
             if parked.get(pi).is_some_and(|&n| p.parked != n) {
                 return Err("a peer's parked count is stale");
             }
-            if self.peer_idle.contains(peers, i) != (p.rpcs == 0 && !p.nbr.pinned()) {
-                return Err("the idle-peer list disagrees with the RPC counts and pins");
+            if self.peer_idle.contains(peers, i) != p.idle() {
+                return Err("the idle-peer list disagrees with the RPC and member counts and pins");
             }
             if self.find_peer(p.addr) != Some(i) {
                 return Err("a peer is not found by its address");

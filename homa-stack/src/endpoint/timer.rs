@@ -62,7 +62,6 @@ impl<'a> Endpoint<'a> {
     /// frames are read.
     pub(super) fn count_tick(&mut self) {
         self.icmp_budget = ICMP_PER_TICK;
-        self.icmp_in_budget = ICMP_PER_TICK;
         self.tick_pass(false);
     }
 

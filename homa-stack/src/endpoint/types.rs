@@ -28,7 +28,7 @@ pub(super) struct Sender {
 /// The IP header a Homa packet came in.
 #[derive(Clone, Copy)]
 pub(super) enum IpHeader<'f> {
-    /// The IPv4 header (its 8 bytes of payload are quoted from the body).
+    /// The IPv4 header (an error about the packet quotes it, and the body).
     V4(Ipv4Repr),
     /// Keeps `'f` in use without IPv6.
     #[cfg(not(feature = "ipv6"))]
@@ -54,14 +54,21 @@ impl IpHeader<'_> {
     }
 }
 
-/// What an ICMP destination-unreachable said of our packets, as the host
-/// layer hands it to the endpoint.
+/// What an ICMP error said of one of our Homa packets, as the host layer
+/// hands it to the endpoint (which acts on it only when the quote names a
+/// live RPC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Unreachable {
-    /// No socket on the peer's port: RPCs to that port fail.
+    /// No socket on the peer's port: the RPC named fails.
     Port,
-    /// The host or the Homa protocol is unreachable: RPCs to the host fail.
-    Host,
+    /// Homa does not run on the peer (IPv4 protocol unreachable): the RPC
+    /// named fails.
+    Protocol,
+    /// Net, host or address unreachable, and the other codes: soft errors
+    /// (RFC 1122 4.2.3.9, RFC 5927), noted; the silence timeout decides.
+    Soft,
+    /// Fragmentation needed, or packet too big: a path-MTU hint.
+    PathMtu,
 }
 
 /// An answer to a received frame, built while the frame is still borrowed.

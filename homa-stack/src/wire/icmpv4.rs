@@ -9,7 +9,9 @@
 //! That quoted header is read leniently: its `total_len` may exceed the bytes
 //! quoted and its checksum is not verified. On emit the header is rebuilt
 //! from an [`Ipv4Repr`] (no options, id 0, DF, checksum filled) and at most
-//! [`MAX_QUOTED_DATA`] payload bytes follow, the RFC 792 minimum.
+//! [`MAX_QUOTED_DATA`] payload bytes follow: as much as keeps the message
+//! within 576 bytes (RFC 1812 4.3.2.3, as Linux sends), so that the quote
+//! carries a Homa packet's id, not only the 8 bytes RFC 792 asks for.
 
 use core::fmt;
 
@@ -141,8 +143,9 @@ mod field {
 pub const HEADER_LEN: usize = field::UNUSED.end;
 
 /// How many payload bytes after the quoted IPv4 header a
-/// destination-unreachable message carries on emit (RFC 792's minimum).
-pub const MAX_QUOTED_DATA: usize = 8;
+/// destination-unreachable message carries at most on emit: the IPv4
+/// packet is then at most 576 bytes (RFC 1812 4.3.2.3).
+pub const MAX_QUOTED_DATA: usize = 576 - ipv4::HEADER_LEN - HEADER_LEN - ipv4::HEADER_LEN;
 
 /// A view of an ICMPv4 message in a byte buffer (the IPv4 payload).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,7 +370,7 @@ impl<'a> Icmpv4Repr<'a> {
     }
 
     /// The bytes [`emit`](Self::emit) writes: 8 plus the echo data, or 8 plus
-    /// the 20-byte quoted header plus up to 8 quoted bytes.
+    /// the 20-byte quoted header plus up to [`MAX_QUOTED_DATA`] quoted bytes.
     pub fn buffer_len(&self) -> usize {
         match self {
             Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {
@@ -644,17 +647,18 @@ mod test {
     }
 
     #[test]
-    fn emit_quotes_at_most_eight_bytes() {
-        let long = [0x55u8; 100];
+    fn emit_quotes_what_fits_in_576_bytes() {
+        // With its own IPv4 header the message is 576 bytes at most.
+        let long = [0x55u8; 1000];
         let repr = Icmpv4Repr::DstUnreachable {
             reason: Icmpv4DstUnreachable::PortUnreachable,
             header: quoted_header(),
             data: &long,
         };
-        assert_eq!(repr.buffer_len(), 8 + 20 + 8);
-        let mut bytes = [0u8; 36];
+        assert_eq!(repr.buffer_len(), 576 - 20);
+        let mut bytes = [0u8; 556];
         repr.emit(&mut Icmpv4Packet::new_unchecked(&mut bytes[..]), true);
-        assert_eq!(&bytes[28..], &long[..8]);
+        assert_eq!(&bytes[28..], &long[..528]);
     }
 
     #[test]

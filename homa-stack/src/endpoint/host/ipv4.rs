@@ -1,6 +1,6 @@
 //! IPv4 in, and ICMP: echo replies, and destination unreachable both
 //! ways (sent by the endpoint's input for closed ports; received ones are
-//! handed up when they concern our Homa packets).
+//! handed up, sorted by what they mean, when they quote our Homa packets).
 
 use super::{HandUp, HomaIn, Route, HOP_LIMIT};
 use crate::endpoint::types::{IpHeader, Reply, Unreachable};
@@ -108,23 +108,18 @@ impl<'a> Endpoint<'a> {
                 self.stats.icmp_unreachable_received += 1;
                 if header.next_header != IpProtocol::Homa
                     || header.src_addr != self.config.ipv4_addr
-                    || data.len() < 4
                 {
+                    self.stats.icmp_ignored.not_homa += 1;
                     net_trace!("homa: ICMP unreachable for non-Homa traffic ignored");
                     return None;
                 }
-                let sport = u16::from_be_bytes([data[0], data[1]]);
-                let dport = u16::from_be_bytes([data[2], data[3]]);
                 let what = match reason {
                     Icmpv4DstUnreachable::PortUnreachable => Unreachable::Port,
-                    _ => Unreachable::Host,
+                    Icmpv4DstUnreachable::ProtoUnreachable => Unreachable::Protocol,
+                    Icmpv4DstUnreachable::FragRequired => Unreachable::PathMtu,
+                    _ => Unreachable::Soft,
                 };
-                if self.icmp_in_budget == 0 {
-                    return self
-                        .drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
-                }
-                self.icmp_in_budget -= 1;
-                self.unreachable(IpAddr::V4(header.dst_addr), sport, dport, what);
+                self.unreachable(IpAddr::V4(header.dst_addr), data, what);
                 None
             }
             _ => self.drop_frame(DropReason::NotHandled, "ICMP type not handled"),

@@ -168,6 +168,13 @@ impl<'a> Endpoint<'a> {
                     | Icmpv6Message::NeighborAdvert
             );
             if !handled && (!verify || packet.verify_checksum(&ip.src_addr, &ip.dst_addr)) {
+                // Packet too big is a path-MTU hint: our packets keep
+                // their size, and no RPC ends for it.
+                if packet.msg_type() == Icmpv6Message::PktTooBig {
+                    self.stats.icmp_ignored.path_mtu += 1;
+                    net_trace!("homa: ICMPv6 packet too big ignored");
+                    return None;
+                }
                 return self.drop_frame(DropReason::NotHandled, "ICMPv6 type not handled");
             }
             return self.drop_frame(DropReason::Malformed, "bad ICMPv6");
@@ -337,7 +344,7 @@ impl<'a> Endpoint<'a> {
     }
 
     /// A destination unreachable about a Homa packet of ours: handed up,
-    /// within the tick's budget of ICMP errors acted on.
+    /// sorted by what it means (only port unreachable is a hard error).
     fn unreachable_v6<'f>(
         &mut self,
         reason: Icmpv6DstUnreachable,
@@ -346,23 +353,16 @@ impl<'a> Endpoint<'a> {
     ) -> Option<Reply<'f>> {
         self.stats.icmp_unreachable_received += 1;
         let ours = self.our_v6().any(|a| a == header.src_addr);
-        if header.next_header != IpProtocol::Homa || !ours || data.len() < 4 {
+        if header.next_header != IpProtocol::Homa || !ours {
+            self.stats.icmp_ignored.not_homa += 1;
             net_trace!("homa: ICMPv6 unreachable for non-Homa traffic ignored");
             return None;
         }
-        if self.icmp_in_budget == 0 {
-            return self.drop_frame(DropReason::RateLimited, "ICMP error over the tick's budget");
-        }
-        self.icmp_in_budget -= 1;
         let what = match reason {
             Icmpv6DstUnreachable::PortUnreachable => Unreachable::Port,
-            _ => Unreachable::Host,
+            _ => Unreachable::Soft,
         };
-        let (sport, dport) = (
-            u16::from_be_bytes([data[0], data[1]]),
-            u16::from_be_bytes([data[2], data[3]]),
-        );
-        self.unreachable(IpAddr::V6(header.dst_addr), sport, dport, what);
+        self.unreachable(IpAddr::V6(header.dst_addr), data, what);
         None
     }
 

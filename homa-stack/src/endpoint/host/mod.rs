@@ -43,10 +43,9 @@ pub(super) trait HandUp {
     /// frame's transmit token, if anything (a port unreachable).
     fn homa<'f>(&mut self, now: Instant, packet: HomaIn<'f>) -> Option<Reply<'f>>;
 
-    /// ICMP says our Homa packets from `local_port` to `addr` (at
-    /// `peer_port`) cannot be delivered; within the tick's budget of ICMP
-    /// errors acted on.
-    fn unreachable(&mut self, addr: IpAddr, local_port: u16, peer_port: u16, what: Unreachable);
+    /// ICMP says a Homa packet of ours to `addr`, whose first bytes it
+    /// quotes in `quote`, could not be delivered, for the reason `what`.
+    fn unreachable(&mut self, addr: IpAddr, quote: &[u8], what: Unreachable);
 }
 
 /// A Homa packet for us, with its addresses.

@@ -35,7 +35,7 @@ pub(crate) use msg_out::RESEND_WINDOWS;
 pub(crate) use msg_out::{packet_at, MsgOut};
 pub use table::RpcSlot;
 pub(in crate::endpoint) use table::{client_id, client_slot};
-pub(crate) use table::{ServerTag, BY_PEER, CTRL, READY, SHORT, TABLE, WAIT};
+pub(crate) use table::{ServerTag, BY_AGE, CTRL, READY, SHORT, TABLE, WAIT};
 
 /// Where an RPC is in its life (docs/protocol.md 4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +151,9 @@ pub(crate) struct Rpc {
     restarts: Restarts,
     /// The application has been told about the current state.
     reported: bool,
+    /// Client: ICMP said its server is unreachable (a soft error, see
+    /// `input`): if it times out, it fails as unreachable.
+    unreachable: bool,
     /// Arrival order, for FIFO choices and fair reporting.
     birth: u64,
     /// Our address its packets leave from (a server RPC: the one asked).
@@ -326,6 +329,7 @@ impl Rpc {
             need_ack_due: false,
             restarts: Restarts(0),
             reported: false,
+            unreachable: false,
             birth,
             local: Local::CHOSEN,
         }
@@ -957,10 +961,12 @@ impl Rpc {
             };
         }
         if silent >= rules.timeout {
-            let error = if resolved {
-                RpcError::TimedOut
-            } else {
+            let error = if !resolved {
                 RpcError::Unresolved
+            } else if self.unreachable {
+                RpcError::PeerUnreachable
+            } else {
+                RpcError::TimedOut
             };
             return TickVerdict::TimedOut(error);
         }
@@ -1016,6 +1022,12 @@ impl Rpc {
         if u32::from(self.done_ticks) >= request_ack.min(0xFFFF) {
             self.need_ack_due = true;
         }
+    }
+
+    /// ICMP said the peer is unreachable (a soft error): a client RPC
+    /// that times out fails as unreachable instead.
+    pub fn note_unreachable(&mut self) {
+        self.unreachable = self.state.is_client();
     }
 
     /// The GRANT due, taken: its header.

@@ -19,8 +19,8 @@ pub struct RpcSlot {
     /// In the lists, by kind: `TABLE` (the free or the live list),
     /// `READY` (its socket's ready queue), `CTRL` (RPCs with a GRANT,
     /// RESEND or NEED_ACK due), `WAIT` (messages waiting for pool space),
-    /// `SHORT` (short messages to send, see `queues`), `BY_PEER` (its
-    /// peer's server RPCs, see `share`).
+    /// `SHORT` (short messages to send, see `queues`), `BY_AGE` (the
+    /// server RPCs by age, see `share`).
     lists: [ListLink; 6],
     /// In the index of server RPCs by (peer address, id).
     index: IndexLink,
@@ -61,19 +61,19 @@ pub(crate) const CTRL: u8 = 2;
 pub(crate) const WAIT: u8 = 3;
 /// The sender's list of short messages, in the order they became ready.
 pub(crate) const SHORT: u8 = 4;
-/// Each peer's server RPCs, oldest first.
-pub(crate) const BY_PEER: u8 = 5;
+/// The server RPCs, oldest first (see `share`).
+pub(crate) const BY_AGE: u8 = 5;
 /// Marker of the server-RPC index.
 pub(crate) struct ServerTag;
 
 impl ListNode for RpcSlot {
     #[cfg_attr(not(target_os = "none"), inline(always))]
     fn list_link(&self, kind: u8) -> &ListLink {
-        &self.lists[usize::from(kind.min(BY_PEER))]
+        &self.lists[usize::from(kind.min(BY_AGE))]
     }
     #[cfg_attr(not(target_os = "none"), inline(always))]
     fn list_link_mut(&mut self, kind: u8) -> &mut ListLink {
-        &mut self.lists[usize::from(kind.min(BY_PEER))]
+        &mut self.lists[usize::from(kind.min(BY_AGE))]
     }
 }
 
@@ -139,6 +139,10 @@ impl Steady<'_> {
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn on_tick(&mut self, rules: &TickRules, resolved: bool) -> TickVerdict {
         self.0.on_tick(rules, resolved)
+    }
+    /// See [`Rpc::note_unreachable`].
+    pub fn note_unreachable(&mut self) {
+        self.0.note_unreachable()
     }
     /// See [`Rpc::take_event`].
     #[cfg_attr(not(target_os = "none"), inline(always))]

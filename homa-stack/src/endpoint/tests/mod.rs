@@ -745,17 +745,19 @@ fn slot_sizes_stay_small() {
     // candidate, took it from 392 to 400) instead of table walks, and the
     // heap keys it was last queued with (12 bytes: unchanged keys need no
     // sift); the peer's address holds IPv4 or IPv6 (17 bytes); a client's
-    // restart ration (2 bytes) and the link in its peer's list of server
-    // RPCs (6 bytes); the outgoing message's resend ration (8 bytes).
+    // restart ration (2 bytes) and the link in the list of server RPCs by
+    // age (6 bytes); the outgoing message's resend ration (8 bytes).
     let rpc = core::mem::size_of::<RpcSlot>();
     assert!(rpc <= 424, "RpcSlot is {rpc} bytes");
     // A peer holds one ACK packet's worth of acks (6 x 10 bytes), its
-    // neighbour-cache state, and its links (free/idle and resolve lists,
-    // the index by address, the heap of peers by server RPCs held) with
-    // the root of its candidates' heap and the head of its list of server
-    // RPCs; its address is IPv4 or IPv6.
+    // neighbour entry (the link address, where it came from, when it was
+    // confirmed and when to probe next: 32 bytes), and its links
+    // (free/idle and resolve lists, the index by address) with the root of
+    // its candidates' heap; its address is IPv4 or IPv6. It counts its
+    // server RPCs, and as the leader of its prefix's group holds the
+    // group's counts, with a link in the index of leaders by prefix.
     assert!(
-        core::mem::size_of::<PeerSlot>() <= 256,
+        core::mem::size_of::<PeerSlot>() <= 264,
         "PeerSlot is {} bytes",
         core::mem::size_of::<PeerSlot>()
     );
@@ -847,12 +849,14 @@ fn a_reply_that_does_not_fit_leaves_the_request_readable() {
 }
 
 mod hostile;
+mod icmp;
 mod ids;
 #[cfg(feature = "ipv6")]
 mod ipv6;
 mod neighbours;
 mod offload;
 mod restart;
+mod shares;
 mod slow;
 mod wire_bytes;
 
