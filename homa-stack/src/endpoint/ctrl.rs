@@ -43,6 +43,8 @@ impl Ctrl {
     /// address and port of ours, naming the same RPC. (Compared field by
     /// field, not by a derived `PartialEq`, whose code for every kind of
     /// packet the firmware would carry.)
+    // Out of line on firmware: the queue's two halves each inlined it.
+    #[cfg_attr(target_os = "none", inline(never))]
     fn same_reply(&self, other: &Ctrl) -> bool {
         let (CtrlPacket::Homa(a), CtrlPacket::Homa(b)) = (&self.packet, &other.packet) else {
             return false;

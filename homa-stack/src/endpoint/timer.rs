@@ -154,8 +154,6 @@ impl<'a> Endpoint<'a> {
     /// An RPC with peer `pi` is silent at a RESEND time: the peer's link
     /// address may be stale, so it is probed when the doubt is reason
     /// enough (see `peer`).
-    // Out of line on firmware: inlined into the tick it was larger.
-    #[cfg_attr(target_os = "none", inline(never))]
     fn peer_silent(&mut self, pi: u16) {
         let (now, reachable) = (self.now, self.config.reachable_time);
         if let Some(p) = self
