@@ -354,9 +354,15 @@ impl<'a> super::Endpoint<'a> {
                 self.stats.link_addr_claims_refused += 1;
             }
             claim => {
+                #[cfg(feature = "ipv6")]
                 match addr {
                     IpAddr::V4(_) => self.stats.arp_learned += 1,
                     IpAddr::V6(_) => self.stats.ndp_learned += 1,
+                }
+                // Without IPv6 only ARP teaches.
+                #[cfg(not(feature = "ipv6"))]
+                {
+                    self.stats.arp_learned += 1;
                 }
                 if claim == Claim::Learned {
                     self.peer_resolved_now(i);

@@ -48,11 +48,8 @@ impl<'a> Endpoint<'a> {
                 "ARP reply from a peer we do not hold",
             );
         }
-        if operation == ArpOperation::Request
-            && !self.config.passive_host
-            && target_protocol_addr == self.config.ipv4_addr
-            && source_hardware_addr.is_unicast()
-        {
+        // Checked above: for our address, from a unicast sender.
+        if operation == ArpOperation::Request && !self.config.passive_host {
             self.stats.arp_replies += 1;
             return Some(Reply::Arp {
                 dst_mac: source_hardware_addr,
@@ -88,10 +85,11 @@ impl<'a> Endpoint<'a> {
             vlan: arp_vlan(&self.config),
             ethertype: EtherType::Arp,
         };
-        if !self.fits(eth.header_len() + arp.buffer_len()) {
+        let len = eth.header_len() + arp.buffer_len();
+        if !self.fits(len) {
             return;
         }
-        tx.consume(eth.header_len() + arp.buffer_len(), |frame| {
+        tx.consume(len, |frame| {
             eth.emit(&mut EthernetFrame::new_unchecked(&mut *frame));
             arp.emit(&mut ArpPacket::new_unchecked(
                 &mut frame[eth.header_len()..],
@@ -116,9 +114,9 @@ impl<'a> Endpoint<'a> {
         if !self.timers.is_due(Timer::Resolve, now) {
             return;
         }
-        // The next time one is due, for poll_at.
-        let mut next: Option<Instant> = None;
-        let mut due = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        // The next time one is due, for poll_at (`MAX`: none).
+        let mut next = Instant::MAX;
+        let mut due = |t: Instant| next = next.min(t);
         let mut cursor = self.resolving.front();
         while let Some(i) = cursor {
             cursor = self.resolving.next_of(&self.peers[..], i);
@@ -173,7 +171,7 @@ impl<'a> Endpoint<'a> {
                 IpAddr::V6(_) => {}
             }
         }
-        self.timers.update(Timer::Resolve, next);
+        self.timers.set(Timer::Resolve, next);
     }
 }
 
