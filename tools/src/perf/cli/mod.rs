@@ -4,14 +4,12 @@
 //! with. Every value's accepted range is stated in its help and in the error
 //! that refuses it.
 //!
-//! `args.rs` holds clap's definitions and the whole-line checks, `opts.rs`
-//! the checked options the rest of homa-perf reads.
+//! `args.rs` holds clap's definitions, the whole-line checks and the
+//! checked options the rest of homa-perf reads.
 
 mod args;
-mod opts;
 
-pub use args::{Cli, HomaOpts, Only, Sub, TestbedOpts};
-pub use opts::{ClientOpts, Command, ServerOpts, Transport};
+pub use args::{Cli, ClientOpts, Command, HomaOpts, Only, ServerOpts, Sub, TestbedOpts, Transport};
 
 /// Default bottleneck rate of the testbed in Mbit/s (docs/testbed.md says
 /// why it is not 1000 on a 2-core machine).
