@@ -285,7 +285,7 @@ pub struct TestbedOpts {
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=32))]
     pub clients: usize,
-    /// Request sizes: w1..w5, N[,N] or a `bytes,cdf` CSV.
+    /// Request sizes: w1..w5, `N[,N]` or a `bytes,cdf` CSV.
     #[arg(long, value_name = "W", default_value = "w4")]
     pub workload: String,
     /// Offered load, a fraction of the bottleneck in (0, 1.5].
