@@ -2170,7 +2170,7 @@ fn forged_request(id: u64) -> Vec<u8> {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "seconds of virtual time: too slow under Miri")]
+#[cfg(not(miri))] // seconds of virtual time, and the flood driver of `shares`
 fn a_legitimate_client_beside_a_one_source_flood_completes_its_rpcs() {
     // C's flood keeps B's 64-slot table full of answered RPCs waiting for
     // ACKs that never come; A's requests find it full too. A new request
